@@ -1,0 +1,165 @@
+// Package analyze is the backoff arithmetic of gRPC's connection backoff
+// interop test: the policy of doc/connection-backoff.md and the one verifier
+// (SPEC.md §3) that both the reference server's Stop and the packet auditor
+// run. It imports only the standard library and takes timestamps, never a
+// clock, so anyone can read and test it in one sitting.
+//
+// Spec: https://github.com/grpc/grpc/blob/master/doc/connection-backoff.md
+package analyze
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Policy is a connection backoff policy. Field names follow grpc-go's
+// backoff.Config; the defaults are the spec's (SPEC.md §1).
+type Policy struct {
+	// BaseDelay is INITIAL_BACKOFF, the expected wait after the first
+	// failure. The reference verifier never caps it.
+	BaseDelay time.Duration
+	// Multiplier is MULTIPLIER, the growth of the backoff per failed attempt.
+	Multiplier float64
+	// Jitter is JITTER: each backoff may be off by ±Jitter of its expected
+	// value.
+	Jitter float64
+	// MaxDelay is MAX_BACKOFF, the cap on the expected backoff (before jitter).
+	MaxDelay time.Duration
+	// MinConnectTimeout is MIN_CONNECT_TIMEOUT. The verifier does not use it
+	// (an attempt on the retry port fails at once); it is reported so that a
+	// reader knows the whole policy a client was held to.
+	MinConnectTimeout time.Duration
+	// Tolerance is the reference verifier's transmission-delay allowance,
+	// added on both sides of every window.
+	Tolerance time.Duration
+}
+
+// Spec defaults (SPEC.md §1 and §3).
+const (
+	DefaultBaseDelay         = time.Second
+	DefaultMultiplier        = 1.6
+	DefaultJitter            = 0.2
+	DefaultMaxDelay          = 120 * time.Second
+	DefaultMinConnectTimeout = 20 * time.Second
+	DefaultTolerance         = 100 * time.Millisecond
+)
+
+// DefaultPolicy is the policy of the spec and of the reference verifier.
+func DefaultPolicy() Policy {
+	return Policy{
+		BaseDelay:         DefaultBaseDelay,
+		Multiplier:        DefaultMultiplier,
+		Jitter:            DefaultJitter,
+		MaxDelay:          DefaultMaxDelay,
+		MinConnectTimeout: DefaultMinConnectTimeout,
+		Tolerance:         DefaultTolerance,
+	}
+}
+
+// ReferencePolicy is the policy the reference server verifies a session
+// against: the defaults, with the cap a client asked for in Start
+// (max_reconnect_backoff_ms; 0 keeps the default 120000 ms).
+func ReferencePolicy(maxReconnectBackoffMS int32) Policy {
+	p := DefaultPolicy()
+	if maxReconnectBackoffMS != 0 {
+		p.MaxDelay = time.Duration(maxReconnectBackoffMS) * time.Millisecond
+	}
+	return p
+}
+
+// Validate reports the first field that makes the policy meaningless.
+func (p Policy) Validate() error {
+	var errs []error
+	if p.BaseDelay <= 0 {
+		errs = append(errs, fmt.Errorf("initial backoff %v: must be positive", p.BaseDelay))
+	}
+	if !(p.Multiplier >= 1) { // also rejects NaN
+		errs = append(errs, fmt.Errorf("multiplier %v: must be at least 1", p.Multiplier))
+	}
+	if !(p.Jitter >= 0 && p.Jitter < 1) {
+		errs = append(errs, fmt.Errorf("jitter %v: must be in [0, 1)", p.Jitter))
+	}
+	if p.MaxDelay <= 0 {
+		errs = append(errs, fmt.Errorf("max backoff %v: must be positive", p.MaxDelay))
+	}
+	if p.MinConnectTimeout < 0 {
+		errs = append(errs, fmt.Errorf("min connect timeout %v: must not be negative", p.MinConnectTimeout))
+	}
+	if p.Tolerance < 0 {
+		errs = append(errs, fmt.Errorf("tolerance %v: must not be negative", p.Tolerance))
+	}
+	return errors.Join(errs...)
+}
+
+// ms converts a duration to float64 milliseconds; whole milliseconds convert
+// exactly, which keeps the reference arithmetic bit for bit.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// first returns E1, the expected first backoff in ms.
+func (p Policy) first() float64 { return ms(p.BaseDelay) }
+
+// next returns the expected backoff after e: multiplied, then capped, in
+// float64 and in that order (SPEC.md §3.2).
+func (p Policy) next(e float64) float64 {
+	e *= p.Multiplier
+	if c := ms(p.MaxDelay); e > c {
+		e = c
+	}
+	return e
+}
+
+// Expected returns the expected backoff of interval k (k ≥ 1) in ms.
+func (p Policy) Expected(k int) float64 {
+	e := p.first()
+	for i := 1; i < k; i++ {
+		e = p.next(e)
+	}
+	return e
+}
+
+type policyJSON struct {
+	InitialBackoffMS    float64 `json:"initial_backoff_ms"`
+	Multiplier          float64 `json:"multiplier"`
+	Jitter              float64 `json:"jitter"`
+	MaxBackoffMS        float64 `json:"max_backoff_ms"`
+	MinConnectTimeoutMS float64 `json:"min_connect_timeout_ms"`
+	ToleranceMS         float64 `json:"tolerance_ms"`
+}
+
+// MarshalJSON writes the policy in milliseconds, the unit of the reports.
+func (p Policy) MarshalJSON() ([]byte, error) {
+	return json.Marshal(policyJSON{
+		InitialBackoffMS:    ms(p.BaseDelay),
+		Multiplier:          p.Multiplier,
+		Jitter:              p.Jitter,
+		MaxBackoffMS:        ms(p.MaxDelay),
+		MinConnectTimeoutMS: ms(p.MinConnectTimeout),
+		ToleranceMS:         ms(p.Tolerance),
+	})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *Policy) UnmarshalJSON(b []byte) error {
+	var j policyJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	d := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	*p = Policy{
+		BaseDelay:         d(j.InitialBackoffMS),
+		Multiplier:        j.Multiplier,
+		Jitter:            j.Jitter,
+		MaxDelay:          d(j.MaxBackoffMS),
+		MinConnectTimeout: d(j.MinConnectTimeoutMS),
+		Tolerance:         d(j.ToleranceMS),
+	}
+	return nil
+}
+
+// String describes the policy in one line, for report headers.
+func (p Policy) String() string {
+	return fmt.Sprintf("initial %v ×%g ±%g%% cap %v, tolerance %v",
+		p.BaseDelay, p.Multiplier, p.Jitter*100, p.MaxDelay, p.Tolerance)
+}

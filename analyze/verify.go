@@ -1,0 +1,188 @@
+package analyze
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Outcome places one measured interval against its window.
+type Outcome string
+
+const (
+	OK    Outcome = "ok"
+	Early Outcome = "early"
+	Late  Outcome = "late"
+)
+
+// Verdict is the answer for one chain of attempts.
+type Verdict string
+
+const (
+	Passed Verdict = "passed"
+	Failed Verdict = "failed"
+	// TooFew is a chain of fewer than two attempts: nothing shows that the
+	// client backs off at all. The reference calls it a pass (SPEC.md §4).
+	TooFew Verdict = "too few attempts"
+	// Overflow is a session that recorded more attempts than it may keep.
+	Overflow Verdict = "too many attempts"
+)
+
+// Interval is one gap between consecutive attempts, judged as the reference
+// judges it (SPEC.md §3).
+type Interval struct {
+	K int `json:"k"` // 1 for the gap between the first and second attempt
+	// Measured is the exact gap; the verdict uses BackoffMS, its whole
+	// milliseconds rounded down, as the reference does.
+	Measured   time.Duration `json:"-"`
+	MeasuredMS float64       `json:"measured_ms"`
+	BackoffMS  int32         `json:"backoff_ms"`
+	ExpectedMS float64       `json:"expected_ms"`
+	MinMS      float64       `json:"min_ms"`
+	MaxMS      float64       `json:"max_ms"`
+	OK         bool          `json:"ok"`
+	Outcome    Outcome       `json:"outcome"`
+	// JitterPct is the reference log's jitter: (backoff−expected)·100/expected.
+	JitterPct float64 `json:"jitter_pct"`
+	// StrictOK is the stricter reading after the spec text: the first
+	// backoff is not jittered, so interval 1 must lie within
+	// BaseDelay ± Tolerance. Later intervals read as in the reference.
+	StrictOK bool `json:"strict_ok"`
+}
+
+// Reading is one verdict over a chain.
+type Reading struct {
+	Passed  bool    `json:"passed"`
+	Verdict Verdict `json:"verdict"`
+	// FirstFailure is the k of the first failing interval, 0 when none.
+	FirstFailure int `json:"first_failure,omitempty"`
+}
+
+// Result is the verification of one chain of attempts.
+type Result struct {
+	Policy    Policy     `json:"policy"`
+	Attempts  int        `json:"attempt_count"`
+	Intervals []Interval `json:"intervals"`
+	// Reference is the reference verifier's reading, with one fix: fewer
+	// than two attempts is TooFew, not a pass.
+	Reference Reading `json:"reference"`
+	// Strict is the reading after the spec text (interval 1 un-jittered).
+	// It is reported beside Reference, never instead of it.
+	Strict Reading `json:"strict"`
+	// ReferencePassed is what the C++ reference would answer, its bug
+	// included: true for 0 or 1 attempts.
+	ReferencePassed bool `json:"reference_passed"`
+	// BackoffMS is ReconnectInfo.backoff_ms: every interval, in order, even
+	// after a failure.
+	BackoffMS []int32 `json:"backoff_ms"`
+}
+
+// Passed reports the reference reading's verdict.
+func (r Result) Passed() bool { return r.Reference.Passed }
+
+// Check judges one gap d as interval k (k ≥ 1) of a chain.
+func (p Policy) Check(k int, d time.Duration) Interval {
+	return p.check(k, p.Expected(k), d)
+}
+
+func (p Policy) check(k int, e float64, d time.Duration) Interval {
+	b := floorMS(d)
+	backoff := float64(b)
+	tol := ms(p.Tolerance)
+	// The same operations in the same order as ReconnectServiceImpl::Verify,
+	// so every bound is the reference's to the last bit.
+	lo := e*(1-p.Jitter) - tol
+	hi := e*(1+p.Jitter) + tol
+	iv := Interval{
+		K:          k,
+		Measured:   d,
+		MeasuredMS: ms(d),
+		BackoffMS:  b,
+		ExpectedMS: e,
+		MinMS:      lo,
+		MaxMS:      hi,
+		Outcome:    OK,
+		JitterPct:  (backoff - e) * 100 / e,
+	}
+	switch {
+	case backoff < lo:
+		iv.Outcome = Early
+	case backoff > hi:
+		iv.Outcome = Late
+	}
+	iv.OK = iv.Outcome == OK
+	iv.StrictOK = iv.OK
+	if k == 1 {
+		base := p.first()
+		iv.StrictOK = backoff >= base-tol && backoff <= base+tol
+	}
+	return iv
+}
+
+// floorMS is the reference's gpr_time_to_millis of a gap: whole milliseconds
+// rounded down, saturated to int32 as the reference's int32 backoff_ms.
+func floorMS(d time.Duration) int32 {
+	m := d / time.Millisecond
+	if d%time.Millisecond < 0 {
+		m--
+	}
+	return int32(max(min(m, math.MaxInt32), math.MinInt32))
+}
+
+// Verify judges the attempt times t[0] < t[1] < … of one chain against p.
+// The times are taken as given; a gap that runs backwards is early.
+func Verify(p Policy, times []time.Time) Result {
+	r := Result{Policy: p, Attempts: len(times), ReferencePassed: true}
+	if n := len(times) - 1; n > 0 {
+		r.Intervals = make([]Interval, 0, n)
+		r.BackoffMS = make([]int32, 0, n)
+	}
+	e := p.first()
+	for k := 1; k < len(times); k++ {
+		iv := p.check(k, e, times[k].Sub(times[k-1]))
+		r.Intervals = append(r.Intervals, iv)
+		r.BackoffMS = append(r.BackoffMS, iv.BackoffMS)
+		if !iv.OK {
+			r.ReferencePassed = false
+		}
+		e = p.next(e)
+	}
+	r.Reference = reading(r.Intervals, len(times), func(iv Interval) bool { return iv.OK })
+	r.Strict = reading(r.Intervals, len(times), func(iv Interval) bool { return iv.StrictOK })
+	return r
+}
+
+func reading(ivs []Interval, attempts int, ok func(Interval) bool) Reading {
+	if attempts < 2 {
+		return Reading{Verdict: TooFew}
+	}
+	for _, iv := range ivs {
+		if !ok(iv) {
+			return Reading{Verdict: Failed, FirstFailure: iv.K}
+		}
+	}
+	return Reading{Passed: true, Verdict: Passed}
+}
+
+// Reason says in one line why the reference reading did not pass, naming
+// the first failing interval; "" when it passed.
+func (r Result) Reason() string {
+	switch r.Reference.Verdict {
+	case Passed:
+		return ""
+	case TooFew:
+		return fmt.Sprintf("too few attempts: %d connection(s), at least 2 are needed to measure a backoff", r.Attempts)
+	}
+	if k := r.Reference.FirstFailure; k > 0 {
+		iv := r.Intervals[k-1]
+		return fmt.Sprintf("interval %d: %d ms is %s (expected %.0f ms, window %.0f–%.0f ms)",
+			k, iv.BackoffMS, iv.Outcome, iv.ExpectedMS, iv.MinMS, iv.MaxMS)
+	}
+	return string(r.Reference.Verdict)
+}
+
+// LogLine is the reference server's per-interval log line.
+func (iv Interval) LogLine() string {
+	return fmt.Sprintf("retry %2d:backoff %6.2fs,expected backoff %6.2fs, jitter %4.2f%%",
+		iv.K, float64(iv.BackoffMS)/1000, iv.ExpectedMS/1000, iv.JitterPct)
+}

@@ -1,0 +1,285 @@
+package analyze
+
+// The record file
+//
+// `audit server --record FILE` appends one JSON object per line (JSON Lines,
+// UTF-8, "\n" after every line, never a blank line) for every event of the
+// retry port and of the sessions. Lines are written in the order the events
+// happened; a file holds the events of one or more server runs, appended.
+// Readers must ignore fields they do not know (new fields may be added);
+// existing fields never change meaning.
+//
+// Every line has:
+//
+//	"event"    "start" | "accept" | "stop" | "expire"
+//	"time"     RFC 3339 in UTC with exactly nine fractional digits,
+//	           e.g. "2025-01-02T15:04:05.123456789Z": when the server saw the
+//	           event (for "accept", the timestamp the verdict uses)
+//	"session"  number of the session, counting from 1 in each server run;
+//	           0 on an "accept" that arrived while no session was running
+//
+// "start" (a Start RPC began a session) adds:
+//
+//	"peer"     ip:port of the Start caller, e.g. "127.0.0.1:40112" or
+//	           "[::1]:40112" (an IPv4-mapped IPv6 address is written as IPv4)
+//	"params"   {"max_reconnect_backoff_ms": int, as the client sent it (0 =
+//	           default), "policy": the policy the session is verified against,
+//	           {"initial_backoff_ms", "multiplier", "jitter", "max_backoff_ms",
+//	           "min_connect_timeout_ms", "tolerance_ms"}}
+//
+// "accept" (a connection to the retry port was accepted and closed) adds:
+//
+//	"peer"     ip:port of the connecting client
+//	"overflow" true when the session already held its maximum of attempts:
+//	           the connection is in the file but not in the session's list,
+//	           and the session's verdict is "too many attempts"; absent
+//	           otherwise
+//
+// "stop" (a Stop RPC ended the session) and "expire" (the session ended
+// without Stop: its session timeout ran out, or the server shut down) add:
+//
+//	"peer"     ip:port of the Stop caller ("stop" only)
+//	"end"      {
+//	  "cause"          "stop" | "session timeout" | "server closed"
+//	  "verdict"        "passed" | "failed" | "too few attempts" | "too many attempts"
+//	  "passed"         bool: ReconnectInfo.passed as the server answered it
+//	  "reason"         one line on why it did not pass; "" when it passed
+//	  "attempts"       connections kept in the session's list (all peers)
+//	  "dropped"        connections not kept because of the bound (0 normally)
+//	  "chain"          IP address whose connections were verified; "" when none
+//	  "chain_reason"   "start peer": the address that called Start;
+//	                   "sole peer": none came from the Start caller's address
+//	                   and exactly one other address connected;
+//	                   "none": neither, nothing was verified
+//	  "chain_attempts" connections of the verified chain
+//	  "backoff_ms"     [int, ...]: ReconnectInfo.backoff_ms, the verified
+//	                   chain's intervals in whole ms; [] when fewer than two
+//	  "foreign"        [{"addr": IP address, "attempts": int}, ...]: every
+//	                   other address that connected during the session, in
+//	                   order of first connection; [] when none. Foreign
+//	                   connections are never part of the verdict.
+//	}
+//
+// Example (one line each):
+//
+//	{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,"policy":{"initial_backoff_ms":1000,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":120000,"min_connect_timeout_ms":20000,"tolerance_ms":100}}}
+//	{"event":"accept","time":"2025-01-02T15:04:05.210000000Z","session":1,"peer":"127.0.0.1:40114"}
+//	{"event":"accept","time":"2025-01-02T15:04:06.190000000Z","session":1,"peer":"127.0.0.1:40116"}
+//	{"event":"stop","time":"2025-01-02T15:04:07.000000000Z","session":1,"peer":"127.0.0.1:40112","end":{"cause":"stop","verdict":"passed","passed":true,"reason":"","attempts":2,"dropped":0,"chain":"127.0.0.1","chain_reason":"start peer","chain_attempts":2,"backoff_ms":[980],"foreign":[]}}
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+)
+
+// EventKind names a line of the record file.
+type EventKind string
+
+const (
+	EventStart  EventKind = "start"
+	EventAccept EventKind = "accept"
+	EventStop   EventKind = "stop"
+	EventExpire EventKind = "expire"
+)
+
+// End causes of a session.
+const (
+	CauseStop    = "stop"
+	CauseTimeout = "session timeout"
+	CauseClosed  = "server closed"
+)
+
+// ChainReason says why a chain was the one verified.
+type ChainReason string
+
+const (
+	// ChainStartPeer: the chain of the address that called Start.
+	ChainStartPeer ChainReason = "start peer"
+	// ChainSolePeer: nothing came from the Start caller's address and
+	// exactly one other address connected (e.g. Start over 127.0.0.1,
+	// retries over ::1), so that address's chain was verified.
+	ChainSolePeer ChainReason = "sole peer"
+	// ChainNone: nothing came from the Start caller's address and several
+	// other addresses did; no chain was verified.
+	ChainNone ChainReason = "none"
+)
+
+// RecordTimeLayout is the record file's time format: RFC 3339, always nine
+// fractional digits, so lines sort and diff as text.
+const RecordTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// RecordEvent is one line of the record file (see the format above); the
+// server hands the same values to its in-process observers.
+type RecordEvent struct {
+	Event   EventKind
+	Time    time.Time
+	Session int
+	// Peer is the Start caller (start), the connecting client (accept), the
+	// Stop caller (stop); zero on expire.
+	Peer netip.AddrPort
+	// Params is set on start.
+	Params *SessionParams
+	// Overflow is set on an accept that the session could not keep.
+	Overflow bool
+	// End is set on stop and expire.
+	End *SessionEnd
+}
+
+// SessionParams is what a session is verified against.
+type SessionParams struct {
+	// MaxReconnectBackoffMS is the Start request's field as sent (0 = default).
+	MaxReconnectBackoffMS int32 `json:"max_reconnect_backoff_ms"`
+	// Policy is ReferencePolicy(MaxReconnectBackoffMS).
+	Policy Policy `json:"policy"`
+}
+
+// SessionEnd is the outcome of a session.
+type SessionEnd struct {
+	Cause         string      `json:"cause"`
+	Verdict       Verdict     `json:"verdict"`
+	Passed        bool        `json:"passed"`
+	Reason        string      `json:"reason"`
+	Attempts      int         `json:"attempts"`
+	Dropped       int         `json:"dropped"`
+	Chain         netip.Addr  `json:"chain"`
+	ChainReason   ChainReason `json:"chain_reason"`
+	ChainAttempts int         `json:"chain_attempts"`
+	BackoffMS     []int32     `json:"backoff_ms"`
+	Foreign       []PeerCount `json:"foreign"`
+}
+
+// PeerCount is the number of connections one address made.
+type PeerCount struct {
+	Addr     netip.Addr `json:"addr"`
+	Attempts int        `json:"attempts"`
+}
+
+type recordJSON struct {
+	Event    EventKind      `json:"event"`
+	Time     string         `json:"time"`
+	Session  int            `json:"session"`
+	Peer     netip.AddrPort `json:"peer,omitzero"`
+	Params   *SessionParams `json:"params,omitempty"`
+	Overflow bool           `json:"overflow,omitempty"`
+	End      *SessionEnd    `json:"end,omitempty"`
+}
+
+// MarshalJSON writes the event as one record line (without the newline).
+func (e RecordEvent) MarshalJSON() ([]byte, error) {
+	j := recordJSON{
+		Event:    e.Event,
+		Time:     e.Time.UTC().Format(RecordTimeLayout),
+		Session:  e.Session,
+		Peer:     netip.AddrPortFrom(e.Peer.Addr().Unmap(), e.Peer.Port()),
+		Params:   e.Params,
+		Overflow: e.Overflow,
+		End:      e.End,
+	}
+	if !e.Peer.IsValid() {
+		j.Peer = netip.AddrPort{}
+	}
+	if end := e.End; end != nil {
+		c := *end
+		if c.BackoffMS == nil {
+			c.BackoffMS = []int32{}
+		}
+		if c.Foreign == nil {
+			c.Foreign = []PeerCount{}
+		}
+		j.End = &c
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads one record line and checks that it has the fields
+// its kind requires.
+func (e *RecordEvent) UnmarshalJSON(b []byte) error {
+	var j recordJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	t, err := time.Parse(time.RFC3339Nano, j.Time)
+	if err != nil {
+		return fmt.Errorf("time %q: %w", j.Time, err)
+	}
+	*e = RecordEvent{
+		Event:    j.Event,
+		Time:     t,
+		Session:  j.Session,
+		Peer:     j.Peer,
+		Params:   j.Params,
+		Overflow: j.Overflow,
+		End:      j.End,
+	}
+	return e.validate()
+}
+
+func (e *RecordEvent) validate() error {
+	if e.Session < 0 {
+		return fmt.Errorf("session %d: must not be negative", e.Session)
+	}
+	switch e.Event {
+	case EventStart:
+		if e.Params == nil {
+			return errors.New("start event without params")
+		}
+		if !e.Peer.IsValid() {
+			return errors.New("start event without peer")
+		}
+	case EventAccept:
+		if !e.Peer.IsValid() {
+			return errors.New("accept event without peer")
+		}
+	case EventStop, EventExpire:
+		if e.End == nil {
+			return fmt.Errorf("%s event without end", e.Event)
+		}
+	default:
+		return fmt.Errorf("unknown event %q", e.Event)
+	}
+	if e.Event != EventAccept && e.Session == 0 {
+		return fmt.Errorf("%s event with session 0", e.Event)
+	}
+	return nil
+}
+
+// WriteRecordEvent appends e to w as one line.
+func WriteRecordEvent(w io.Writer, e RecordEvent) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// ReadRecord reads a whole record file. An error names the 1-based line
+// that could not be read; the events before it are returned with it.
+func ReadRecord(r io.Reader) ([]RecordEvent, error) {
+	var events []RecordEvent
+	br := bufio.NewReader(r)
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if len(b) == 0 && err == io.EOF {
+			return events, nil
+		}
+		if err != nil && err != io.EOF {
+			return events, fmt.Errorf("read record line %d: %w", line, err)
+		}
+		if err == io.EOF {
+			return events, fmt.Errorf("read record line %d: truncated line (no newline at end)", line)
+		}
+		b = bytes.TrimSuffix(b, []byte("\n"))
+		var e RecordEvent
+		if err := json.Unmarshal(b, &e); err != nil {
+			return events, fmt.Errorf("read record line %d: %w", line, err)
+		}
+		events = append(events, e)
+	}
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/backoff-audit/audit"
+
+// TestImportGraph keeps the package graph of STYLE.md: cmd → {server,
+// capture} → analyze, server → pb. analyze stays a standard-library leaf, and
+// the server builds without libpcap (it never reaches gopacket).
+func TestImportGraph(t *testing.T) {
+	tests := []struct {
+		pkg       string
+		forbidden []string // import path prefixes that must not be reached
+		onlyStd   bool     // standard library only
+	}{
+		{pkg: "analyze", onlyStd: true},
+		{pkg: "pb", forbidden: []string{module + "/analyze", module + "/server", module + "/capture", "github.com/gopacket/"}},
+		{pkg: "server", forbidden: []string{module + "/capture", "github.com/gopacket/", "github.com/google/gopacket"}},
+		{pkg: "capture", forbidden: []string{module + "/server", module + "/pb", "google.golang.org/grpc"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", "../../"+tt.pkg).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list %s: %v\n%s", tt.pkg, err, out)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				path, std, _ := strings.Cut(line, " ")
+				if path == module+"/"+tt.pkg {
+					continue
+				}
+				if tt.onlyStd && std != "true" {
+					t.Errorf("%s imports %s; it must import only the standard library", tt.pkg, path)
+				}
+				for _, f := range tt.forbidden {
+					if strings.HasPrefix(path, f) {
+						t.Errorf("%s reaches %s; the import graph forbids it (STYLE.md)", tt.pkg, path)
+					}
+				}
+			}
+		})
+	}
+}

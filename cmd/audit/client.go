@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newClientCmd) }
+
+func newClientCmd() *cobra.Command {
+	cfg := interopConfig{
+		ServerHost:       "localhost",
+		InitialBackoffMS: 1000,
+		Deadline:         540 * time.Second,
+	}
+	cmd := &cobra.Command{
+		Use:   "client --server_control_port=PORT --server_retry_port=PORT",
+		Short: "Run the interop client (grpc-go) against a reconnect server",
+		Long: `client runs the five steps of the connection backoff interop test with
+grpc-go: Start on the control port, one wait-for-ready RPC on a TLS channel to
+the retry port until its deadline, Stop, then the server's verdict and the
+client's own check of backoff_ms with the same verifier.
+
+Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := runInterop(ctx, cfg)
+			if err != nil {
+				return usageError(err)
+			}
+			if err := rep.write(cmd.OutOrStdout()); err != nil {
+				return usageError(err)
+			}
+			if ok, reason := rep.verdict(); !ok {
+				return verdictError("%s", reason)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.ServerHost, "server_host", cfg.ServerHost, "server host for both ports")
+	f.IntVar(&cfg.ControlPort, "server_control_port", 0, "the server's control (plaintext gRPC) port")
+	f.IntVar(&cfg.RetryPort, "server_retry_port", 0, "the server's retry port")
+	f.Int32Var(&cfg.MaxReconnectBackoffMS, "max_reconnect_backoff_ms", 0,
+		"cap on the backoff, sent in Start and given to grpc-go (0 = default 120000)")
+	f.Int32Var(&cfg.InitialBackoffMS, "initial_backoff_ms", cfg.InitialBackoffMS,
+		"grpc-go's initial backoff; anything but 1000 is a deliberately wrong client")
+	f.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "deadline of the wait-for-ready RPC on the retry port")
+	cmd.MarkFlagRequired("server_control_port")
+	cmd.MarkFlagRequired("server_retry_port")
+	return cmd
+}

@@ -1,0 +1,320 @@
+package main
+
+// The interop client: the five steps of SPEC.md §1 run with grpc-go, after
+// the C++ reconnect_interop_client. It lives in package main because the
+// fixed layout (STYLE.md) has no client package; client.go only wires flags.
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/pb"
+)
+
+// serverNameOverride is the TLS name the C++ interop client asks for
+// (SPEC.md §2). No handshake ever completes on the retry port; the name is
+// kept so that the ClientHello looks like the reference client's.
+const serverNameOverride = "foo.test.google.fr"
+
+// stopTimeout bounds Stop, which runs even after the caller gave up so that
+// the server's session ends and the next one can start.
+const stopTimeout = 10 * time.Second
+
+// interopConfig is one run of the interop client: the C++ client's flags,
+// plus the retry RPC's deadline and the base delay grpc-go is told to use.
+type interopConfig struct {
+	ServerHost  string
+	ControlPort int
+	RetryPort   int
+	// MaxReconnectBackoffMS is sent in Start and used as grpc-go's MaxDelay;
+	// 0 means the default 120000 ms.
+	MaxReconnectBackoffMS int32
+	// InitialBackoffMS is grpc-go's BaseDelay. Anything but 1000 is a
+	// deliberately wrong client, which the server should fail.
+	InitialBackoffMS int32
+	// Deadline is the retry RPC's deadline (the reference uses 540 s).
+	Deadline time.Duration
+}
+
+func (c interopConfig) controlAddr() string {
+	return net.JoinHostPort(c.ServerHost, strconv.Itoa(c.ControlPort))
+}
+
+func (c interopConfig) retryAddr() string {
+	return net.JoinHostPort(c.ServerHost, strconv.Itoa(c.RetryPort))
+}
+
+func (c interopConfig) validate() error {
+	var errs []error
+	if c.ServerHost == "" {
+		errs = append(errs, errors.New("--server_host: must not be empty"))
+	}
+	for _, p := range []struct {
+		name string
+		port int
+	}{{"--server_control_port", c.ControlPort}, {"--server_retry_port", c.RetryPort}} {
+		if p.port <= 0 || p.port > 65535 {
+			errs = append(errs, fmt.Errorf("%s %d: must be in 1–65535", p.name, p.port))
+		}
+	}
+	if c.MaxReconnectBackoffMS < 0 {
+		errs = append(errs, fmt.Errorf("--max_reconnect_backoff_ms %d: must not be negative", c.MaxReconnectBackoffMS))
+	}
+	if c.InitialBackoffMS <= 0 {
+		errs = append(errs, fmt.Errorf("--initial_backoff_ms %d: must be positive", c.InitialBackoffMS))
+	}
+	if c.Deadline <= 0 {
+		errs = append(errs, fmt.Errorf("--deadline %v: must be positive", c.Deadline))
+	}
+	return errors.Join(errs...)
+}
+
+// policy is the policy the server holds this session to: the spec's, with
+// the cap sent in Start. The client's own check uses it, never the
+// (possibly deliberately wrong) policy grpc-go was given.
+func (c interopConfig) policy() analyze.Policy {
+	return analyze.ReferencePolicy(c.MaxReconnectBackoffMS)
+}
+
+// connectParams is the grpc-go backoff of the retry channel. Every field is
+// set: a ConnectParams left partly zero is not grpc-go's default but a
+// zero multiplier, no jitter, a zero MaxDelay (retry at once, SPEC.md §6)
+// and a zero MinConnectTimeout.
+func (c interopConfig) connectParams() grpc.ConnectParams {
+	ref := c.policy()
+	return grpc.ConnectParams{
+		Backoff: backoff.Config{
+			BaseDelay:  time.Duration(c.InitialBackoffMS) * time.Millisecond,
+			Multiplier: ref.Multiplier,
+			Jitter:     ref.Jitter,
+			MaxDelay:   ref.MaxDelay, // never zero: ReferencePolicy maps 0 to 120 s
+		},
+		MinConnectTimeout: ref.MinConnectTimeout,
+	}
+}
+
+// interopReport is what one run saw.
+type interopReport struct {
+	Config  interopConfig
+	Connect grpc.ConnectParams
+	Retry   retryOutcome
+	// Server is Stop's answer.
+	Server *pb.ReconnectInfo
+	// Own is the client's own check of Server.BackoffMs.
+	Own analyze.Result
+}
+
+// runInterop runs the five steps of SPEC.md §1. An error means nothing was
+// judged (the control port is unreachable, Start or Stop failed); a judged
+// run returns a report whose verdict says whether it passed.
+func runInterop(ctx context.Context, cfg interopConfig) (*interopReport, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	rep := &interopReport{Config: cfg, Connect: cfg.connectParams()}
+
+	control, err := grpc.NewClient(cfg.controlAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("control channel %s: %w", cfg.controlAddr(), err)
+	}
+	defer control.Close()
+	svc := pb.NewReconnectServiceClient(control)
+
+	// Step 1. Start may wait while another client's session runs; it gets
+	// as long as a whole session may take.
+	startCtx, cancel := context.WithTimeout(ctx, cfg.Deadline)
+	_, err = svc.Start(startCtx, &pb.ReconnectParams{MaxReconnectBackoffMs: cfg.MaxReconnectBackoffMS})
+	cancel()
+	if err != nil {
+		if status.Code(err) == codes.Unavailable {
+			return nil, fmt.Errorf("control port %s unreachable: %w", cfg.controlAddr(), err)
+		}
+		return nil, fmt.Errorf("start on control port %s: %w", cfg.controlAddr(), err)
+	}
+
+	// Step 2. Whatever happens to the retry RPC, Stop must run.
+	rep.Retry = retryRPC(ctx, cfg, rep.Connect)
+
+	// Step 3, even when ctx is done: the server's session must end.
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	info, err := svc.Stop(stopCtx, &pb.Empty{})
+	if err != nil {
+		return nil, fmt.Errorf("stop on control port %s: %w", cfg.controlAddr(), err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted after %v of the retry RPC: %w", rep.Retry.Took.Round(time.Millisecond), err)
+	}
+
+	// Steps 4 and 5.
+	rep.Server = info
+	rep.Own = checkBackoffs(cfg.policy(), info.GetBackoffMs())
+	return rep, nil
+}
+
+// retryOutcome is how the retry RPC ended; the code must be
+// DeadlineExceeded.
+type retryOutcome struct {
+	Code codes.Code
+	Err  error
+	Took time.Duration
+}
+
+// retryRPC opens the TLS retry channel and makes one wait-for-ready RPC
+// that can only end at its deadline.
+func retryRPC(ctx context.Context, cfg interopConfig, cp grpc.ConnectParams) retryOutcome {
+	creds, err := retryCredentials()
+	if err != nil {
+		return retryOutcome{Code: codes.Internal, Err: err}
+	}
+	conn, err := grpc.NewClient(cfg.retryAddr(),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithConnectParams(cp))
+	if err != nil {
+		return retryOutcome{Code: codes.Internal, Err: fmt.Errorf("retry channel %s: %w", cfg.retryAddr(), err)}
+	}
+	defer conn.Close()
+
+	rctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
+	defer cancel()
+	start := time.Now()
+	// Any method does; the reference calls Start on the retry port.
+	_, err = pb.NewReconnectServiceClient(conn).Start(rctx,
+		&pb.ReconnectParams{MaxReconnectBackoffMs: cfg.MaxReconnectBackoffMS},
+		grpc.WaitForReady(true))
+	return retryOutcome{Code: status.Code(err), Err: err, Took: time.Since(start)}
+}
+
+// retryCredentials trusts one certificate made in memory for
+// serverNameOverride. The retry port closes every connection before the
+// handshake, so no certificate is ever presented; the pool only keeps grpc-go
+// from reading the system's roots.
+func retryCredentials() (credentials.TransportCredentials, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate test key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: serverNameOverride},
+		DNSNames:              []string{serverNameOverride},
+		NotBefore:             time.Unix(0, 0),
+		NotAfter:              time.Unix(1<<33, 0),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("create test certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("parse test certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return credentials.NewClientTLSFromCert(pool, serverNameOverride), nil
+}
+
+// checkBackoffs runs the one verifier over the server's backoff_ms. Gaps
+// laid end to end from an arbitrary origin are whole milliseconds, so
+// Verify's floor leaves each value unchanged and every interval is judged
+// exactly as the server judged it.
+func checkBackoffs(p analyze.Policy, backoffMS []int32) analyze.Result {
+	times := make([]time.Time, len(backoffMS)+1)
+	t := time.Unix(0, 0)
+	times[0] = t
+	for i, b := range backoffMS {
+		t = t.Add(time.Duration(b) * time.Millisecond)
+		times[i+1] = t
+	}
+	return analyze.Verify(p, times)
+}
+
+// verdict is the run's outcome: it passes only when the retry RPC ended in
+// DEADLINE_EXCEEDED, the server said passed and the own check agrees.
+// reason names what failed first.
+func (r *interopReport) verdict() (passed bool, reason string) {
+	switch {
+	case r.Retry.Code != codes.DeadlineExceeded:
+		return false, fmt.Sprintf("retry RPC ended in %v, want DeadlineExceeded: %v", r.Retry.Code, r.Retry.Err)
+	case !r.Server.GetPassed() && !r.Own.Passed():
+		return false, "server says failed; " + r.Own.Reason()
+	case !r.Server.GetPassed():
+		return false, fmt.Sprintf("server says failed, but its %d backoff(s) pass the client's own check", len(r.Server.GetBackoffMs()))
+	case !r.Own.Passed():
+		return false, "server says passed, but the client's own check fails: " + r.Own.Reason()
+	}
+	return true, ""
+}
+
+// write prints the run for a person: the setup, the retry RPC, one row per
+// interval and both verdicts.
+func (r *interopReport) write(w io.Writer) error {
+	b := r.Connect.Backoff
+	ew := &errWriter{w: w}
+	ew.printf("control %s, retry %s (TLS, server name %s)\n",
+		r.Config.controlAddr(), r.Config.retryAddr(), serverNameOverride)
+	ew.printf("grpc-go backoff: initial %v ×%g ±%g%% cap %v, min connect timeout %v\n",
+		b.BaseDelay, b.Multiplier, b.Jitter*100, b.MaxDelay, r.Connect.MinConnectTimeout)
+	ew.printf("retry RPC: %v after %v (want DeadlineExceeded)\n\n",
+		r.Retry.Code, r.Retry.Took.Round(time.Millisecond))
+
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "k\tbackoff_ms\texpected_ms\twindow_ms\tjitter\t\tverdict\t\n")
+	for _, iv := range r.Own.Intervals {
+		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f–%.0f\t%+.2f%%\t\t%s\t\n",
+			iv.K, iv.BackoffMS, iv.ExpectedMS, iv.MinMS, iv.MaxMS, iv.JitterPct, iv.Outcome)
+	}
+	tw.Flush()
+
+	server := "failed"
+	if r.Server.GetPassed() {
+		server = "passed"
+	}
+	own := string(r.Own.Reference.Verdict)
+	if reason := r.Own.Reason(); reason != "" {
+		own += ": " + reason
+	}
+	ew.printf("\nserver: %s (%d backoffs)\nown check: %s (%v)\n",
+		server, len(r.Server.GetBackoffMs()), own, r.Own.Policy)
+	return ew.err
+}
+
+// errWriter keeps the first write error, so write can print freely.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+func (e *errWriter) printf(format string, a ...any) { fmt.Fprintf(e, format, a...) }

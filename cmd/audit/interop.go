@@ -282,9 +282,10 @@ func (r *interopReport) write(w io.Writer) error {
 		r.Retry.Code, r.Retry.Took.Round(time.Millisecond))
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "k\tbackoff_ms\texpected_ms\twindow_ms\tjitter\t\tverdict\t\n")
+	// Numbers align right; the verdict, after the last tab, stays left.
+	fmt.Fprint(tw, "k\tbackoff_ms\texpected_ms\twindow_ms\tjitter\t  verdict\n")
 	for _, iv := range r.Own.Intervals {
-		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f–%.0f\t%+.2f%%\t\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f–%.0f\t%+.2f%%\t  %s\n",
 			iv.K, iv.BackoffMS, iv.ExpectedMS, iv.MinMS, iv.MaxMS, iv.JitterPct, iv.Outcome)
 	}
 	tw.Flush()

@@ -1,0 +1,658 @@
+package analyze
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// The cross-check (SPEC.md §5, "Pairing"): the kernel's SYN timestamps and
+// the server's accept timestamps describe the same attempts. An attempt is
+// the same on both sides when peer ip and peer port match; the accept time
+// minus the SYN time is that attempt's app delay, which the server's list
+// carries into its intervals and the kernel's does not. The cross-check
+// pairs the two lists, explains every attempt only one side saw, and
+// diagnoses every interval whose verdict the app delays changed.
+
+// Accept is one connection the server accepted on the retry port, as its
+// record file or its in-process observer reports it.
+type Accept struct {
+	Peer netip.AddrPort
+	Time time.Time
+}
+
+// Reasons an attempt was seen by one side only.
+const (
+	// ReasonCaptureDrop: the server accepted a connection whose SYN the
+	// capture does not hold; libpcap dropped it, or the capture was not
+	// running yet.
+	ReasonCaptureDrop = "capture drop"
+	// ReasonRefused: the kernel saw the SYN inside the session, but the
+	// server never accepted the connection (reset, accept queue full, the
+	// client gave up before the handshake completed).
+	ReasonRefused = "refused"
+	// ReasonForeign: a SYN from an address that is not the session's peer,
+	// which the server's list does not hold at all.
+	ReasonForeign = "foreign peer"
+	// ReasonOutside: a SYN before the session's Start or after its Stop;
+	// the server's list of the session cannot hold it.
+	ReasonOutside = "outside the session"
+)
+
+// CrossInput describes the session that is cross-checked.
+type CrossInput struct {
+	// Policy is what the session is verified against.
+	Policy Policy
+	// Chain is the address whose attempts both verdicts judge; other
+	// addresses are foreign. The zero Addr means none was judged.
+	Chain netip.Addr
+	// Start and End bound the session on the server's clock. A zero End
+	// is a session still open.
+	Start, End time.Time
+	// CaptureStart is when the capture began; zero if it ran all along.
+	CaptureStart time.Time
+	// Lost counts the packets the capture is known to have missed (kernel
+	// and interface drops).
+	Lost uint64
+}
+
+// Pair is one attempt both sides saw.
+type Pair struct {
+	Peer       netip.Addr
+	SrcPort    uint16
+	KernelTime time.Time
+	AcceptTime time.Time
+	// Delay is AcceptTime − KernelTime: the time from the SYN crossing the
+	// interface to the server taking its accept timestamp.
+	Delay time.Duration
+	// Foreign marks a pair from an address other than the chain's.
+	Foreign bool
+}
+
+// Lone is one attempt only one side saw.
+type Lone struct {
+	Peer    netip.Addr
+	SrcPort uint16
+	Time    time.Time
+	// Reason is one of the Reason constants; Detail says what it rests on.
+	Reason string
+	Detail string
+}
+
+// DelayStats is the distribution of the app delays of all pairs, in µs.
+type DelayStats struct {
+	Count    int     `json:"count"`
+	MinUS    float64 `json:"min"`
+	MedianUS float64 `json:"median"`
+	P99US    float64 `json:"p99"`
+	MaxUS    float64 `json:"max"`
+}
+
+// Disagreement is one interval of the chain whose verdict differs between
+// kernel and server timestamps.
+type Disagreement struct {
+	// K is the interval's number in the kernel's chain; ServerK in the
+	// server's (they differ once one side missed an attempt).
+	K        int  `json:"k"`
+	ServerK  int  `json:"server_k"`
+	KernelOK bool `json:"kernel_ok"`
+	ServerOK bool `json:"server_ok"`
+	// KernelMS and ServerMS are the interval in whole ms as each side
+	// measured it (0 when that side has no such interval).
+	KernelMS int32 `json:"kernel_ms"`
+	ServerMS int32 `json:"server_ms"`
+	// Attempt is the number (from 1, in the kernel's chain) of the attempt
+	// whose app delay moved the interval most, SrcPort its source port.
+	Attempt int    `json:"attempt"`
+	SrcPort uint16 `json:"src_port"`
+	// ShiftMS is ServerMS−KernelMS as measured (not rounded).
+	ShiftMS     float64 `json:"shift_ms"`
+	ToleranceMS float64 `json:"tolerance_ms"`
+	Cause       string  `json:"cause"`
+}
+
+// CrossCheck is the comparison of one session's two lists.
+type CrossCheck struct {
+	// Agree is true when every attempt of the chain inside the session
+	// was paired and both sides reach the same verdict on every interval.
+	Agree bool
+	Chain netip.Addr
+	// KernelPassed and ServerPassed are the reference readings over the
+	// chain as each side timed it.
+	KernelPassed  bool
+	ServerPassed  bool
+	Pairs         []Pair
+	KernelOnly    []Lone
+	ServerOnly    []Lone
+	Delay         DelayStats
+	Disagreements []Disagreement
+	Tolerance     time.Duration
+}
+
+// NewCrossCheck pairs the kernel's attempts with the server's accepts of
+// one session. kernel may hold attempts of any address and any time around
+// the session (those outside it are explained, not judged); server is the
+// session's list, every address. Both sides' clocks must be the same host
+// clock (libpcap's host timestamps and the server's time.Now are), so an
+// accept never precedes its SYN.
+func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck {
+	c := CrossCheck{Chain: in.Chain, Tolerance: in.Policy.Tolerance}
+	type side struct {
+		t    time.Time
+		ap   netip.AddrPort
+		pair int // index into c.Pairs, -1 when alone
+	}
+	ks := make([]side, len(kernel))
+	for i, a := range kernel {
+		ks[i] = side{t: a.Time, ap: unmapPort(a.Src), pair: -1}
+	}
+	ss := make([]side, len(server))
+	for i, a := range server {
+		ss[i] = side{t: a.Time, ap: unmapPort(a.Peer), pair: -1}
+	}
+	byTime := func(a, b side) int { return cmp.Or(a.t.Compare(b.t), a.ap.Compare(b.ap)) }
+	slices.SortFunc(ks, byTime)
+	slices.SortFunc(ss, byTime)
+
+	// Per peer ip and port, each accept takes the latest unpaired SYN at or
+	// before it: a source port the client reuses later pairs again, and a
+	// SYN that got no accept stays alone rather than stealing the next one.
+	kernelBy := map[netip.AddrPort][]int{}
+	for i, k := range ks {
+		kernelBy[k.ap] = append(kernelBy[k.ap], i)
+	}
+	next := map[netip.AddrPort]int{}
+	for si := range ss {
+		s := &ss[si]
+		idx := kernelBy[s.ap]
+		j := next[s.ap]
+		for j+1 < len(idx) && !ks[idx[j+1]].t.After(s.t) {
+			j++
+		}
+		if j < len(idx) && !ks[idx[j]].t.After(s.t) {
+			k := &ks[idx[j]]
+			k.pair, s.pair = len(c.Pairs), len(c.Pairs)
+			c.Pairs = append(c.Pairs, Pair{
+				Peer: s.ap.Addr(), SrcPort: s.ap.Port(),
+				KernelTime: k.t, AcceptTime: s.t, Delay: s.t.Sub(k.t),
+				Foreign: s.ap.Addr() != in.Chain,
+			})
+			j++
+		}
+		next[s.ap] = j
+	}
+
+	serverAddrs := map[netip.Addr]bool{}
+	for _, s := range ss {
+		serverAddrs[s.ap.Addr()] = true
+	}
+	inSession := func(t time.Time) bool {
+		return !t.Before(in.Start) && (in.End.IsZero() || !t.After(in.End))
+	}
+	for _, k := range ks {
+		if k.pair >= 0 {
+			continue
+		}
+		l := Lone{Peer: k.ap.Addr(), SrcPort: k.ap.Port(), Time: k.t}
+		switch {
+		case !inSession(k.t):
+			l.Reason = ReasonOutside
+			l.Detail = fmt.Sprintf("SYN %s the session (%s – %s)", beforeAfter(k.t, in.Start),
+				in.Start.UTC().Format(timeLayout), endText(in.End))
+		case k.ap.Addr() != in.Chain && !serverAddrs[k.ap.Addr()]:
+			l.Reason = ReasonForeign
+			l.Detail = fmt.Sprintf("%s is not the session's peer %s, and the server recorded nothing from it", k.ap.Addr(), chainText(in.Chain))
+		default:
+			l.Reason = ReasonRefused
+			l.Detail = "the kernel saw the SYN inside the session; the server recorded no accept from this ip and port"
+		}
+		c.KernelOnly = append(c.KernelOnly, l)
+	}
+	for _, s := range ss {
+		if s.pair >= 0 {
+			continue
+		}
+		l := Lone{Peer: s.ap.Addr(), SrcPort: s.ap.Port(), Time: s.t, Reason: ReasonCaptureDrop}
+		switch {
+		case !in.CaptureStart.IsZero() && s.t.Before(in.CaptureStart):
+			l.Detail = "accepted before the capture started at " + in.CaptureStart.UTC().Format(timeLayout)
+		case in.Lost > 0:
+			l.Detail = fmt.Sprintf("libpcap reports %d packets dropped", in.Lost)
+		default:
+			l.Detail = "no SYN from this ip and port was captured, and libpcap reports no drops"
+		}
+		c.ServerOnly = append(c.ServerOnly, l)
+	}
+	c.Delay = delayStats(c.Pairs)
+
+	// The two chains, as each side timed them.
+	var kc, sc []side
+	for _, k := range ks {
+		if k.ap.Addr() == in.Chain && inSession(k.t) {
+			kc = append(kc, k)
+		}
+	}
+	for _, s := range ss {
+		if s.ap.Addr() == in.Chain {
+			sc = append(sc, s)
+		}
+	}
+	kTimes := make([]time.Time, len(kc))
+	for i, k := range kc {
+		kTimes[i] = k.t
+	}
+	sTimes := make([]time.Time, len(sc))
+	sIndex := map[int]int{} // pair index → position in sc
+	for i, s := range sc {
+		sTimes[i] = s.t
+		if s.pair >= 0 {
+			sIndex[s.pair] = i
+		}
+	}
+	kr, sr := Verify(in.Policy, kTimes), Verify(in.Policy, sTimes)
+	c.KernelPassed, c.ServerPassed = kr.Reference.Passed, sr.Reference.Passed
+
+	lonely := false
+	for i, k := range kc {
+		if k.pair < 0 {
+			lonely = true
+			c.Disagreements = append(c.Disagreements, c.missing(kr, i, k.ap.Port(), "the kernel only (refused)"))
+		}
+	}
+	for i, s := range sc {
+		if s.pair < 0 {
+			lonely = true
+			c.Disagreements = append(c.Disagreements, Disagreement{
+				ServerK: max(i, 0), ToleranceMS: ms(in.Policy.Tolerance), SrcPort: s.ap.Port(),
+				Cause: fmt.Sprintf("accept %d (port %d) has no SYN in the capture (capture drop): the kernel's chain is one attempt short and its intervals from there on span other attempts",
+					i+1, s.ap.Port()),
+			})
+		}
+	}
+	for k := 1; k < len(kc); k++ {
+		a, b := kc[k-1], kc[k]
+		if a.pair < 0 || b.pair < 0 {
+			continue
+		}
+		sa, sb := sIndex[a.pair], sIndex[b.pair]
+		if sb != sa+1 {
+			continue // the server's interval spans another attempt: explained above
+		}
+		kiv, siv := kr.Intervals[k-1], sr.Intervals[sb-1]
+		if kiv.OK == siv.OK {
+			continue
+		}
+		c.Disagreements = append(c.Disagreements, c.moved(kiv, siv, k, c.Pairs[a.pair], c.Pairs[b.pair]))
+	}
+	slices.SortStableFunc(c.Disagreements, func(a, b Disagreement) int {
+		return cmp.Or(cmp.Compare(a.K, b.K), cmp.Compare(a.ServerK, b.ServerK))
+	})
+	c.Agree = !lonely && len(c.Disagreements) == 0 && c.KernelPassed == c.ServerPassed
+	if c.Pairs == nil {
+		c.Pairs = []Pair{}
+	}
+	if c.Disagreements == nil {
+		c.Disagreements = []Disagreement{}
+	}
+	return c
+}
+
+// moved diagnoses interval k, between attempts k and k+1 of the kernel's
+// chain (pairs a and b): the server's interval is the kernel's plus b's
+// app delay minus a's, so the larger of the two moved it.
+func (c CrossCheck) moved(kiv, siv Interval, k int, a, b Pair) Disagreement {
+	d := Disagreement{
+		K: k, ServerK: siv.K, KernelOK: kiv.OK, ServerOK: siv.OK,
+		KernelMS: kiv.BackoffMS, ServerMS: siv.BackoffMS,
+		ShiftMS:     ms(siv.Measured - kiv.Measured),
+		ToleranceMS: ms(c.Tolerance),
+	}
+	who, p, verb := k+1, b, "lengthened"
+	if a.Delay.Abs() > b.Delay.Abs() {
+		who, p, verb = k, a, "shortened"
+	}
+	d.Attempt, d.SrcPort = who, p.SrcPort
+	d.Cause = fmt.Sprintf("attempt %d (port %d) was accepted %.3f ms after its SYN, which %s interval %d by %.3f ms: "+
+		"kernel %d ms is %s, server %d ms is %s (window %.0f–%.0f ms, of which %.0f ms on each side is tolerance)",
+		who, p.SrcPort, ms(p.Delay), verb, k, math.Abs(d.ShiftMS),
+		kiv.BackoffMS, kiv.Outcome, siv.BackoffMS, siv.Outcome, kiv.MinMS, kiv.MaxMS, d.ToleranceMS)
+	return d
+}
+
+// missing names attempt i of the kernel's chain, which the server's list
+// lacks: the kernel's intervals i and i+1 (1-based) have no counterpart.
+func (c CrossCheck) missing(kr Result, i int, port uint16, side string) Disagreement {
+	d := Disagreement{K: i, Attempt: i + 1, SrcPort: port, ToleranceMS: ms(c.Tolerance), KernelOK: true}
+	if i > 0 {
+		d.KernelOK = kr.Intervals[i-1].OK
+		d.KernelMS = kr.Intervals[i-1].BackoffMS
+	}
+	d.Cause = fmt.Sprintf("attempt %d (port %d) was seen by %s: the server's chain is one attempt short and its intervals from there on span other attempts",
+		i+1, port, side)
+	return d
+}
+
+func delayStats(pairs []Pair) DelayStats {
+	if len(pairs) == 0 {
+		return DelayStats{}
+	}
+	ds := make([]time.Duration, len(pairs))
+	for i, p := range pairs {
+		ds[i] = p.Delay
+	}
+	slices.Sort(ds)
+	// Nearest rank: the smallest delay with at least q of all at or below it.
+	rank := func(q float64) time.Duration {
+		return ds[max(int(math.Ceil(q*float64(len(ds))))-1, 0)]
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	return DelayStats{
+		Count:    len(ds),
+		MinUS:    us(ds[0]),
+		MedianUS: us(rank(0.5)),
+		P99US:    us(rank(0.99)),
+		MaxUS:    us(ds[len(ds)-1]),
+	}
+}
+
+func beforeAfter(t, start time.Time) string {
+	if t.Before(start) {
+		return "before"
+	}
+	return "after"
+}
+
+func endText(end time.Time) string {
+	if end.IsZero() {
+		return "open"
+	}
+	return end.UTC().Format(timeLayout)
+}
+
+func chainText(a netip.Addr) string {
+	if !a.IsValid() {
+		return "(none)"
+	}
+	return a.String()
+}
+
+// JSON: times as RFC 3339 with nine fraction digits in UTC, durations in µs.
+
+type pairJSON struct {
+	Peer       netip.Addr `json:"peer"`
+	SrcPort    uint16     `json:"src_port"`
+	KernelTime string     `json:"kernel_time"`
+	AcceptTime string     `json:"accept_time"`
+	DelayUS    float64    `json:"delay_us"`
+	Foreign    bool       `json:"foreign,omitempty"`
+}
+
+// MarshalJSON writes {"peer","src_port","kernel_time","accept_time","delay_us"}
+// and "foreign": true for a pair outside the chain.
+func (p Pair) MarshalJSON() ([]byte, error) {
+	return json.Marshal(pairJSON{
+		Peer: p.Peer, SrcPort: p.SrcPort,
+		KernelTime: p.KernelTime.UTC().Format(timeLayout),
+		AcceptTime: p.AcceptTime.UTC().Format(timeLayout),
+		DelayUS:    float64(p.Delay) / float64(time.Microsecond),
+		Foreign:    p.Foreign,
+	})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes; the delay is recomputed from
+// the two times, which carry it to the nanosecond.
+func (p *Pair) UnmarshalJSON(b []byte) error {
+	var j pairJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	kt, err := time.Parse(time.RFC3339Nano, j.KernelTime)
+	if err != nil {
+		return fmt.Errorf("parse kernel_time: %w", err)
+	}
+	at, err := time.Parse(time.RFC3339Nano, j.AcceptTime)
+	if err != nil {
+		return fmt.Errorf("parse accept_time: %w", err)
+	}
+	*p = Pair{Peer: j.Peer, SrcPort: j.SrcPort, KernelTime: kt, AcceptTime: at, Delay: at.Sub(kt), Foreign: j.Foreign}
+	return nil
+}
+
+type loneJSON struct {
+	Peer    netip.Addr `json:"peer"`
+	SrcPort uint16     `json:"src_port"`
+	Time    string     `json:"time"`
+	Reason  string     `json:"reason"`
+	Detail  string     `json:"detail"`
+}
+
+// MarshalJSON writes {"peer","src_port","time","reason","detail"}.
+func (l Lone) MarshalJSON() ([]byte, error) {
+	return json.Marshal(loneJSON{Peer: l.Peer, SrcPort: l.SrcPort, Time: l.Time.UTC().Format(timeLayout), Reason: l.Reason, Detail: l.Detail})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (l *Lone) UnmarshalJSON(b []byte) error {
+	var j loneJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	t, err := time.Parse(time.RFC3339Nano, j.Time)
+	if err != nil {
+		return fmt.Errorf("parse time: %w", err)
+	}
+	*l = Lone{Peer: j.Peer, SrcPort: j.SrcPort, Time: t, Reason: j.Reason, Detail: j.Detail}
+	return nil
+}
+
+type crossJSON struct {
+	Agree         bool           `json:"agree"`
+	Chain         string         `json:"chain"`
+	KernelPassed  bool           `json:"kernel_passed"`
+	ServerPassed  bool           `json:"server_passed"`
+	Pairs         []Pair         `json:"pairs"`
+	KernelOnly    []Lone         `json:"kernel_only"`
+	ServerOnly    []Lone         `json:"server_only"`
+	Delay         DelayStats     `json:"delay_us"`
+	Disagreements []Disagreement `json:"disagreements"`
+	ToleranceMS   float64        `json:"tolerance_ms"`
+}
+
+// MarshalJSON writes {"agree","chain","kernel_passed","server_passed",
+// "pairs","kernel_only","server_only","delay_us":{"count","min","median",
+// "p99","max"},"disagreements":[{"k","server_k","kernel_ok","server_ok",
+// "kernel_ms","server_ms","attempt","src_port","shift_ms","tolerance_ms",
+// "cause"}],"tolerance_ms"}; lists are [] when empty, never null.
+func (c CrossCheck) MarshalJSON() ([]byte, error) {
+	j := crossJSON{
+		Agree: c.Agree, KernelPassed: c.KernelPassed, ServerPassed: c.ServerPassed,
+		Pairs: c.Pairs, KernelOnly: c.KernelOnly, ServerOnly: c.ServerOnly,
+		Delay: c.Delay, Disagreements: c.Disagreements, ToleranceMS: ms(c.Tolerance),
+	}
+	if c.Chain.IsValid() {
+		j.Chain = c.Chain.String()
+	}
+	for _, l := range []*[]Lone{&j.KernelOnly, &j.ServerOnly} {
+		if *l == nil {
+			*l = []Lone{}
+		}
+	}
+	if j.Pairs == nil {
+		j.Pairs = []Pair{}
+	}
+	if j.Disagreements == nil {
+		j.Disagreements = []Disagreement{}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *CrossCheck) UnmarshalJSON(b []byte) error {
+	var j crossJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	var chain netip.Addr
+	if j.Chain != "" {
+		var err error
+		if chain, err = netip.ParseAddr(j.Chain); err != nil {
+			return fmt.Errorf("parse chain: %w", err)
+		}
+	}
+	*c = CrossCheck{
+		Agree: j.Agree, Chain: chain, KernelPassed: j.KernelPassed, ServerPassed: j.ServerPassed,
+		Pairs: j.Pairs, KernelOnly: j.KernelOnly, ServerOnly: j.ServerOnly, Delay: j.Delay,
+		Disagreements: j.Disagreements, Tolerance: time.Duration(j.ToleranceMS * float64(time.Millisecond)),
+	}
+	return nil
+}
+
+// WriteText writes the cross-check for a person: every pair with its app
+// delay, the attempts one side saw with their reasons, the delay
+// distribution, and one line per disagreement, or one line saying the two
+// agree.
+func (c CrossCheck) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "cross-check, kernel SYN against server accept by peer ip and port: %s, %d kernel only, %d server only\n",
+		plural(len(c.Pairs), "pair"), len(c.KernelOnly), len(c.ServerOnly))
+	if len(c.Pairs) > 0 {
+		fmt.Fprintf(bw, "  %-24s %-30s  %-30s  %12s\n", "peer", "kernel time", "accept time", "app delay")
+	}
+	for _, p := range c.Pairs {
+		mark := ""
+		if p.Foreign {
+			mark = "  (foreign peer)"
+		}
+		fmt.Fprintf(bw, "  %-24s %-30s  %-30s  %9.1f µs%s\n", netip.AddrPortFrom(p.Peer, p.SrcPort),
+			p.KernelTime.UTC().Format(timeLayout), p.AcceptTime.UTC().Format(timeLayout),
+			float64(p.Delay)/float64(time.Microsecond), mark)
+	}
+	for _, l := range c.KernelOnly {
+		fmt.Fprintf(bw, "  kernel only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(timeLayout), l.Reason, l.Detail)
+	}
+	for _, l := range c.ServerOnly {
+		fmt.Fprintf(bw, "  server only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(timeLayout), l.Reason, l.Detail)
+	}
+	if d := c.Delay; d.Count > 0 {
+		fmt.Fprintf(bw, "app delay over %s: min %.1f µs, median %.1f µs, p99 %.1f µs, max %.1f µs\n",
+			plural(d.Count, "pair"), d.MinUS, d.MedianUS, d.P99US, d.MaxUS)
+	}
+	for _, d := range c.Disagreements {
+		fmt.Fprintf(bw, "DISAGREE interval %d: %s\n", d.K, d.Cause)
+	}
+	if c.Agree {
+		fmt.Fprintln(bw, "kernel and server timestamps agree: same attempts, same verdict on every interval")
+	} else if len(c.Disagreements) == 0 {
+		fmt.Fprintf(bw, "kernel and server verdicts differ: kernel passed=%v, server passed=%v\n", c.KernelPassed, c.ServerPassed)
+	}
+	return bw.Flush()
+}
+
+// ServerSession is one session as the server recorded it: its Start, the
+// connections it accepted while the session ran, and how it ended.
+type ServerSession struct {
+	Number int
+	// Start is the time of the Start event; Peer its caller.
+	Start  time.Time
+	Peer   netip.AddrPort
+	Params SessionParams
+	// Accepts is the session's list, every address, in arrival order
+	// (overflowed connections included: they were accepted too).
+	Accepts []Accept
+	// End is the stop or expire outcome, nil while the session is open;
+	// EndTime its time.
+	End     *SessionEnd
+	EndTime time.Time
+}
+
+// ServerSessions groups the events of a record file (or of a server's
+// observer) into sessions, in the order they started. A file may hold
+// several server runs appended, each numbering sessions from 1: an event
+// belongs to the latest started session of its number.
+func ServerSessions(events []RecordEvent) []ServerSession {
+	var out []ServerSession
+	open := map[int]int{} // session number → index into out
+	for _, e := range events {
+		switch e.Event {
+		case EventStart:
+			s := ServerSession{Number: e.Session, Start: e.Time, Peer: e.Peer}
+			if e.Params != nil {
+				s.Params = *e.Params
+			}
+			open[e.Session] = len(out)
+			out = append(out, s)
+		case EventAccept:
+			if i, ok := open[e.Session]; ok && e.Session != 0 && out[i].End == nil {
+				out[i].Accepts = append(out[i].Accepts, Accept{Peer: e.Peer, Time: e.Time})
+			}
+		case EventStop, EventExpire:
+			if i, ok := open[e.Session]; ok && out[i].End == nil {
+				out[i].End, out[i].EndTime = e.End, e.Time
+			}
+		}
+	}
+	return out
+}
+
+// Chain is the address whose attempts the server verifies: the one its
+// outcome names or, for a session still open, the rule the server applies
+// (SPEC.md §4): the Start caller's address if anything came from it, else
+// the only address that connected, else none.
+func (s ServerSession) Chain() netip.Addr {
+	if s.End != nil {
+		return s.End.Chain
+	}
+	start := s.Peer.Addr().Unmap()
+	others := map[netip.Addr]bool{}
+	for _, a := range s.Accepts {
+		addr := a.Peer.Addr().Unmap()
+		if addr == start {
+			return start
+		}
+		others[addr] = true
+	}
+	if len(others) == 1 {
+		for a := range others {
+			return a
+		}
+	}
+	return netip.Addr{}
+}
+
+// Input describes the session for NewCrossCheck.
+func (s ServerSession) Input(captureStart time.Time, lost uint64) CrossInput {
+	return CrossInput{
+		Policy: s.Params.Policy, Chain: s.Chain(),
+		Start: s.Start, End: s.EndTime,
+		CaptureStart: captureStart, Lost: lost,
+	}
+}
+
+// SplitAttempts hands every attempt to one session: the session it falls
+// in, else the next session to start after it, else the last session.
+// sessions must be in start order; the result has one list per session.
+func SplitAttempts(sessions []ServerSession, attempts []Attempt) [][]Attempt {
+	out := make([][]Attempt, len(sessions))
+	if len(sessions) == 0 {
+		return out
+	}
+	for _, a := range attempts {
+		i := slices.IndexFunc(sessions, func(s ServerSession) bool {
+			return !a.Time.Before(s.Start) && (s.EndTime.IsZero() || !a.Time.After(s.EndTime))
+		})
+		if i < 0 {
+			i = slices.IndexFunc(sessions, func(s ServerSession) bool { return s.Start.After(a.Time) })
+		}
+		if i < 0 {
+			i = len(sessions) - 1
+		}
+		out[i] = append(out[i], a)
+	}
+	return out
+}

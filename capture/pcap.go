@@ -1,0 +1,107 @@
+package capture
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+
+	"github.com/gopacket/gopacket/layers"
+)
+
+// pcap reads a classic pcap file (the magic is buffered, not consumed).
+//
+// It does not use pcapgo.Reader: that copies every record out of a bufio
+// buffer through an io.Reader and takes the ByteOrder interface per field.
+// Parsing records in place in 4 MiB chunks is what SPEC.md §6 measured at
+// 0.17 s against 0.39 s for the same 552 MB file; BenchmarkReadFile and
+// BenchmarkPcapgo keep the comparison measurable.
+func (rd *reader) pcap(o order, nano bool) error {
+	b := rd.b
+	rd.st.Format = "pcap"
+	if nano {
+		rd.st.Format = "pcap (ns)"
+	}
+	if !b.fill(24) {
+		return rd.truncated("pcap file header", 24)
+	}
+	h := b.bytes()
+	major, minor := o.u16(h[4:]), o.u16(h[6:])
+	if major != 2 || minor != 4 {
+		rd.warnf("pcap header at offset 0: version %d.%d (expected 2.4); reading records as 2.4", major, minor)
+	}
+	// The link type field's top bits carry an FCS length (libpcap's
+	// LT_FCS_LENGTH); bits 16–25 are reserved and must be zero.
+	field := o.u32(h[20:])
+	lt := layers.LinkType(field & 0xffff)
+	unknownLT := ""
+	if field&0x03ff0000 != 0 {
+		unknownLT = fmt.Sprintf("link type field 0x%08x", field)
+		rd.warnf("pcap header at offset 0: link type field 0x%08x has reserved bits set", field)
+	}
+	mult := int64(1000)
+	if nano {
+		mult = 1
+	}
+	b.advance(24)
+
+	for {
+		if !b.fill(16) {
+			if b.avail() == 0 && b.eof() {
+				return nil
+			}
+			return rd.truncated("record header", 16)
+		}
+		h := b.bytes()
+		incl := o.u32(h[8:])
+		if incl > maxRecord {
+			return fmt.Errorf("read %s: record at offset %d: incl_len %d exceeds the largest record a capture tool writes (%d)",
+				rd.name, b.off, incl, maxRecord)
+		}
+		n := 16 + int(incl)
+		if !b.fill(n) {
+			return rd.truncated("record", int64(n))
+		}
+		h = b.bytes()
+		if unknownLT != "" {
+			rd.st.Packets++
+			rd.st.Skipped[unknownLT]++
+		} else {
+			rd.frame(lt, h[16:n], int64(o.u32(h)), int64(o.u32(h[4:]))*mult)
+		}
+		b.advance(n)
+	}
+}
+
+// order is a file's byte order: fields are read little-endian and swapped
+// for a big-endian file, a predictable branch that is cheaper than calling
+// through the binary.ByteOrder interface for every field.
+type order bool
+
+const (
+	littleEndian order = false
+	bigEndian    order = true
+)
+
+func (o order) u16(p []byte) uint16 {
+	v := binary.LittleEndian.Uint16(p)
+	if o {
+		v = bits.ReverseBytes16(v)
+	}
+	return v
+}
+
+func (o order) u32(p []byte) uint32 {
+	v := binary.LittleEndian.Uint32(p)
+	if o {
+		v = bits.ReverseBytes32(v)
+	}
+	return v
+}
+
+func (o order) u64(p []byte) uint64 {
+	v := binary.LittleEndian.Uint64(p)
+	if o {
+		v = bits.ReverseBytes64(v)
+	}
+	return v
+}

@@ -1,0 +1,309 @@
+package capture
+
+import (
+	"math/bits"
+
+	"github.com/gopacket/gopacket/layers"
+)
+
+// pcapng block types (draft-ietf-opsawg-pcapng §4).
+const (
+	ngSHB = magicSection
+	ngIDB = 0x00000001
+	ngOPB = 0x00000002 // obsolete Packet Block, still written by old tools
+	ngSPB = 0x00000003
+	ngEPB = 0x00000006
+
+	ngByteOrderMagic = 0x1a2b3c4d
+
+	ngOptTSResol = 9
+	ngOptTSOff   = 14
+)
+
+// maxBlock is the largest block held in memory: a maximal record plus
+// room for its options. A longer block is stepped over unread (its length
+// says where the next one starts), so it costs time, never memory.
+const maxBlock = maxRecord + 64<<10
+
+// maxIfaces bounds the interface table of one section.
+const maxIfaces = 1 << 16
+
+// ngIface is what a packet needs from its Interface Description Block.
+type ngIface struct {
+	lt      layers.LinkType
+	snaplen uint32
+	units   uint64 // timestamp units per second (if_tsresol)
+	offset  int64  // seconds added to every timestamp (if_tsoffset)
+	bad     string // skip reason for every packet, when the IDB is unusable
+}
+
+// time converts a pcapng timestamp to Unix seconds and nanoseconds.
+func (ifc *ngIface) time(ts uint64) (sec, nsec int64) {
+	switch ifc.units {
+	case 1e6: // constant divisors compile to multiplications
+		return int64(ts/1e6) + ifc.offset, int64(ts%1e6) * 1e3
+	case 1e9:
+		return int64(ts/1e9) + ifc.offset, int64(ts % 1e9)
+	}
+	frac := ts % ifc.units
+	hi, lo := bits.Mul64(frac, 1e9)
+	ns, _ := bits.Div64(hi, lo, ifc.units) // hi < units since frac < units
+	return int64(ts/ifc.units) + ifc.offset, int64(ns)
+}
+
+// pcapng walks the blocks of a pcapng file (the first SHB's type is
+// buffered, not consumed).
+//
+// It is a block walker of our own rather than pcapgo.NgReader: NgReader
+// stops at the first damaged block where block lengths allow stepping
+// over it, and copies each packet through an io.Reader. The corpus test
+// (hostile/pcapng-*) pins the resynchronisation this walker does.
+func (rd *reader) pcapng() error {
+	b := rd.b
+	var (
+		o           order
+		ifaces      []ngIface
+		skipSection bool
+	)
+	for {
+		// Every pass consumes at least 12 bytes or returns.
+		if !b.fill(12) {
+			if b.avail() == 0 && b.eof() {
+				return nil
+			}
+			return rd.truncated("block header", 12)
+		}
+		h := b.bytes()
+		typ := o.u32(h)
+		if typ == ngSHB {
+			// A new section may switch byte order: its byte-order magic
+			// says how to read its own length. It also ends the previous
+			// section's interfaces.
+			if !b.fill(16) {
+				return rd.truncated(blockName(typ), 16)
+			}
+			h = b.bytes()
+			switch bom := littleEndian.u32(h[8:]); bom {
+			case ngByteOrderMagic:
+				o = littleEndian
+			case bits.ReverseBytes32(ngByteOrderMagic):
+				o = bigEndian
+			default:
+				return rd.errorf("section header block at offset %d: byte-order magic 0x%08x is neither 0x1a2b3c4d nor its swap", b.off, bom)
+			}
+			ifaces = ifaces[:0]
+			major, minor := o.u16(h[12:]), o.u16(h[14:])
+			skipSection = major != 1
+			if skipSection {
+				rd.warnf("section header block at offset %d: version %d.%d unknown; section skipped", b.off, major, minor)
+			} else if minor != 0 {
+				rd.warnf("section header block at offset %d: version %d.%d read as 1.0", b.off, major, minor)
+			}
+		}
+		length := int64(o.u32(h[4:]))
+		if length < 12 {
+			return rd.errorf("%s at offset %d: total length %d is below the 12-byte minimum, so the next block cannot be found",
+				blockName(typ), b.off, length)
+		}
+		if length%4 != 0 || length > maxBlock {
+			rd.stepOver(typ, length, &ifaces, skipSection)
+			start := b.off
+			if !b.skip(length) {
+				return rd.truncatedAt(blockName(typ), start, length, b.off-start)
+			}
+			continue
+		}
+		n := int(length)
+		if !b.fill(n) {
+			return rd.truncated(blockName(typ), length)
+		}
+		blk := b.bytes()[:n]
+		body := blk[8 : n-4]
+		if trail := int64(o.u32(blk[n-4:])); trail != length {
+			rd.warnf("%s at offset %d: trailing length %d differs from leading length %d; block skipped", blockName(typ), b.off, trail, length)
+			if typ != ngSHB {
+				rd.stepOver(typ, length, &ifaces, skipSection)
+				b.advance(n)
+				continue
+			}
+		}
+		switch {
+		case typ == ngSHB: // read above
+		case skipSection:
+			rd.st.Skipped[SkipSectionVersion]++
+		case typ == ngIDB:
+			ifc := rd.idb(o, body, b.off)
+			if len(ifaces) < maxIfaces {
+				ifaces = append(ifaces, ifc)
+			} else {
+				rd.st.Skipped[SkipTooManyIfaces]++
+			}
+		case typ == ngEPB:
+			if len(body) < 20 {
+				rd.badBlock(typ, b.off, "body too short")
+				break
+			}
+			ifc := rd.iface(ifaces, o.u32(body))
+			if ifc == nil {
+				break
+			}
+			caplen := o.u32(body[12:])
+			if int64(caplen) > int64(len(body)-20) {
+				rd.badBlock(typ, b.off, "captured length exceeds the block")
+				break
+			}
+			sec, nsec := ifc.time(uint64(o.u32(body[4:]))<<32 | uint64(o.u32(body[8:])))
+			rd.frame(ifc.lt, body[20:20+caplen], sec, nsec)
+		case typ == ngOPB:
+			if len(body) < 20 {
+				rd.badBlock(typ, b.off, "body too short")
+				break
+			}
+			ifc := rd.iface(ifaces, uint32(o.u16(body)))
+			if ifc == nil {
+				break
+			}
+			caplen := o.u32(body[12:])
+			if int64(caplen) > int64(len(body)-20) {
+				rd.badBlock(typ, b.off, "captured length exceeds the block")
+				break
+			}
+			sec, nsec := ifc.time(uint64(o.u32(body[4:]))<<32 | uint64(o.u32(body[8:])))
+			rd.frame(ifc.lt, body[20:20+caplen], sec, nsec)
+		case typ == ngSPB:
+			rd.spb(o, ifaces, body, b.off)
+		}
+		b.advance(n)
+	}
+}
+
+// spb reads a Simple Packet Block: interface 0, no timestamp. A SYN in one
+// cannot be placed in time, so it is counted, never passed on.
+func (rd *reader) spb(o order, ifaces []ngIface, body []byte, off int64) {
+	if len(body) < 4 {
+		rd.badBlock(ngSPB, off, "body too short")
+		return
+	}
+	ifc := rd.iface(ifaces, 0)
+	if ifc == nil {
+		return
+	}
+	data := body[4:]
+	if orig := o.u32(body); int64(orig) < int64(len(data)) {
+		data = data[:orig]
+	}
+	if ifc.snaplen != 0 && int64(ifc.snaplen) < int64(len(data)) {
+		data = data[:ifc.snaplen]
+	}
+	_, ok, skip := rd.dec.Decode(ifc.lt, data)
+	switch {
+	case ok:
+		skip = SkipNoTimestamp
+	case skip == "":
+		return
+	}
+	rd.st.Skipped[skip]++
+}
+
+// iface looks up a packet's interface; nil (counted) when it has none or
+// its IDB was unusable. A packet counts as seen either way.
+func (rd *reader) iface(ifaces []ngIface, id uint32) *ngIface {
+	if int64(id) >= int64(len(ifaces)) {
+		rd.st.Packets++
+		rd.st.Skipped[SkipNoInterface]++
+		return nil
+	}
+	ifc := &ifaces[id]
+	if ifc.bad != "" {
+		rd.st.Packets++
+		rd.st.Skipped[ifc.bad]++
+		return nil
+	}
+	return ifc
+}
+
+// idb reads an Interface Description Block. An unusable one still takes its
+// place in the table, so the interfaces after it keep their numbers.
+func (rd *reader) idb(o order, body []byte, off int64) ngIface {
+	if len(body) < 8 {
+		rd.badBlock(ngIDB, off, "body too short")
+		return ngIface{bad: SkipBadBlock}
+	}
+	ifc := ngIface{lt: layers.LinkType(o.u16(body)), snaplen: o.u32(body[4:]), units: 1e6}
+	opts := body[8:]
+	// Each option takes at least 4 bytes, so this loop ends.
+	for len(opts) >= 4 {
+		code, n := o.u16(opts), int(o.u16(opts[2:]))
+		if code == 0 { // opt_endofopt
+			break
+		}
+		padded := (n + 3) &^ 3
+		if 4+padded > len(opts) {
+			rd.warnf("interface description block at offset %d: option %d runs past the block", off, code)
+			break
+		}
+		v := opts[4 : 4+n]
+		switch {
+		case code == ngOptTSResol && n == 1:
+			exp := v[0] & 0x7f
+			switch {
+			case v[0]&0x80 != 0 && exp < 64:
+				ifc.units = 1 << exp
+			case v[0]&0x80 == 0 && exp <= 19:
+				ifc.units = 1
+				for range exp {
+					ifc.units *= 10
+				}
+			default:
+				rd.warnf("interface description block at offset %d: if_tsresol 0x%02x is out of range", off, v[0])
+				ifc.bad = SkipBadTSResol
+			}
+		case code == ngOptTSOff && n == 8:
+			ifc.offset = int64(o.u64(v))
+		}
+		opts = opts[4+padded:]
+	}
+	return ifc
+}
+
+// stepOver accounts for a block too long or misaligned to read: a packet
+// block is counted, an IDB keeps its interface number (unusable).
+func (rd *reader) stepOver(typ uint32, length int64, ifaces *[]ngIface, skipSection bool) {
+	off := rd.b.off
+	switch {
+	case skipSection:
+		rd.st.Skipped[SkipSectionVersion]++
+	case length%4 != 0:
+		rd.badBlock(typ, off, "total length is not a multiple of 4")
+	case typ == ngEPB || typ == ngSPB || typ == ngOPB:
+		rd.st.Packets++
+		rd.st.Skipped[SkipOversize]++
+		rd.warnf("%s at offset %d: %d bytes, larger than any packet a capture tool writes; skipped", blockName(typ), off, length)
+	case typ == ngIDB:
+		rd.badBlock(typ, off, "larger than any interface description")
+	}
+	if typ == ngIDB && !skipSection && len(*ifaces) < maxIfaces {
+		*ifaces = append(*ifaces, ngIface{bad: SkipBadBlock})
+	}
+}
+
+func (rd *reader) badBlock(typ uint32, off int64, why string) {
+	rd.st.Skipped[SkipBadBlock]++
+	rd.warnf("%s at offset %d: %s; skipped", blockName(typ), off, why)
+}
+
+func blockName(typ uint32) string {
+	switch typ {
+	case ngSHB:
+		return "section header block"
+	case ngIDB:
+		return "interface description block"
+	case ngOPB:
+		return "packet block"
+	case ngSPB:
+		return "simple packet block"
+	case ngEPB:
+		return "enhanced packet block"
+	}
+	return "block"
+}

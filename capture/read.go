@@ -1,0 +1,241 @@
+package capture
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/backoff-audit/audit/analyze"
+)
+
+// Options for reading.
+type Options struct {
+	// Port keeps SYNs to this destination port; 0 keeps SYNs to any port
+	// (used to find candidate ports).
+	Port uint16
+	// Progress, when set, is called now and then with the bytes of the file
+	// read so far and the file's size (-1 when unknown). For a compressed
+	// file both count compressed bytes.
+	Progress func(done, total int64)
+}
+
+// FileStats describes what reading one file found.
+type FileStats struct {
+	Path string
+	// Format is "pcap", "pcap (ns)" or "pcapng", with " gzip" appended
+	// when the file was compressed.
+	Format  string
+	Bytes   int64  // bytes of capture data read (decompressed)
+	Packets uint64 // packet records seen
+	SYNs    uint64 // SYNs passed to fn
+	// Skipped counts frames and blocks that could not be examined, by
+	// reason: a Decoder skip reason, "link type N", or a record problem.
+	Skipped map[string]uint64
+	// Truncated is set when the file ends inside a record or block: what
+	// came before it was analysed.
+	Truncated bool
+	// Warnings name the file and the byte offset of each problem that did
+	// not stop the read. Offsets in a gzip file are into its decompressed
+	// data.
+	Warnings []string
+}
+
+// Record problems counted in FileStats.Skipped.
+const (
+	SkipBadBlock       = "pcapng corrupt block"
+	SkipNoInterface    = "pcapng packet names a missing interface"
+	SkipNoTimestamp    = "pcapng simple packet block has no timestamp"
+	SkipOversize       = "packet larger than 262144 bytes"
+	SkipSectionVersion = "pcapng section of unknown version"
+	SkipBadTSResol     = "pcapng interface with unusable if_tsresol"
+	SkipTooManyIfaces  = "pcapng interface beyond 65536 per section"
+)
+
+// maxRecord caps the bytes of one packet record the reader will hold. It is
+// libpcap's MAXIMUM_SNAPLEN (and Wireshark's limit for these link types):
+// no tool writes a longer Ethernet or IP frame, so a longer length is
+// corruption. It bounds memory whatever a length field says; a header's
+// snap length does not (files in the wild declare 0 and 2^31).
+const maxRecord = 262144
+
+// maxWarnings keeps a file full of damage from growing the report without
+// bound; the counts in Skipped stay exact.
+const maxWarnings = 100
+
+// ReadFile streams one capture and calls fn for every TCP SYN-without-ACK
+// (ECE/CWR allowed) to opt.Port. The format is detected from the content:
+// pcap (either byte order, micro- or nanosecond), pcapng, either of them
+// gzip-compressed.
+//
+// A file that ends inside a record is analysed up to there: Truncated is
+// set, a warning gives the offset, and err is nil. A damaged pcapng block
+// is skipped and counted, since block lengths let the reader find the next
+// one; damage a pcap file gives no way past stops the read with an error
+// naming the file and the byte offset. fn sees what came before it.
+func ReadFile(path string, opt Options, fn func(analyze.SYN)) (FileStats, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return FileStats{Path: path, Skipped: map[string]uint64{}}, err
+	}
+	defer f.Close()
+	size := int64(-1)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	return readStream(path, f, size, opt, fn)
+}
+
+// countingReader counts bytes for Options.Progress.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// readStream is ReadFile's core, on any reader; name appears in messages.
+// size is the stream's length when known, else -1.
+func readStream(name string, r io.Reader, size int64, opt Options, fn func(analyze.SYN)) (FileStats, error) {
+	st := FileStats{Path: name, Skipped: map[string]uint64{}}
+	cr := &countingReader{r: r}
+	var src io.Reader = cr
+	var magic [4]byte
+	br := bufio.NewReaderSize(cr, 512)
+	head, _ := br.Peek(4)
+	copy(magic[:], head)
+	src = br
+	gz := false
+	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return st, fmt.Errorf("read %s: gzip header: %w", name, err)
+		}
+		defer zr.Close()
+		gz = true
+		src = zr
+	}
+	b := newBuffer(src, size)
+	if opt.Progress != nil {
+		b.progress = func() { opt.Progress(cr.n, size) }
+	}
+	rd := &reader{name: name, b: b, st: &st, port: opt.Port, fn: fn, dec: NewDecoder()}
+	err := rd.run()
+	if gz {
+		st.Format += " gzip"
+	}
+	st.Bytes = b.off
+	if opt.Progress != nil {
+		opt.Progress(cr.n, size)
+	}
+	return st, err
+}
+
+// reader holds one read's state.
+type reader struct {
+	name string
+	b    *buffer
+	st   *FileStats
+	port uint16
+	fn   func(analyze.SYN)
+	dec  *Decoder
+}
+
+const (
+	magicMicro   = 0xa1b2c3d4
+	magicNano    = 0xa1b23c4d
+	magicSection = 0x0a0d0d0a // pcapng Section Header Block type, a palindrome
+)
+
+func (rd *reader) run() error {
+	if !rd.b.fill(4) {
+		if err := rd.streamErr(); err != nil {
+			return err
+		}
+		return fmt.Errorf("read %s: file has %d bytes, too short for a capture header", rd.name, rd.b.avail())
+	}
+	h := rd.b.bytes()
+	le, be := binary.LittleEndian.Uint32(h), binary.BigEndian.Uint32(h)
+	switch {
+	case le == magicSection:
+		rd.st.Format = "pcapng"
+		return rd.pcapng()
+	case le == magicMicro:
+		return rd.pcap(littleEndian, false)
+	case be == magicMicro:
+		return rd.pcap(bigEndian, false)
+	case le == magicNano:
+		return rd.pcap(littleEndian, true)
+	case be == magicNano:
+		return rd.pcap(bigEndian, true)
+	}
+	return fmt.Errorf("read %s: unknown file format (magic % x): not pcap, pcapng or gzip", rd.name, h[:4])
+}
+
+// streamErr turns a failure of the underlying reader (not its clean end)
+// into an error; a gzip stream cut short is a truncation, not a failure.
+func (rd *reader) streamErr() error {
+	err := rd.b.err
+	if err == nil || err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil
+	}
+	return fmt.Errorf("read %s: at offset %d: %w", rd.name, rd.b.off+int64(rd.b.avail()), err)
+}
+
+// truncated records that the stream ended inside a record or block.
+func (rd *reader) truncated(what string, need int64) error {
+	return rd.truncatedAt(what, rd.b.off, need, int64(rd.b.avail()))
+}
+
+// truncatedAt is truncated for a record starting at off of which have
+// bytes were there.
+func (rd *reader) truncatedAt(what string, off, need, have int64) error {
+	if err := rd.streamErr(); err != nil {
+		return err
+	}
+	rd.st.Truncated = true
+	rd.warnf("%s at offset %d: file ends inside it (need %d bytes, have %d)", what, off, need, have)
+	return nil
+}
+
+func (rd *reader) errorf(format string, args ...any) error {
+	return fmt.Errorf("read %s: %s", rd.name, fmt.Sprintf(format, args...))
+}
+
+func (rd *reader) warnf(format string, args ...any) {
+	if len(rd.st.Warnings) == maxWarnings {
+		rd.st.Warnings = append(rd.st.Warnings, rd.name+": further warnings dropped")
+	}
+	if len(rd.st.Warnings) > maxWarnings {
+		return
+	}
+	rd.st.Warnings = append(rd.st.Warnings, rd.name+": "+fmt.Sprintf(format, args...))
+}
+
+// frame decodes one packet and hands a SYN to fn.
+func (rd *reader) frame(lt layers.LinkType, data []byte, sec, nsec int64) {
+	rd.st.Packets++
+	syn, ok, skip := rd.dec.Decode(lt, data)
+	if !ok {
+		if skip != "" {
+			rd.st.Skipped[skip]++
+		}
+		return
+	}
+	if rd.port != 0 && syn.Dst.Port() != rd.port {
+		return
+	}
+	syn.Time = time.Unix(sec, nsec).UTC()
+	rd.st.SYNs++
+	rd.fn(syn)
+}

@@ -65,7 +65,8 @@ def encode_reconnect_params(max_reconnect_backoff_ms):
 
 
 def decode_empty(_buf):
-    return None
+    # Not None: grpcio reads a None response as a failed deserialization.
+    return {}
 
 
 def encode_empty(_msg):

@@ -1,0 +1,43 @@
+// Command gen writes the committed capture fixtures of testdata/ and, on
+// demand, a large benchmark capture. Every byte it writes follows from its
+// flags: the fixtures are reproducible, and a test regenerates them and
+// compares with the committed files.
+//
+//	go run ./capture/internal/gen -out testdata
+//	go run ./capture/internal/gen -bench-out testdata/bench/big.pcap -bench-packets 2000000 -bench-peers 10000
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+)
+
+func main() {
+	out := flag.String("out", "", "write the fixtures into this folder")
+	benchOut := flag.String("bench-out", "", "write a benchmark capture (pcap, ns, Ethernet) to this file")
+	var bc benchConfig
+	flag.IntVar(&bc.packets, "bench-packets", 2_000_000, "packets in the benchmark capture")
+	flag.IntVar(&bc.peers, "bench-peers", 10_000, "reconnecting clients in the benchmark capture")
+	flag.Uint64Var(&bc.seed, "bench-seed", 1, "random seed of the benchmark capture")
+	flag.Parse()
+	if flag.NArg() > 0 || (*out == "" && *benchOut == "") {
+		fmt.Fprintln(os.Stderr, "usage: gen [-out DIR] [-bench-out FILE [-bench-packets N] [-bench-peers N] [-bench-seed N]]")
+		os.Exit(2)
+	}
+	if *out != "" {
+		if err := writeFixtures(*out); err != nil {
+			fmt.Fprintln(os.Stderr, "gen:", err)
+			os.Exit(1)
+		}
+	}
+	if *benchOut != "" {
+		st, err := writeBench(*benchOut, bc)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gen:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "%s: %d packets, %d bytes, %d peers, %d attempts, %d SYNs to port %d\n",
+			*benchOut, st.packets, st.bytes, st.peers, st.attempts, st.retrySYNs, retryPort)
+	}
+}

@@ -146,8 +146,12 @@ func runInterop(ctx context.Context, cfg interopConfig) (*interopReport, error) 
 	_, err = svc.Start(startCtx, &pb.ReconnectParams{MaxReconnectBackoffMs: cfg.MaxReconnectBackoffMS})
 	cancel()
 	if err != nil {
-		if status.Code(err) == codes.Unavailable {
+		switch {
+		case status.Code(err) == codes.Unavailable:
 			return nil, fmt.Errorf("control port %s unreachable: %w", cfg.controlAddr(), err)
+		case status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil:
+			return nil, fmt.Errorf("start on control port %s: no session began within %v (is another client's session running?): %w",
+				cfg.controlAddr(), cfg.Deadline, err)
 		}
 		return nil, fmt.Errorf("start on control port %s: %w", cfg.controlAddr(), err)
 	}

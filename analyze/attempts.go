@@ -2,8 +2,11 @@ package analyze
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -151,4 +154,67 @@ func compareAttempts(a, b Attempt) int {
 		a.Dst.Compare(b.Dst),
 		a.Src.Addr().Compare(b.Src.Addr()),
 	)
+}
+
+// PortTracker keeps one Tracker per destination port, for reading a capture
+// before the retry port is known.
+type PortTracker struct {
+	ports map[uint16]*Tracker
+}
+
+// NewPortTracker returns an empty PortTracker.
+func NewPortTracker() *PortTracker { return &PortTracker{ports: make(map[uint16]*Tracker)} }
+
+// Add records s with the other SYNs to its destination port.
+func (pt *PortTracker) Add(s SYN) {
+	t := pt.ports[s.Dst.Port()]
+	if t == nil {
+		t = NewTracker()
+		pt.ports[s.Dst.Port()] = t
+	}
+	t.Add(s)
+}
+
+// Tracker returns the tracker of port; an empty one when no SYN went there.
+func (pt *PortTracker) Tracker(port uint16) *Tracker {
+	if t := pt.ports[port]; t != nil {
+		return t
+	}
+	return NewTracker()
+}
+
+// PortCount is how many SYNs went to one port.
+type PortCount struct {
+	Port uint16 `json:"port"`
+	SYNs int    `json:"syns"`
+}
+
+// Ports returns the destination ports seen, most SYNs first.
+func (pt *PortTracker) Ports() []PortCount {
+	pcs := make([]PortCount, 0, len(pt.ports))
+	for p, t := range pt.ports {
+		pcs = append(pcs, PortCount{Port: p, SYNs: t.SYNs()})
+	}
+	slices.SortFunc(pcs, func(a, b PortCount) int {
+		return cmp.Or(cmp.Compare(b.SYNs, a.SYNs), cmp.Compare(a.Port, b.Port))
+	})
+	return pcs
+}
+
+// OnlyPort returns the port when every SYN went to one port, and otherwise
+// an error that lists the candidate ports with their SYN counts.
+func (pt *PortTracker) OnlyPort() (uint16, error) {
+	pcs := pt.Ports()
+	switch len(pcs) {
+	case 0:
+		return 0, errors.New("no TCP SYN in the capture: nothing to audit")
+	case 1:
+		return pcs[0].Port, nil
+	}
+	list := make([]string, len(pcs))
+	for i, pc := range pcs {
+		list[i] = fmt.Sprintf("%d (%s)", pc.Port, plural(pc.SYNs, "SYN"))
+	}
+	return 0, fmt.Errorf("the capture holds SYNs to %d ports, choose the retry port with --port: %s",
+		len(pcs), strings.Join(list, ", "))
 }

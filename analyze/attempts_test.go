@@ -152,3 +152,50 @@ func TestPeersIsACopy(t *testing.T) {
 		t.Errorf("earlier Peers() changed by later Add: %d attempts, want 1", got)
 	}
 }
+
+func TestPortTracker(t *testing.T) {
+	to := func(port uint16, src string, seq uint32) SYN {
+		s := trackSYN(0, src, seq)
+		s.Dst = netip.AddrPortFrom(s.Dst.Addr(), port)
+		return s
+	}
+	tests := []struct {
+		name    string
+		syns    []SYN
+		want    uint16
+		wantErr string
+	}{
+		{name: "empty", wantErr: "no TCP SYN in the capture: nothing to audit"},
+		{name: "one port", syns: []SYN{to(50052, "127.0.0.1:1", 1), to(50052, "127.0.0.1:2", 2)}, want: 50052},
+		{
+			name: "two ports listed by count",
+			syns: []SYN{to(50051, "127.0.0.1:1", 1), to(50052, "127.0.0.1:2", 2), to(50052, "127.0.0.1:3", 3), to(443, "127.0.0.1:4", 4)},
+			wantErr: "the capture holds SYNs to 3 ports, choose the retry port with --port: " +
+				"50052 (2 SYNs), 443 (1 SYN), 50051 (1 SYN)",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pt := NewPortTracker()
+			for _, s := range tt.syns {
+				pt.Add(s)
+			}
+			got, err := pt.OnlyPort()
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if got != tt.want || gotErr != tt.wantErr {
+				t.Errorf("OnlyPort() = %d, %q; want %d, %q", got, gotErr, tt.want, tt.wantErr)
+			}
+		})
+	}
+	pt := NewPortTracker()
+	pt.Add(to(50052, "127.0.0.1:1", 1))
+	if got := pt.Tracker(50052).SYNs(); got != 1 {
+		t.Errorf("Tracker(50052).SYNs() = %d, want 1", got)
+	}
+	if got := pt.Tracker(9).SYNs(); got != 0 {
+		t.Errorf("Tracker(9).SYNs() = %d, want 0", got)
+	}
+}

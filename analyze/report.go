@@ -338,15 +338,17 @@ func (c CaptureInfo) SkippedLines() []string {
 }
 
 // Warnings returns every warning of the capture for a person: each file's
-// truncation and warnings, then one line per skip reason.
+// warnings (which name the file, as the reader writes them) and, when the
+// reader gave none for a truncated file, a line saying so; then one line per
+// skip reason.
 func (c CaptureInfo) Warnings() []string {
 	var out []string
 	for _, f := range c.Files {
-		if f.Truncated {
+		if f.Truncated && len(f.Warnings) == 0 {
 			out = append(out, fmt.Sprintf("%s: truncated after %d packets", f.Path, f.Packets))
 		}
 		for _, w := range f.Warnings {
-			out = append(out, fmt.Sprintf("%s: %s", f.Path, strings.TrimSpace(w)))
+			out = append(out, strings.TrimSpace(w))
 		}
 	}
 	return append(out, c.SkippedLines()...)

@@ -170,11 +170,14 @@ func TestReportTextGolden(t *testing.T) {
 func TestCaptureWarnings(t *testing.T) {
 	c := CaptureInfo{
 		Skipped: map[string]uint64{"truncated TCP header": 2, "not IP": 5},
-		Files:   []FileInfo{{Path: "a.pcap", Packets: 9, Truncated: true, Warnings: []string{"snaplen 64 "}}},
+		Files: []FileInfo{
+			{Path: "a.pcap", Packets: 9, Truncated: true},
+			{Path: "b.pcap", Packets: 9, Truncated: true, Warnings: []string{"b.pcap: record at offset 99: file ends inside it "}},
+		},
 	}
 	want := []string{
 		"a.pcap: truncated after 9 packets",
-		"a.pcap: snaplen 64",
+		"b.pcap: record at offset 99: file ends inside it",
 		"skipped 5 packets: not IP",
 		"skipped 2 packets: truncated TCP header",
 	}

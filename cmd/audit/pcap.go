@@ -1,0 +1,191 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/capture"
+)
+
+func init() { commands = append(commands, newPcapCmd) }
+
+type pcapConfig struct {
+	port   uint16
+	policy analyze.Policy
+	format string
+	peers  []string
+}
+
+func newPcapCmd() *cobra.Command {
+	cfg := pcapConfig{policy: analyze.DefaultPolicy(), format: "text"}
+	cmd := &cobra.Command{
+		Use:   "pcap FILE...",
+		Short: "Audit reconnect backoff from the SYNs of capture files",
+		Long: `pcap verifies every client's reconnect backoff from the kernel timestamps of
+its SYNs to the retry port (SPEC.md §5), with the reference verifier.
+
+Files may be pcap or pcapng, gzip-compressed or not; several files (a rotated
+tcpdump -C set) are merged by timestamp. A SYN sent again with the same ISN is
+a retransmission, counted and not judged. Without --port the retry port is
+the only port the capture has SYNs to.
+
+Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
+2 for bad flags or unreadable input.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			peers, err := cfg.validate(cmd.Flags().Changed("port"))
+			if err != nil {
+				return usageError(err)
+			}
+			stderr := cmd.ErrOrStderr()
+			pt, info, err := readCaptures(files, cfg.port, progressTo(stderr))
+			if err != nil {
+				return usageError(err)
+			}
+			for _, w := range info.Warnings() {
+				fmt.Fprintf(stderr, "audit: warning: %s\n", w)
+			}
+			port := cfg.port
+			if port == 0 {
+				if port, err = pt.OnlyPort(); err != nil {
+					return usageError(err)
+				}
+			}
+			tr := pt.Tracker(port)
+			info.SYNs = uint64(tr.SYNs())
+			rep := analyze.NewReport(port, cfg.policy, tr.Peers(), info).Only(peers...)
+			if err := writeReport(cmd.OutOrStdout(), rep, cfg.format); err != nil {
+				return usageError(err)
+			}
+			return pcapVerdict(rep, peers)
+		},
+	}
+	f := cmd.Flags()
+	f.Uint16Var(&cfg.port, "port", 0, "the retry port (default: the only port the capture has SYNs to)")
+	addPolicyFlags(f, &cfg.policy)
+	f.StringVar(&cfg.format, "format", cfg.format, "output format: text or json")
+	f.StringArrayVar(&cfg.peers, "peer", nil, "report only this client address (repeatable)")
+	return cmd
+}
+
+// addPolicyFlags binds the policy the clients are held to, with the spec's
+// defaults (SPEC.md §1, §3).
+func addPolicyFlags(f *pflag.FlagSet, p *analyze.Policy) {
+	f.DurationVar(&p.BaseDelay, "initial-backoff", p.BaseDelay, "INITIAL_BACKOFF: expected wait after the first failure")
+	f.Float64Var(&p.Multiplier, "multiplier", p.Multiplier, "MULTIPLIER: growth of the backoff per attempt")
+	f.Float64Var(&p.Jitter, "jitter", p.Jitter, "JITTER: allowed relative deviation of each backoff")
+	f.DurationVar(&p.MaxDelay, "max-backoff", p.MaxDelay, "MAX_BACKOFF: cap on the expected backoff")
+	f.DurationVar(&p.Tolerance, "tolerance", p.Tolerance, "transmission-delay allowance on both sides of every window")
+}
+
+// validate checks the flags and parses --peer.
+func (c pcapConfig) validate(portSet bool) ([]netip.Addr, error) {
+	if portSet && c.port == 0 {
+		return nil, fmt.Errorf("--port 0: the retry port must be 1–65535 (leave --port out to detect it)")
+	}
+	if err := c.policy.Validate(); err != nil {
+		return nil, fmt.Errorf("policy: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if c.format != "text" && c.format != "json" {
+		return nil, fmt.Errorf("--format %q: must be text or json", c.format)
+	}
+	peers := make([]netip.Addr, 0, len(c.peers))
+	for _, s := range c.peers {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("--peer %q: not an IP address", s)
+		}
+		peers = append(peers, a.Unmap())
+	}
+	return peers, nil
+}
+
+// readCaptures reads every file, SYNs to port only (any port when 0),
+// grouped by destination port. Files may come in any order: the trackers
+// sort by time.
+func readCaptures(files []string, port uint16, progress func(path string) func(done, total int64)) (*analyze.PortTracker, analyze.CaptureInfo, error) {
+	pt := analyze.NewPortTracker()
+	info := analyze.CaptureInfo{Skipped: map[string]uint64{}}
+	for _, path := range files {
+		st, err := capture.ReadFile(path, capture.Options{Port: port, Progress: progress(path)}, pt.Add)
+		if err != nil {
+			return nil, info, err
+		}
+		info.Packets += st.Packets
+		for reason, n := range st.Skipped {
+			info.Skipped[reason] += n
+		}
+		info.Files = append(info.Files, analyze.FileInfo{
+			Path: st.Path, Format: st.Format, Bytes: st.Bytes, Packets: st.Packets, SYNs: st.SYNs,
+			Skipped: st.Skipped, Truncated: st.Truncated, Warnings: st.Warnings,
+		})
+	}
+	return pt, info, nil
+}
+
+// progressTo returns a per-file progress printer for w, or callbacks that do
+// nothing when w is not a terminal.
+func progressTo(w io.Writer) func(path string) func(done, total int64) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return func(string) func(int64, int64) { return nil }
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return func(string) func(int64, int64) { return nil }
+	}
+	return func(path string) func(done, total int64) {
+		start := time.Now()
+		var last time.Time
+		return func(done, total int64) {
+			now := time.Now()
+			if finished := total >= 0 && done >= total; finished {
+				if !last.IsZero() {
+					fmt.Fprint(f, "\r\033[K")
+				}
+				return
+			}
+			// Only long reads show progress, at most five times a second.
+			if now.Sub(start) < time.Second || now.Sub(last) < 200*time.Millisecond {
+				return
+			}
+			last = now
+			if total > 0 {
+				fmt.Fprintf(f, "\r\033[Kreading %s: %3d%% of %d MB", path, done*100/total, total>>20)
+			} else {
+				fmt.Fprintf(f, "\r\033[Kreading %s: %d MB", path, done>>20)
+			}
+		}
+	}
+}
+
+func writeReport(w io.Writer, rep analyze.Report, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return rep.WriteText(w)
+}
+
+// pcapVerdict maps the report to the exit status: nil only when there were
+// peers and every one passed.
+func pcapVerdict(rep analyze.Report, peers []netip.Addr) error {
+	switch {
+	case rep.Summary.PassedAll:
+		return nil
+	case rep.Summary.Peers == 0 && len(peers) > 0:
+		return verdictError("no connection attempt to port %d from %v", rep.Port, peers)
+	case rep.Summary.Peers == 0:
+		return verdictError("no connection attempt to port %d", rep.Port)
+	}
+	return verdictError("%s", rep.Summary)
+}

@@ -50,15 +50,20 @@ func (c Chain) Retransmits() int {
 	return n
 }
 
-// attemptKey identifies one attempt. Addresses are unmapped so that a tuple
-// spelled once as ::ffff:a.b.c.d and once as a.b.c.d is one attempt.
+// attemptKey identifies one attempt. It holds no pointers (hashing is most
+// of Add's cost), and As16 spells a.b.c.d and ::ffff:a.b.c.d alike, so a
+// tuple written both ways is one attempt.
 type attemptKey struct {
-	src, dst netip.AddrPort
-	seq      uint32
+	src, dst     [16]byte
+	sport, dport uint16
+	seq          uint32
 }
 
-func unmapPort(ap netip.AddrPort) netip.AddrPort {
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+func keyOf(s SYN) attemptKey {
+	return attemptKey{
+		src: s.Src.Addr().As16(), dst: s.Dst.Addr().As16(),
+		sport: s.Src.Port(), dport: s.Dst.Port(), seq: s.Seq,
+	}
 }
 
 // attemptRef locates an attempt inside the tracker.
@@ -98,7 +103,7 @@ func NewTracker() *Tracker {
 // for a retransmission).
 func (t *Tracker) Add(s SYN) (a Attempt, isNew bool) {
 	t.syns++
-	k := attemptKey{src: unmapPort(s.Src), dst: unmapPort(s.Dst), seq: s.Seq}
+	k := keyOf(s)
 	if ref, ok := t.attempts[k]; ok {
 		t.retrans++
 		at := &ref.peer.attempts[ref.index]
@@ -217,4 +222,9 @@ func (pt *PortTracker) OnlyPort() (uint16, error) {
 	}
 	return 0, fmt.Errorf("the capture holds SYNs to %d ports, choose the retry port with --port: %s",
 		len(pcs), strings.Join(list, ", "))
+}
+
+// unmapPort returns ap with an IPv4-mapped address unmapped.
+func unmapPort(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }

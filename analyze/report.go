@@ -26,8 +26,8 @@ import (
 //	    "packets", "syns",                 // read, and SYNs to the port
 //	    "attempts", "retransmits",         // SYNs grouped by (src, dst, ISN)
 //	    "skipped": {"reason": count},      // packets not decoded, by reason
-//	    "files": [{"path", "format", "bytes", "packets", "syns",
-//	               "skipped", "truncated", "warnings"}]
+//	    "files": [{"path", "format", "bytes", "packets", "syns", "truncated",
+//	               "skipped", "warnings"}]  // the last two only when not empty
 //	  },
 //	  "peers": [{                          // failing peers first
 //	    "peer": "127.0.0.1",               // client address

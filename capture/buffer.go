@@ -3,6 +3,7 @@ package capture
 import (
 	"errors"
 	"io"
+	"sync"
 )
 
 // chunkSize is how much the reader asks the file for at once. SPEC.md §6:
@@ -10,29 +11,40 @@ import (
 // capture, where libpcap's 4 KiB reads lose to it.
 const chunkSize = 4 << 20
 
-// minChunk is the first buffer for input of unknown size (the fuzzer, a
-// pipe): small inputs stay cheap and the buffer doubles up to chunkSize.
-const minChunk = 64 << 10
+// maxNeed is the most a parser asks to see at once: one whole block.
+const maxNeed = maxBlock
+
+// chunk is a piece of the stream in a buffer with room in front of it
+// (headroom) where the unread tail of the previous chunk is copied, so a
+// record that straddles two chunks is contiguous without copying the chunk.
+type chunk struct {
+	mem  []byte // headroom, then data
+	head int    // headroom size
+	n    int    // data bytes: mem[head:head+n]
+	err  error  // the stream's error after these bytes (io.EOF at the end)
+}
+
+// source hands out chunks in stream order and takes spent ones back.
+type source interface {
+	next() *chunk
+	release(*chunk)
+	stop()
+}
 
 // buffer is a window on a stream: buf[start:end] holds the bytes from
-// stream offset off on. It never grows beyond chunkSize or the largest
-// record its caller asks for, whichever is bigger; the caller bounds that.
+// stream offset off on. Memory is bounded by the chunks of its source and
+// maxNeed, whatever a length field says.
 type buffer struct {
-	r          io.Reader
+	src        source
+	cur        *chunk
 	buf        []byte
 	start, end int
 	off        int64 // stream offset of buf[start]
-	err        error // the reader's error once it returned one (io.EOF at the end)
+	err        error // the stream's error once reached (io.EOF at the end)
 	progress   func()
 }
 
-func newBuffer(r io.Reader, sizeHint int64) *buffer {
-	n := minChunk
-	if sizeHint > 0 {
-		n = int(min(max(sizeHint, 512), chunkSize))
-	}
-	return &buffer{r: r, buf: make([]byte, n)}
-}
+func newBuffer(src source) *buffer { return &buffer{src: src} }
 
 // avail is how many bytes are ready without reading.
 func (b *buffer) avail() int { return b.end - b.start }
@@ -46,68 +58,41 @@ func (b *buffer) advance(n int) {
 	b.off += int64(n)
 }
 
-// fill makes at least n bytes ready, reading as much as the buffer holds.
-// It returns false when the stream ends (or fails) first; b.err then says
-// why and b.avail() how much there is. n must be bounded by the caller.
+// fill makes at least n (at most maxNeed) bytes ready. It returns false
+// when the stream ends or fails first; b.err then says why and b.avail()
+// how much there is.
 func (b *buffer) fill(n int) bool {
-	if b.avail() >= n {
-		return true
-	}
-	if b.err != nil {
-		return false
-	}
-	if b.start+n > len(b.buf) {
-		if n > len(b.buf) {
-			size := len(b.buf)
-			for size < n || size < min(2*len(b.buf), chunkSize) {
-				size *= 2
-			}
-			nb := make([]byte, size)
-			b.end = copy(nb, b.bytes())
-			b.buf = nb
-		} else {
-			b.end = copy(b.buf, b.bytes())
-		}
-		b.start = 0
+	if n > maxNeed {
+		panic("capture: fill beyond maxNeed") // a parser bug, not bad input
 	}
 	for b.avail() < n {
-		m, err := b.r.Read(b.buf[b.end:])
-		b.end += m
-		if err != nil {
-			b.err = err
-			break
+		if b.err != nil {
+			return false
 		}
-		if m == 0 {
-			// io.Reader allows (0, nil); a reader that keeps doing it
-			// would spin, so treat a run of them as an error.
-			if m, err = b.retryRead(); err != nil {
-				b.err = err
-				break
-			}
-			b.end += m
+		c := b.src.next()
+		left := b.avail() // < n <= maxNeed
+		if c.head < left {
+			// Only the first record longer than any before it gets here.
+			mem := make([]byte, maxNeed+len(c.mem)-c.head)
+			copy(mem[maxNeed:], c.mem[c.head:c.head+c.n])
+			c.mem, c.head = mem, maxNeed
+		}
+		copy(c.mem[c.head-left:c.head], b.bytes())
+		if b.cur != nil {
+			b.src.release(b.cur)
+		}
+		b.cur = c
+		b.buf, b.start, b.end = c.mem, c.head-left, c.head+c.n
+		b.err = c.err
+		if b.progress != nil {
+			b.progress()
 		}
 	}
-	if b.progress != nil {
-		b.progress()
-	}
-	return b.avail() >= n
+	return true
 }
 
-var errNoProgress = errors.New("reader returned no data and no error 100 times")
-
-func (b *buffer) retryRead() (int, error) {
-	for range 100 {
-		m, err := b.r.Read(b.buf[b.end:])
-		if m > 0 || err != nil {
-			return m, err
-		}
-	}
-	return 0, errNoProgress
-}
-
-// skip consumes n bytes, reading and dropping what is not yet buffered, so a
-// huge block costs time, not memory. It returns false when the stream ends
-// first.
+// skip consumes n bytes, dropping what is not yet buffered, so a huge block
+// costs time, not memory. It returns false when the stream ends first.
 func (b *buffer) skip(n int64) bool {
 	for n > 0 {
 		if b.avail() == 0 && !b.fill(1) {
@@ -122,3 +107,125 @@ func (b *buffer) skip(n int64) bool {
 
 // eof reports whether the stream ended cleanly (as opposed to failing).
 func (b *buffer) eof() bool { return b.err == io.EOF }
+
+// close stops the source; the buffer is unusable afterwards.
+func (b *buffer) close() { b.src.stop() }
+
+// headroom for new chunks: enough for the leftover of ordinary records;
+// fill grows a chunk's headroom for the rare longer record.
+const headroom = 64 << 10
+
+func newChunk(size int) *chunk {
+	return &chunk{mem: make([]byte, headroom+size), head: headroom}
+}
+
+// readChunk fills c's data area from r.
+func readChunk(r io.Reader, c *chunk) {
+	c.n, c.err = readFull(r, c.mem[c.head:])
+	if c.err == nil && c.n < len(c.mem)-c.head {
+		c.err = io.EOF
+	}
+}
+
+var errNoProgress = errors.New("reader returned no data and no error 100 times in a row")
+
+// readFull is io.ReadFull that tolerates a short stream (returns its error
+// or nil at a clean EOF after data) and a reader that returns (0, nil)
+// forever (an error, not a spin).
+func readFull(r io.Reader, p []byte) (int, error) {
+	n, idle := 0, 0
+	for n < len(p) {
+		m, err := r.Read(p[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			if idle++; idle == 100 {
+				return n, errNoProgress
+			}
+			continue
+		}
+		idle = 0
+	}
+	return n, nil
+}
+
+// syncSource reads chunks in the caller's goroutine: for input that fits a
+// chunk or two, where a goroutine would cost more than it saves.
+type syncSource struct {
+	r     io.Reader
+	size  int
+	spare *chunk
+}
+
+func (s *syncSource) next() *chunk {
+	c := s.spare
+	s.spare = nil
+	if c == nil {
+		c = newChunk(s.size)
+	}
+	readChunk(s.r, c)
+	return c
+}
+
+func (s *syncSource) release(c *chunk) { s.spare = c }
+func (s *syncSource) stop()            {}
+
+// asyncSource reads the next chunk while the parser works on the current
+// one: reading (a syscall, or gzip inflation) and parsing overlap, which on
+// make bench's capture takes the read from the sum of the two to about the
+// larger. Three chunks circulate: parsed, ready, being read.
+type asyncSource struct {
+	ready chan *chunk
+	free  chan *chunk
+	quit  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+func newAsyncSource(r io.Reader, size int) *asyncSource {
+	s := &asyncSource{
+		ready: make(chan *chunk, 1),
+		free:  make(chan *chunk, 3),
+		quit:  make(chan struct{}),
+	}
+	for range 3 {
+		s.free <- newChunk(size)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			var c *chunk
+			select {
+			case c = <-s.free:
+			case <-s.quit:
+				return
+			}
+			readChunk(r, c)
+			select {
+			case s.ready <- c:
+			case <-s.quit:
+				return
+			}
+			if c.err != nil {
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func (s *asyncSource) next() *chunk { return <-s.ready }
+
+func (s *asyncSource) release(c *chunk) { s.free <- c }
+
+// stop ends the reading goroutine and waits for it, so the caller may
+// close the file afterwards.
+func (s *asyncSource) stop() {
+	s.once.Do(func() {
+		close(s.quit)
+		s.wg.Wait()
+	})
+}

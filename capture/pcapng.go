@@ -195,9 +195,9 @@ func (rd *reader) spb(o order, ifaces []ngIface, body []byte, off int64) {
 	if ifc.snaplen != 0 && int64(ifc.snaplen) < int64(len(data)) {
 		data = data[:ifc.snaplen]
 	}
-	_, ok, skip := rd.dec.Decode(ifc.lt, data)
+	_, tcp, skip := rd.dec.find(ifc.lt, data)
 	switch {
-	case ok:
+	case len(tcp) != 0:
 		skip = SkipNoTimestamp
 	case skip == "":
 		return

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/gopacket/gopacket/layers"
@@ -92,51 +93,59 @@ func ReadFile(path string, opt Options, fn func(analyze.SYN)) (FileStats, error)
 	return readStream(path, f, size, opt, fn)
 }
 
-// countingReader counts bytes for Options.Progress.
+// countingReader counts bytes for Options.Progress; the count is read
+// from the parsing goroutine while a reading goroutine adds to it.
 type countingReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
+
+// asyncMin is the size from which reading overlaps parsing (asyncSource).
+const asyncMin = 2 * chunkSize
 
 // readStream is ReadFile's core, on any reader; name appears in messages.
 // size is the stream's length when known, else -1.
 func readStream(name string, r io.Reader, size int64, opt Options, fn func(analyze.SYN)) (FileStats, error) {
 	st := FileStats{Path: name, Skipped: map[string]uint64{}}
 	cr := &countingReader{r: r}
-	var src io.Reader = cr
-	var magic [4]byte
-	br := bufio.NewReaderSize(cr, 512)
+	br := bufio.NewReaderSize(cr, 512) // to peek at the magic; large reads bypass it
+	var src io.Reader = br
 	head, _ := br.Peek(4)
-	copy(magic[:], head)
-	src = br
-	gz := false
-	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+	gz := len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b
+	if gz {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return st, fmt.Errorf("read %s: gzip header: %w", name, err)
 		}
 		defer zr.Close()
-		gz = true
 		src = zr
 	}
-	b := newBuffer(src, size)
+	var chunks source
+	if size >= 0 && size < asyncMin && !gz || size >= 0 && size < asyncMin/8 {
+		chunks = &syncSource{r: src, size: int(min(max(size+1, 4096), chunkSize))}
+	} else {
+		chunks = newAsyncSource(src, chunkSize)
+	}
+	b := newBuffer(chunks)
+	defer b.close()
 	if opt.Progress != nil {
-		b.progress = func() { opt.Progress(cr.n, size) }
+		b.progress = func() { opt.Progress(cr.n.Load(), size) }
 	}
 	rd := &reader{name: name, b: b, st: &st, port: opt.Port, fn: fn, dec: NewDecoder()}
 	err := rd.run()
+	b.close()
 	if gz {
 		st.Format += " gzip"
 	}
 	st.Bytes = b.off
 	if opt.Progress != nil {
-		opt.Progress(cr.n, size)
+		opt.Progress(cr.n.Load(), size)
 	}
 	return st, err
 }
@@ -225,16 +234,17 @@ func (rd *reader) warnf(format string, args ...any) {
 // frame decodes one packet and hands a SYN to fn.
 func (rd *reader) frame(lt layers.LinkType, data []byte, sec, nsec int64) {
 	rd.st.Packets++
-	syn, ok, skip := rd.dec.Decode(lt, data)
-	if !ok {
+	ip, tcp, skip := rd.dec.find(lt, data)
+	if len(tcp) == 0 {
 		if skip != "" {
 			rd.st.Skipped[skip]++
 		}
 		return
 	}
-	if rd.port != 0 && syn.Dst.Port() != rd.port {
+	if rd.port != 0 && binary.BigEndian.Uint16(tcp[2:]) != rd.port {
 		return
 	}
+	syn := synOf(ip, tcp)
 	syn.Time = time.Unix(sec, nsec).UTC()
 	rd.st.SYNs++
 	rd.fn(syn)

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,15 +18,45 @@ import (
 // (../shared/corpus/pcap), which CI lays next to its clone.
 func corpusDir(t testing.TB) string {
 	t.Helper()
+	dir, err := corpusPath()
+	if err != nil {
+		t.Skipf("SKIPPING: capture corpus not found (%v); the corpus tests did not run", err)
+	}
+	return dir
+}
+
+// corpusPath is the corpus folder, or why it is not there.
+func corpusPath() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		t.Fatal("runtime.Caller failed")
+		return "", errors.New("runtime.Caller failed")
 	}
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "shared", "corpus", "pcap")
 	if _, err := os.Stat(filepath.Join(dir, "INDEX.tsv")); err != nil {
-		t.Skipf("SKIPPING: capture corpus not found at %s (%v); the corpus tests did not run", dir, err)
+		return dir, err
 	}
-	return dir
+	return dir, nil
+}
+
+// corpusData calls fn with every corpus file of at most maxSize bytes, for
+// fuzz seeds; nothing when the corpus is absent.
+func corpusData(maxSize int64, fn func(name string, data []byte)) {
+	dir, err := corpusPath()
+	if err != nil {
+		return
+	}
+	for _, sub := range []string{".", "hostile", "synthetic"} {
+		ents, _ := os.ReadDir(filepath.Join(dir, sub))
+		for _, e := range ents {
+			if fi, err := e.Info(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSize ||
+				strings.HasSuffix(e.Name(), ".tsv") || strings.HasSuffix(e.Name(), ".txt") {
+				continue
+			}
+			if data, err := os.ReadFile(filepath.Join(dir, sub, e.Name())); err == nil {
+				fn(filepath.Join(sub, e.Name()), data)
+			}
+		}
+	}
 }
 
 // corpusEntry is one row of INDEX.tsv.

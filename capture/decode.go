@@ -122,6 +122,11 @@ func (d *Decoder) find(lt layers.LinkType, frame []byte) (ip, tcp []byte, skip s
 	if lt == layers.LinkTypeEthernet && plainNonSYN(frame) {
 		return nil, nil, ""
 	}
+	return d.findSlow(lt, frame)
+}
+
+// findSlow is find without the fast path; FuzzDecode checks they agree.
+func (d *Decoder) findSlow(lt layers.LinkType, frame []byte) (ip, tcp []byte, skip string) {
 	switch lt {
 	case layers.LinkTypeEthernet:
 		if len(frame) < 14 {

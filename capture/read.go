@@ -112,6 +112,22 @@ const asyncMin = 2 * chunkSize
 // readStream is ReadFile's core, on any reader; name appears in messages.
 // size is the stream's length when known, else -1.
 func readStream(name string, r io.Reader, size int64, opt Options, fn func(analyze.SYN)) (FileStats, error) {
+	return readSource(name, r, size, opt, fn, defaultSource)
+}
+
+// defaultSource reads small input in the caller's goroutine and overlaps
+// reading with parsing for the rest.
+func defaultSource(r io.Reader, size int64, gz bool) source {
+	if size >= 0 && size < asyncMin && !gz || size >= 0 && size < asyncMin/8 {
+		return &syncSource{r: r, size: int(min(max(size+1, 4096), chunkSize))}
+	}
+	return newAsyncSource(r, chunkSize)
+}
+
+// readSource is readStream with the choice of chunk source, so tests can
+// compare sources and force tiny chunks.
+func readSource(name string, r io.Reader, size int64, opt Options, fn func(analyze.SYN),
+	newSource func(r io.Reader, size int64, gz bool) source) (FileStats, error) {
 	st := FileStats{Path: name, Skipped: map[string]uint64{}}
 	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, 512) // to peek at the magic; large reads bypass it
@@ -126,13 +142,7 @@ func readStream(name string, r io.Reader, size int64, opt Options, fn func(analy
 		defer zr.Close()
 		src = zr
 	}
-	var chunks source
-	if size >= 0 && size < asyncMin && !gz || size >= 0 && size < asyncMin/8 {
-		chunks = &syncSource{r: src, size: int(min(max(size+1, 4096), chunkSize))}
-	} else {
-		chunks = newAsyncSource(src, chunkSize)
-	}
-	b := newBuffer(chunks)
+	b := newBuffer(newSource(src, size, gz))
 	defer b.close()
 	if opt.Progress != nil {
 		b.progress = func() { opt.Progress(cr.n.Load(), size) }

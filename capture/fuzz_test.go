@@ -1,0 +1,174 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/backoff-audit/audit/analyze"
+)
+
+// corpusFrames returns up to perType real frames per link type from the
+// shared corpus (none when it is absent: the fuzzers still have the
+// hand-built seeds).
+func corpusFrames(perType int) map[layers.LinkType][][]byte {
+	out := map[layers.LinkType][][]byte{}
+	corpusData(1<<20, func(_ string, data []byte) {
+		next := framesOf(data)
+		for range 1000 { // bounded: a damaged file may loop in a library reader
+			lt, frame, ok := next()
+			if !ok {
+				break
+			}
+			if len(out[lt]) < perType {
+				out[lt] = append(out[lt], frame)
+			}
+		}
+	})
+	return out
+}
+
+// framesOf iterates over a file's frames with gopacket's readers.
+func framesOf(data []byte) func() (layers.LinkType, []byte, bool) {
+	if r, err := pcapgo.NewReader(bytes.NewReader(data)); err == nil {
+		return func() (layers.LinkType, []byte, bool) {
+			frame, _, err := r.ReadPacketData()
+			return r.LinkType(), frame, err == nil
+		}
+	}
+	r, err := pcapgo.NewNgReader(bytes.NewReader(data), pcapgo.NgReaderOptions{WantMixedLinkType: true})
+	if err != nil {
+		return func() (layers.LinkType, []byte, bool) { return 0, nil, false }
+	}
+	return func() (layers.LinkType, []byte, bool) {
+		frame, ci, err := r.ReadPacketData()
+		if err != nil || len(ci.AncillaryData) == 0 {
+			return 0, nil, false
+		}
+		lt, _ := ci.AncillaryData[0].(layers.LinkType)
+		return lt, frame, true
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for lt, frames := range corpusFrames(8) {
+		for _, fr := range frames {
+			f.Add(uint16(lt), fr)
+		}
+	}
+	syn4 := ipv4Packet("10.0.0.1", "10.0.0.2", 6, synSeg(1, 2, 3))
+	syn6 := ipv6Packet("2001:db8::1", "::ffff:10.0.0.2", 0, append(extHeader(44, 0), append(fragHeader(6, 0, false), synSeg(1, 2, 3)...)...))
+	for _, s := range []struct {
+		lt    layers.LinkType
+		frame []byte
+	}{
+		{layers.LinkTypeEthernet, vlanFrame([]uint16{0x88a8, 0x8100}, 0x0800, syn4)},
+		{layers.LinkTypeEthernet, ethFrame(0x86dd, syn6)},
+		{layers.LinkTypeLinuxSLL, sllFrame(0x0800, syn4)},
+		{layers.LinkTypeLinuxSLL2, sll2Frame(0x86dd, syn6)},
+		{layers.LinkTypeNull, afFrame(binary.LittleEndian, 30, syn6)},
+		{layers.LinkTypeLoop, afFrame(binary.BigEndian, 2, syn4)},
+		{linkTypeEnc, encFrame(binary.LittleEndian, 2, syn4)},
+		{linkTypePFLog, pflogFrame(24, syn6)},
+		{layers.LinkTypeRaw, syn6},
+		{layers.LinkTypeIPv4, syn4},
+		{layers.LinkTypeIPv6, syn6},
+	} {
+		f.Add(uint16(s.lt), s.frame)
+	}
+	d := NewDecoder()
+	f.Fuzz(func(t *testing.T, lt16 uint16, frame []byte) {
+		lt := layers.LinkType(lt16)
+		syn, ok, skip := d.Decode(lt, frame)
+		if ok != (skip == "" && syn.Src.IsValid()) || ok && (!syn.Dst.IsValid() || !syn.Time.IsZero()) {
+			t.Fatalf("inconsistent result: ok=%v skip=%q syn=%+v", ok, skip, syn)
+		}
+		ip, tcp, skip2 := d.findSlow(lt, frame)
+		if skip2 != skip || len(tcp) != 0 != ok {
+			t.Fatalf("fast path disagrees with the full decode: Decode (%v, %q), full (%v, %q)", ok, skip, len(tcp) != 0, skip2)
+		}
+		if !ok {
+			return
+		}
+		if tcp[13]&0x12 != 0x02 || tcp[12]>>4 < 5 || len(tcp) < 20 {
+			t.Fatalf("not a SYN header: % x", tcp[:min(len(tcp), 20)])
+		}
+		if syn.Src.Addr().Is4In6() || syn.Dst.Addr().Is4In6() {
+			t.Fatalf("mapped address not unmapped: %v", syn)
+		}
+		if v := ip[0] >> 4; v != 4 && v != 6 {
+			t.Fatalf("ip version %d", v)
+		}
+	})
+}
+
+// tinySync reads chunks of 1–13 bytes: every record straddles chunks.
+func tinySync(r io.Reader, _ int64, _ bool) source { return &syncSource{r: r, size: 13} }
+
+// tinyAsync is the overlapping reader with 7-byte chunks.
+func tinyAsync(r io.Reader, _ int64, _ bool) source { return newAsyncSource(r, 7) }
+
+// readResult is everything a read reports, for differential checks.
+type readResult struct {
+	SYNs []gotSYN
+	St   FileStats
+	Err  string
+}
+
+func readAll(data []byte, mk func(io.Reader, int64, bool) source) readResult {
+	var r readResult
+	st, err := readSource("fuzz.pcap", bytes.NewReader(data), int64(len(data)), Options{}, func(s analyze.SYN) {
+		r.SYNs = append(r.SYNs, summarize(s))
+	}, mk)
+	r.St = st
+	if err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
+func FuzzReadFile(f *testing.F) {
+	le, be := binary.LittleEndian, binary.BigEndian
+	frame := ethFrame(0x0800, ipv4Packet("10.0.0.1", "10.0.0.2", 6, synSeg(1, 2, 3)))
+	pc := pcapFile(be, true, 1, pcapRecord{sec: 1, frac: 2, data: frame}, pcapRecord{sec: 3, data: frame[:40]})
+	ng := &ngWriter{o: le}
+	ng.shb(1, 0).idb(1, 0, 0x80|10, 7).epb(0, 5, frame).spb(frame).opb(0, 9, frame).block(77, []byte("x"))
+	ng.o = be
+	ng.shb(1, 0).idb(113, 64, 9, 0).epb(0, 1, sllFrame(0x86dd, ipv6Packet("::1", "::2", 6, synSeg(4, 5, 6))))
+	for _, seed := range [][]byte{pc, ng.buf, gzipBytes(pc), gzipBytes(ng.buf), pcapFile(le, false, 101)} {
+		f.Add(seed)
+	}
+	corpusData(64<<10, func(_ string, data []byte) { f.Add(data) })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want := readAll(data, defaultSource)
+		if want.St.SYNs != uint64(len(want.SYNs)) {
+			t.Fatalf("SYNs = %d, fn saw %d", want.St.SYNs, len(want.SYNs))
+		}
+		if want.St.Bytes > 0 && len(data) > 0 && want.St.Format != "" && !strings.HasSuffix(want.St.Format, "gzip") && want.St.Bytes > int64(len(data)) {
+			t.Fatalf("Bytes = %d from a %d-byte input", want.St.Bytes, len(data))
+		}
+		if want.Err != "" && !strings.Contains(want.Err, "fuzz.pcap") {
+			t.Fatalf("error does not name the file: %s", want.Err)
+		}
+		for _, w := range want.St.Warnings {
+			if !strings.HasPrefix(w, "fuzz.pcap: ") {
+				t.Fatalf("warning does not name the file: %q", w)
+			}
+		}
+		if want.St.Truncated && want.Err != "" {
+			t.Fatalf("truncated and failed: %s", want.Err)
+		}
+		// However the stream is cut into chunks, the result is the same.
+		for name, mk := range map[string]func(io.Reader, int64, bool) source{"tiny sync": tinySync, "tiny async": tinyAsync} {
+			if diff := cmp.Diff(want, readAll(data, mk)); diff != "" {
+				t.Fatalf("%s chunks differ (-default +%s):\n%s", name, name, diff)
+			}
+		}
+	})
+}

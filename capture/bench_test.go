@@ -201,6 +201,36 @@ func BenchmarkPcapgo(b *testing.B) {
 	})
 }
 
+// BenchmarkPcapgoNg is pcapgo.NgReader with our decoder on the pcapng
+// file of BenchmarkReadFile/pcapng: the library path pcapng.go departs from.
+func BenchmarkPcapgoNg(b *testing.B) {
+	path, size := benchPath(b, "bench.pcapng", true)
+	b.SetBytes(size)
+	b.ReportAllocs()
+	d := NewDecoder()
+	for b.Loop() {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := pcapgo.NewNgReader(bufio.NewReaderSize(f, chunkSize), pcapgo.NgReaderOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			data, _, err := r.ZeroCopyReadPacketData()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			d.Decode(r.LinkType(), data)
+		}
+		f.Close()
+	}
+}
+
 // BenchmarkDecode compares the hand decoder with DecodingLayerParser per
 // frame (the reason decode.go parses by hand).
 func BenchmarkDecode(b *testing.B) {

@@ -70,9 +70,10 @@ func LinkTypeSupported(lt layers.LinkType) bool {
 // It parses headers by hand, bounds-checked, rather than with gopacket's
 // DecodingLayerParser: it needs five fields of a packet, and the flag test
 // that rejects nearly every packet comes before anything else is built.
-// BenchmarkDecode measures both: the hand decoder is several times faster
-// and never allocates, where the parser is the bottleneck of a file read
-// (SPEC.md §6: pcapgo + DecodingLayerParser 0.39–0.55 s against 0.17 s).
+// BenchmarkDecode measures both on a mix of frames: 17 ns a frame against
+// 250 ns for DecodingLayerParser with preallocated layers, neither
+// allocating; in a file read the parser is the bottleneck (SPEC.md §6:
+// pcapgo + DecodingLayerParser 0.39–0.55 s against 0.17 s).
 //
 // A Decoder is not safe for concurrent use.
 type Decoder struct {

@@ -54,10 +54,15 @@ func (ifc *ngIface) time(ts uint64) (sec, nsec int64) {
 // pcapng walks the blocks of a pcapng file (the first SHB's type is
 // buffered, not consumed).
 //
-// It is a block walker of our own rather than pcapgo.NgReader: NgReader
-// stops at the first damaged block where block lengths allow stepping
-// over it, and copies each packet through an io.Reader. The corpus test
-// (hostile/pcapng-*) pins the resynchronisation this walker does.
+// It is a block walker of our own rather than pcapgo.NgReader, for two
+// measured reasons. Damage: on the corpus, NgReader (v1.7.7) reads every
+// intact file as we do and no longer sizes buffers from header fields, but
+// it stops at the first bad block (hostile/pcapng-blocklen-not-mult4,
+// -epb-caplen-4GiB, -epb-missing-interface each lose the SYN after the
+// damage), stops the whole file at a section of unknown version instead of
+// skipping that section, and reports a zero block length as "unexpected
+// EOF". Speed: BenchmarkPcapgoNg (NgReader + our Decoder) ran at 1250 MB/s
+// where BenchmarkReadFile/pcapng runs at 2700 MB/s on the same file.
 func (rd *reader) pcapng() error {
 	b := rd.b
 	var (

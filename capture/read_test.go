@@ -3,8 +3,11 @@ package capture
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -301,5 +304,41 @@ func TestReadFileMissing(t *testing.T) {
 	_, err := ReadFile(filepath.Join(t.TempDir(), "nope.pcap"), Options{}, func(analyze.SYN) {})
 	if !os.IsNotExist(err) {
 		t.Errorf("err = %v, want not-exist", err)
+	}
+}
+
+// zeros is an endless stream of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestReadHugeBlockBoundedMemory steps over a 256 MiB unknown pcapng block
+// in a stream of unknown size: the SYN after it is read, and what the read
+// allocates does not grow with the block.
+func TestReadHugeBlockBoundedMemory(t *testing.T) {
+	const blockLen = 256 << 20
+	le := binary.LittleEndian
+	ng := &ngWriter{o: le}
+	ng.shb(1, 0).idb(1, 0, -1, 0)
+	head := le.AppendUint32(slices.Clone(ng.buf), 0x99)
+	head = le.AppendUint32(head, blockLen)
+	tail := le.AppendUint32(nil, blockLen)
+	after := &ngWriter{o: le}
+	after.epb(0, 1, ethFrame(0x0800, ipv4Packet("10.0.0.1", "10.0.0.2", 6, synSeg(1, 2, 3))))
+	stream := io.MultiReader(bytes.NewReader(head), io.LimitReader(zeros{}, blockLen-12), bytes.NewReader(tail), bytes.NewReader(after.buf))
+
+	var before, afterStats runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var n int
+	st, err := readStream("huge", stream, -1, Options{}, func(analyze.SYN) { n++ })
+	runtime.ReadMemStats(&afterStats)
+	if err != nil || n != 1 || st.Truncated {
+		t.Fatalf("got %d SYNs, truncated %v, err %v; want 1, false, nil", n, st.Truncated, err)
+	}
+	if alloc := afterStats.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("reading past a %d MiB block allocated %d MiB", blockLen>>20, alloc>>20)
 	}
 }

@@ -1,0 +1,335 @@
+// Package server is the reference server of gRPC's connection backoff
+// interop test (SPEC.md §1): grpc.testing.ReconnectService on a control port
+// and a retry port that accepts and closes every connection, recording when
+// each arrived and from where. It fixes the C++ reference's bugs (SPEC.md §4)
+// and verifies each session with analyze.Verify, the one verifier the packet
+// auditor also runs.
+//
+// A Server behaves like net/http/httptest: New listens at once, the chosen
+// addresses are exposed, and Close is idempotent and waits for every
+// goroutine the server started.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/pb"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultControlAddr    = "127.0.0.1:0"
+	DefaultRetryAddr      = ":0"
+	DefaultSessionTimeout = 15 * time.Minute
+	DefaultMaxAttempts    = 10000
+	DefaultKeepSessions   = 16
+)
+
+// Config configures a Server. The zero value is usable.
+type Config struct {
+	// ControlAddr is the host:port the ReconnectService listens on
+	// (plaintext gRPC). Default DefaultControlAddr; port 0 picks a free port.
+	ControlAddr string
+	// RetryAddr is the host:port of the retry port. Default
+	// DefaultRetryAddr: every interface, IPv4 and IPv6 on one dual-stack
+	// socket, so a client that resolves localhost to ::1 and 127.0.0.1
+	// reaches it either way.
+	RetryAddr string
+	// SessionTimeout ends a session whose client never called Stop, so
+	// that the next Start is not blocked for ever. It counts from Start.
+	// Default DefaultSessionTimeout.
+	SessionTimeout time.Duration
+	// MaxAttempts bounds the connections a session keeps; later ones are
+	// counted, written to Record, and make the verdict analyze.Overflow.
+	// Default DefaultMaxAttempts.
+	MaxAttempts int
+	// KeepSessions is how many finished sessions Session can still return.
+	// Default DefaultKeepSessions.
+	KeepSessions int
+	// Record, when set, receives one JSON line per event (the format is
+	// described in analyze/record.go). Writes are serialised; the first
+	// write error stops recording and is returned by Close.
+	Record io.Writer
+	// Logger receives the log: one line per interval as connections
+	// arrive, and each session's start and end. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of every timestamp (accepts, session start and end).
+	// Default time.Now. The session timeout runs on real time regardless.
+	Now func() time.Time
+
+	// OnEvent, when set, is called for every start, accept, stop and
+	// expire event, the same values (in the same order) that Record
+	// receives. Calls are made one at a time from the server's goroutines
+	// (the retry accept loop, RPC handlers, the session timer); a slow
+	// OnEvent delays the retry port. It may call Session and the address
+	// methods, but not Close.
+	OnEvent func(analyze.RecordEvent)
+	// BeforeStamp, when set, is called for each retry connection after
+	// accept and before its time is taken with Now, from the accept loop.
+	// It is a test hook: blocking in it for one chosen peer delays that
+	// connection's server timestamp (and every later accept), which is how
+	// a test makes the server's list disagree with the kernel's.
+	BeforeStamp func(peer netip.AddrPort)
+}
+
+// Server is a running reference server.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	control net.Listener
+	retry   net.Listener
+	grpc    *grpc.Server
+
+	// sem holds one token while a session runs: Start sends, the end of the
+	// session receives. It serialises sessions.
+	sem       chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+	// waiting counts Starts blocked on sem (for tests to know a Start
+	// really waits).
+	waiting atomic.Int32
+
+	mu       sync.Mutex
+	closing  bool
+	cur      *session
+	lastID   int
+	finished []*Session // the last KeepSessions, oldest first
+
+	// emitMu orders events: it is taken while mu is still held, so events
+	// reach Record and OnEvent in the order the state changed.
+	emitMu sync.Mutex
+	recErr error
+}
+
+// New listens on the control and retry ports and starts serving. The retry
+// port is open from this moment (SPEC.md §4); connections that arrive while
+// no session runs are recorded as session 0.
+func New(cfg Config) (*Server, error) {
+	if cfg.ControlAddr == "" {
+		cfg.ControlAddr = DefaultControlAddr
+	}
+	if cfg.RetryAddr == "" {
+		cfg.RetryAddr = DefaultRetryAddr
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.KeepSessions <= 0 {
+		cfg.KeepSessions = DefaultKeepSessions
+	}
+	s := &Server{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		now:    cfg.Now,
+		sem:    make(chan struct{}, 1),
+		closed: make(chan struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	var err error
+	if s.control, err = listen("control", cfg.ControlAddr); err != nil {
+		return nil, err
+	}
+	if s.retry, err = listen("retry", cfg.RetryAddr); err != nil {
+		s.control.Close()
+		return nil, err
+	}
+	// WaitForHandlers: even a forced Stop returns only after every handler,
+	// so no event is emitted after Close.
+	s.grpc = grpc.NewServer(grpc.WaitForHandlers(true))
+	pb.RegisterReconnectServiceServer(s.grpc, service{s: s})
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		// Serve returns nil after Stop/GracefulStop; any other error means
+		// the control port died, which the log must show.
+		if err := s.grpc.Serve(s.control); err != nil {
+			s.log.Error("control port stopped", "addr", s.control.Addr().String(), "err", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.acceptLoop()
+	}()
+	return s, nil
+}
+
+func listen(what, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen on %s port %s: address already in use (is another server running?): %w", what, addr, err)
+		}
+		return nil, fmt.Errorf("listen on %s port %s: %w", what, addr, err)
+	}
+	return ln, nil
+}
+
+// ControlAddr is the control port's listening address, e.g. "127.0.0.1:40111".
+func (s *Server) ControlAddr() string { return s.control.Addr().String() }
+
+// RetryAddr is the retry port's listening address, e.g. "[::]:40112".
+func (s *Server) RetryAddr() string { return s.retry.Addr().String() }
+
+// RetryPort is the retry port's number.
+func (s *Server) RetryPort() int { return s.retry.Addr().(*net.TCPAddr).Port }
+
+// Close stops serving: Starts still waiting for a session get UNAVAILABLE, a
+// running session ends as "expire" with cause "server closed", and when
+// Close returns every event has been written to Record. It waits for every
+// goroutine of the server and returns the first Record write error. Calls
+// after the first return the same result.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		close(s.closed) // waiting Starts return UNAVAILABLE
+		stopGRPC(s.grpc)
+		s.retry.Close()
+		s.wg.Wait()
+		s.mu.Lock()
+		if sess := s.cur; sess != nil {
+			s.endLocked(sess, analyze.CauseClosed, netip.AddrPort{}) // unlocks mu
+		} else {
+			s.mu.Unlock()
+		}
+		s.emitMu.Lock()
+		s.closeErr = s.recErr
+		s.emitMu.Unlock()
+	})
+	return s.closeErr
+}
+
+// stopGRPC lets running RPCs answer (a waiting Start returns at once when
+// closed is closed), but never waits more than a few seconds for them.
+func stopGRPC(g *grpc.Server) {
+	done := make(chan struct{})
+	go func() {
+		g.GracefulStop()
+		close(done)
+	}()
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		g.Stop()
+		<-done
+	}
+}
+
+// acceptLoop accepts, stamps and closes every retry connection until the
+// listener is closed.
+func (s *Server) acceptLoop() {
+	var delay time.Duration // after a temporary Accept error, as net/http does
+	for {
+		c, err := s.retry.Accept()
+		if err != nil {
+			select {
+			case <-s.closed:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("retry port accept failed", "err", err, "retry_in", delay)
+			t := time.NewTimer(delay)
+			select {
+			case <-s.closed:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		delay = 0
+		peer := addrPortOf(c.RemoteAddr())
+		if s.cfg.BeforeStamp != nil {
+			s.cfg.BeforeStamp(peer)
+		}
+		t := s.now()
+		c.Close()
+		s.accepted(peer, t)
+	}
+}
+
+// addrPortOf converts a connection's address, with an IPv4-mapped IPv6
+// address written as IPv4 (SPEC.md §5, Peers).
+func addrPortOf(a net.Addr) netip.AddrPort {
+	var ap netip.AddrPort
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ap = a.AddrPort()
+	default:
+		ap, _ = netip.ParseAddrPort(a.String())
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// emitLocked hands e to Record and OnEvent. It is called with mu held and
+// returns with mu released; taking emitMu before releasing mu keeps events
+// in the order of the state changes without calling out under mu.
+func (s *Server) emitLocked(e analyze.RecordEvent) {
+	s.emitMu.Lock()
+	s.mu.Unlock()
+	defer s.emitMu.Unlock()
+	if s.cfg.Record != nil && s.recErr == nil {
+		if err := analyze.WriteRecordEvent(s.cfg.Record, e); err != nil {
+			s.recErr = fmt.Errorf("write record: %w", err)
+			s.log.Error("recording stopped", "err", err)
+		}
+	}
+	if s.cfg.OnEvent != nil {
+		s.cfg.OnEvent(e)
+	}
+}
+
+// Session returns finished session id (numbered from 1), or false when it
+// is still running, never existed, or is older than the last KeepSessions.
+// The returned value shares nothing with the server.
+func (s *Server) Session(id int) (Session, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.finished {
+		if f.ID == id {
+			return f.clone(), true
+		}
+	}
+	return Session{}, false
+}
+
+// Sessions returns the finished sessions still kept, oldest first.
+func (s *Server) Sessions() []Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Session, len(s.finished))
+	for i, f := range s.finished {
+		out[i] = f.clone()
+	}
+	return out
+}

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"net/netip"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/pb"
+)
+
+// service is grpc.testing.ReconnectService over a Server.
+type service struct {
+	pb.UnimplementedReconnectServiceServer
+	s *Server
+}
+
+var errClosing = status.Error(codes.Unavailable, "reconnect server is shutting down")
+
+// Start begins a session once the previous one has ended. While it waits it
+// returns early with the caller's context error, or UNAVAILABLE when the
+// server closes (the reference blocks for ever; SPEC.md §4).
+func (v service) Start(ctx context.Context, req *pb.ReconnectParams) (*pb.Empty, error) {
+	s := v.s
+	select {
+	case <-s.closed:
+		return nil, errClosing
+	default:
+	}
+	s.waiting.Add(1)
+	select {
+	case s.sem <- struct{}{}:
+		s.waiting.Add(-1)
+	case <-ctx.Done():
+		s.waiting.Add(-1)
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-s.closed:
+		s.waiting.Add(-1)
+		return nil, errClosing
+	}
+	if s.begin(callerOf(ctx), req.GetMaxReconnectBackoffMs()) == nil {
+		return nil, errClosing
+	}
+	return &pb.Empty{}, nil
+}
+
+// Stop ends the running session and answers its verdict: passed is the
+// reference reading with our fixes (too few attempts and overflow fail),
+// backoff_ms the verified chain's intervals.
+func (v service) Stop(ctx context.Context, _ *pb.Empty) (*pb.ReconnectInfo, error) {
+	s := v.s
+	s.mu.Lock()
+	sess := s.cur
+	if sess == nil {
+		s.mu.Unlock()
+		return nil, status.Error(codes.FailedPrecondition, "Stop without Start: no session is running")
+	}
+	ss := s.endLocked(sess, analyze.CauseStop, callerOf(ctx))
+	return &pb.ReconnectInfo{Passed: ss.End.Passed, BackoffMs: ss.End.BackoffMS}, nil
+}
+
+// callerOf is the RPC's peer address, zero when gRPC does not know it.
+func callerOf(ctx context.Context) netip.AddrPort {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return netip.AddrPort{}
+	}
+	return addrPortOf(p.Addr)
+}

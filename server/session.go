@@ -1,0 +1,272 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/backoff-audit/audit/analyze"
+)
+
+// Accept is one connection to the retry port.
+type Accept struct {
+	Peer netip.AddrPort
+	// Time is the server's timestamp, taken after accept (and after
+	// Config.BeforeStamp).
+	Time time.Time
+}
+
+// Session is the full record of a finished session.
+type Session struct {
+	ID int
+	// Peer called Start.
+	Peer    netip.AddrPort
+	Params  analyze.SessionParams
+	Started time.Time
+	Ended   time.Time
+	// Accepts are the connections the session kept, from every address, in
+	// the order they arrived; at most Config.MaxAttempts (End.Dropped more
+	// were only counted).
+	Accepts []Accept
+	// End is the outcome as written to the record: verdict, the chosen
+	// chain and why, the foreign chains with their counts.
+	End analyze.SessionEnd
+	// Result is analyze.Verify over the chosen chain (End.Chain); its
+	// Reference reading is Verdict Overflow when End.Dropped > 0.
+	Result analyze.Result
+}
+
+// Times returns the accept times of one address's chain, in order.
+func (s Session) Times(addr netip.Addr) []time.Time {
+	var ts []time.Time
+	for _, a := range s.Accepts {
+		if a.Peer.Addr() == addr {
+			ts = append(ts, a.Time)
+		}
+	}
+	return ts
+}
+
+func (s *Session) clone() Session {
+	c := *s
+	c.Accepts = slices.Clone(s.Accepts)
+	c.End.BackoffMS = slices.Clone(s.End.BackoffMS)
+	c.End.Foreign = slices.Clone(s.End.Foreign)
+	c.Result.Intervals = slices.Clone(s.Result.Intervals)
+	c.Result.BackoffMS = slices.Clone(s.Result.BackoffMS)
+	return c
+}
+
+// session is the running session; it is guarded by Server.mu.
+type session struct {
+	Session
+	// chains holds, per address, its kept attempts and the last one's time,
+	// for the per-interval log; order is the order of first connection.
+	chains map[netip.Addr]*chainState
+	order  []netip.Addr
+	done   chan struct{} // closed when the session ends
+}
+
+type chainState struct {
+	n    int
+	last time.Time
+}
+
+// accepted records one retry connection and logs its interval.
+func (s *Server) accepted(peer netip.AddrPort, t time.Time) {
+	s.mu.Lock()
+	sess := s.cur
+	e := analyze.RecordEvent{Event: analyze.EventAccept, Time: t, Peer: peer}
+	var iv *analyze.Interval
+	if sess != nil {
+		e.Session = sess.ID
+		if len(sess.Accepts) >= s.cfg.MaxAttempts {
+			sess.End.Dropped++
+			e.Overflow = true
+		} else {
+			sess.Accepts = append(sess.Accepts, Accept{Peer: peer, Time: t})
+			ch := sess.chains[peer.Addr()]
+			if ch == nil {
+				ch = &chainState{}
+				sess.chains[peer.Addr()] = ch
+				sess.order = append(sess.order, peer.Addr())
+			}
+			if ch.n > 0 {
+				v := sess.Params.Policy.Check(ch.n, t.Sub(ch.last))
+				iv = &v
+			}
+			ch.n++
+			ch.last = t
+		}
+	}
+	var startAddr netip.Addr
+	var dropped int
+	if sess != nil {
+		startAddr, dropped = sess.Peer.Addr(), sess.End.Dropped
+	}
+	s.emitLocked(e)
+
+	switch {
+	case sess == nil:
+		s.log.Info("connection outside any session", "peer", peer.String())
+	case e.Overflow:
+		if dropped == 1 { // later ones are only counted: a flood must not flood the log
+			s.log.Warn("connection not kept: the session holds its maximum of attempts; the verdict will be overflow",
+				"session", e.Session, "peer", peer.String(), "max_attempts", s.cfg.MaxAttempts)
+		}
+	case iv != nil:
+		s.log.Info(iv.LogLine(), "session", e.Session, "peer", peer.String(),
+			"ok", iv.OK, "from_start_addr", peer.Addr() == startAddr)
+	default:
+		s.log.Info("first connection", "session", e.Session, "peer", peer.String(),
+			"from_start_addr", peer.Addr() == startAddr)
+	}
+}
+
+// begin starts a session; the caller holds the semaphore token.
+// When the server is closing it gives the token back and returns nil.
+func (s *Server) begin(peer netip.AddrPort, maxMS int32) *session {
+	s.mu.Lock()
+	if s.closing {
+		<-s.sem
+		s.mu.Unlock()
+		return nil
+	}
+	s.lastID++
+	sess := &session{
+		Session: Session{
+			ID:      s.lastID,
+			Peer:    peer,
+			Params:  analyze.SessionParams{MaxReconnectBackoffMS: maxMS, Policy: analyze.ReferencePolicy(maxMS)},
+			Started: s.now(),
+		},
+		chains: make(map[netip.Addr]*chainState),
+		done:   make(chan struct{}),
+	}
+	s.cur = sess
+	s.wg.Add(1)
+	go s.watch(sess)
+	p := sess.Params
+	s.emitLocked(analyze.RecordEvent{
+		Event: analyze.EventStart, Time: sess.Started, Session: sess.ID, Peer: peer, Params: &p,
+	})
+	s.log.Info("session started", "session", sess.ID, "peer", peer.String(),
+		"max_reconnect_backoff_ms", maxMS, "policy", sess.Params.Policy.String())
+	return sess
+}
+
+// watch ends sess when its timeout runs out first.
+func (s *Server) watch(sess *session) {
+	defer s.wg.Done()
+	t := time.NewTimer(s.cfg.SessionTimeout)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		s.mu.Lock()
+		if s.cur != sess {
+			s.mu.Unlock()
+			return
+		}
+		s.log.Warn("session timed out without Stop; ending it", "session", sess.ID,
+			"peer", sess.Peer.String(), "session_timeout", s.cfg.SessionTimeout)
+		s.endLocked(sess, analyze.CauseTimeout, netip.AddrPort{})
+	case <-sess.done:
+	case <-s.closed:
+	}
+}
+
+// endLocked verifies and ends the current session sess, frees the
+// semaphore, and emits the stop or expire event. It is called with mu held
+// and returns with mu released.
+func (s *Server) endLocked(sess *session, cause string, stopPeer netip.AddrPort) Session {
+	sess.Ended = s.now()
+	sess.End.Cause = cause
+	s.verdict(sess)
+	s.cur = nil
+	close(sess.done)
+	s.finished = append(s.finished, &sess.Session)
+	if n := len(s.finished) - s.cfg.KeepSessions; n > 0 {
+		s.finished = slices.Delete(s.finished, 0, n)
+	}
+	<-s.sem
+	out := sess.clone()
+	e := analyze.RecordEvent{Event: analyze.EventExpire, Time: sess.Ended, Session: sess.ID, End: &out.End}
+	if cause == analyze.CauseStop {
+		e.Event = analyze.EventStop
+		e.Peer = stopPeer
+	}
+	s.emitLocked(e)
+	s.logEnd(out)
+	return out
+}
+
+// verdict chooses the chain to verify (SPEC.md §4: the Start caller's
+// address, else the only address that connected) and verifies it.
+func (s *Server) verdict(sess *session) {
+	end := &sess.End
+	end.Attempts = len(sess.Accepts)
+	own := sess.Peer.Addr()
+	switch {
+	case sess.chains[own] != nil || len(sess.order) == 0:
+		end.Chain, end.ChainReason = own, analyze.ChainStartPeer
+	case len(sess.order) == 1:
+		end.Chain, end.ChainReason = sess.order[0], analyze.ChainSolePeer
+	default:
+		end.ChainReason = analyze.ChainNone
+	}
+	end.Foreign = []analyze.PeerCount{}
+	for _, a := range sess.order {
+		if a != end.Chain {
+			end.Foreign = append(end.Foreign, analyze.PeerCount{Addr: a, Attempts: sess.chains[a].n})
+		}
+	}
+	var times []time.Time
+	if end.Chain.IsValid() {
+		times = sess.Times(end.Chain)
+	}
+	end.ChainAttempts = len(times)
+	r := analyze.Verify(sess.Params.Policy, times)
+	end.Reason = r.Reason()
+	if end.ChainReason == analyze.ChainNone {
+		end.Reason = fmt.Sprintf("no connection came from the Start caller's address %s and %d other addresses connected: no chain verified",
+			own, len(sess.order))
+	}
+	if end.Dropped > 0 {
+		// The list is incomplete, so no reading of it can pass.
+		r.Reference = analyze.Reading{Verdict: analyze.Overflow}
+		r.Strict = analyze.Reading{Verdict: analyze.Overflow}
+		end.Reason = fmt.Sprintf("too many attempts: %d kept, %d more dropped (max attempts %d)",
+			end.Attempts, end.Dropped, s.cfg.MaxAttempts)
+	}
+	sess.Result = r
+	end.Verdict = r.Reference.Verdict
+	end.Passed = r.Passed()
+	end.BackoffMS = r.BackoffMS
+	if end.BackoffMS == nil {
+		end.BackoffMS = []int32{}
+	}
+}
+
+func (s *Server) logEnd(ss Session) {
+	end := ss.End
+	if end.ChainReason == analyze.ChainSolePeer {
+		s.log.Info("no connection from the Start caller's address; verified the sole address that connected",
+			"session", ss.ID, "start_peer", ss.Peer.String(), "chain", end.Chain.String())
+	}
+	for _, f := range end.Foreign {
+		s.log.Warn("foreign chain: kept in the record, not in the verdict",
+			"session", ss.ID, "addr", f.Addr.String(), "attempts", f.Attempts)
+	}
+	lvl := slog.LevelInfo
+	if !end.Passed {
+		lvl = slog.LevelWarn
+	}
+	s.log.Log(context.Background(), lvl, "session ended", "session", ss.ID, "cause", end.Cause,
+		"verdict", string(end.Verdict), "passed", end.Passed, "reason", end.Reason,
+		"chain", end.Chain.String(), "chain_reason", string(end.ChainReason),
+		"chain_attempts", end.ChainAttempts, "attempts", end.Attempts, "dropped", end.Dropped,
+		"foreign_chains", len(end.Foreign), "backoff_ms", end.BackoffMS)
+}

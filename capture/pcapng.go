@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"encoding/binary"
 	"math/bits"
 
 	"github.com/gopacket/gopacket/layers"
@@ -202,9 +203,9 @@ func (rd *reader) spb(o order, ifaces []ngIface, body []byte, off int64) {
 	}
 	_, tcp, skip := rd.dec.find(ifc.lt, data)
 	switch {
-	case len(tcp) != 0:
+	case len(tcp) != 0 && (rd.port == 0 || binary.BigEndian.Uint16(tcp[2:]) == rd.port):
 		skip = SkipNoTimestamp
-	case skip == "":
+	case len(tcp) != 0 || skip == "":
 		return
 	}
 	rd.st.Skipped[skip]++

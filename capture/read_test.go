@@ -137,6 +137,7 @@ func TestReadFormats(t *testing.T) {
 		{"pcapng gzip", gzipBytes(twoSections), 8081, "pcapng gzip", twoWant, 7, nil},
 		{"pcapng simple packet blocks", spb.buf, 0, "pcapng", []gotSYN{v4("1970-01-01T00:00:00.000001Z", 1000, 2)}, 1,
 			map[string]uint64{SkipNoTimestamp: 1}},
+		{"pcapng simple packet block to another port", spb.buf, 9999, "pcapng", nil, 1, nil},
 		{"pcapng unknown version section", v2.buf, 0, "pcapng", []gotSYN{v4("1970-01-01T00:00:00.000002Z", 1000, 2)}, 1,
 			map[string]uint64{SkipSectionVersion: 2}},
 		{"pcapng link types and missing interface", mixed.buf, 0, "pcapng", []gotSYN{v4("1970-01-01T00:00:00.000003Z", 1000, 1)}, 3,

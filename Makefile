@@ -10,7 +10,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
 BIN := bin/audit
 
-.PHONY: all build test race deps tools proto proto-check lint depcheck demo bench fixtures clean
+.PHONY: all build test deps tools proto proto-check lint depcheck demo bench fuzz fixtures real-capture corpus-table clean
 
 all: build
 
@@ -54,6 +54,34 @@ proto-check: tools
 lint: proto-check
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); [ -z "$$out" ] || { echo "gofmt: $$out"; exit 1; }
 	$(GO) vet ./...
+
+# demo: the main job on a built-in default: `audit live --iface lo` with the
+# project's server, and `audit client` against it (about 20 s).
+demo: build
+	./.ci/demo.sh $(BIN)
+
+# bench: issue 3's speed comparison (cat, tcpdump, tshark, audit pcap) on
+# generated captures, plus the Go benchmarks. Results go to BENCHMARKS.md by hand.
+bench: build
+	./.ci/bench.sh
+
+# fuzz: every fuzz target for FUZZTIME each (default 60s).
+fuzz:
+	./.ci/fuzz.sh
+
+# corpus-table: outcome and peak RSS of `audit pcap` on every corpus file.
+corpus-table: build
+	./.ci/corpus-table.sh
+
+# fixtures: rewrite the generated captures in testdata/ (byte-for-byte
+# reproducible; TestFixturesAreReproducible checks them).
+fixtures:
+	$(GO) run ./capture/internal/gen -out testdata
+
+# real-capture: remake testdata/real-* from a real server and grpc-go client on
+# lo under tcpdump (needs root).
+real-capture: build
+	./testdata/make-real-capture.sh $(BIN)
 
 clean:
 	rm -rf bin

@@ -1,0 +1,347 @@
+package capture
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcap"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/backoff-audit/audit/analyze"
+)
+
+// Live capture defaults.
+const (
+	// DefaultLiveBuffer is the kernel ring for a live capture. A SYN takes
+	// well under 200 bytes of ring; 8 MiB holds tens of thousands of them,
+	// enough for a burst of many clients while the reader is descheduled.
+	DefaultLiveBuffer = 8 << 20
+	// liveSnapLen keeps every header a SYN can carry (Ethernet or cooked
+	// link header, IPv6 with extension headers, TCP with all options) and
+	// the start of any TCP Fast Open payload.
+	liveSnapLen = 512
+	// livePoll bounds how long a read waits before Run looks at its
+	// context again. Immediate mode delivers each packet as it arrives, so
+	// this costs no latency; it only bounds how late a cancellation is seen.
+	livePoll = 100 * time.Millisecond
+	// maxDrain bounds how long Run reads on after its context ended, should
+	// packets keep coming.
+	maxDrain = 2 * time.Second
+)
+
+// ErrUnknownInterface is wrapped by OpenLive when no such interface exists.
+var ErrUnknownInterface = errors.New("unknown interface")
+
+// LiveConfig says what to capture.
+type LiveConfig struct {
+	// Iface is the interface to capture on, e.g. "lo" ("any" also works,
+	// with Linux cooked link headers).
+	Iface string
+	// Port is the retry port: only SYNs to it are captured.
+	Port uint16
+	// BufferSize is the kernel capture buffer in bytes; 0 means
+	// DefaultLiveBuffer.
+	BufferSize int
+	// Write, when set, receives every captured packet as a pcap file with
+	// nanosecond timestamps, which `audit pcap` reads back. OpenLive writes
+	// the file header at once; each packet is flushed as it is written, so
+	// the file is complete and valid whenever the capture stops.
+	Write io.Writer
+}
+
+// Live is a libpcap capture of the SYNs to one port. Its timestamps are
+// the kernel's, taken when a packet crosses the interface, free of the
+// accept-scheduling delay of the server's own list (SPEC.md §5).
+type Live struct {
+	h     *pcap.Handle
+	port  uint16
+	iface string
+	lt    layers.LinkType
+	dec   *Decoder
+	ts    string
+
+	mu  sync.Mutex // guards out, bw, wer: Run writes, Close flushes
+	out *pcapgo.Writer
+	bw  *bufio.Writer
+	wer error
+
+	hmu    sync.Mutex // guards closed: libpcap must not be asked after Close
+	closed bool
+}
+
+// LiveStats are libpcap's counters since the capture opened.
+type LiveStats struct {
+	// Received counts packets that passed the filter (pcap_stats ps_recv).
+	Received uint64 `json:"received"`
+	// Dropped counts packets the kernel dropped because the capture buffer
+	// was full (ps_drop): SYNs the report cannot see.
+	Dropped uint64 `json:"dropped"`
+	// IfDropped counts packets the interface or its driver dropped
+	// (ps_ifdrop).
+	IfDropped uint64 `json:"if_dropped"`
+}
+
+// Lost is every packet the capture is known to have missed.
+func (s LiveStats) Lost() uint64 { return s.Dropped + s.IfDropped }
+
+// SYNFilter returns the BPF filter for SYN-without-ACK segments to port over
+// IPv4 and IPv6. BPF's tcp[...] offsets address IPv4 only (SPEC.md §5), so
+// IPv6 has a clause of its own that reads the TCP header right after a
+// fixed 40-byte IPv6 header; a SYN behind extension headers is not matched
+// there, which no client of this test sends.
+func SYNFilter(port uint16) string {
+	return fmt.Sprintf("(tcp dst port %d and tcp[13] & 0x12 == 0x02) or "+
+		"(ip6 and ip6[6] == 6 and ip6[42:2] == %d and ip6[53] & 0x12 == 0x02)", port, port)
+}
+
+// OpenLive opens a live capture: immediate mode, nanosecond timestamps
+// where libpcap offers them, the host clock as timestamp source, a kernel
+// buffer sized for bursts and the SYN filter. Its errors say what to do: a
+// permission error wraps os.ErrPermission and names the capabilities; an
+// unknown interface wraps ErrUnknownInterface and lists the available ones.
+func OpenLive(cfg LiveConfig) (*Live, error) {
+	if cfg.Port == 0 {
+		return nil, errors.New("open live capture: port 0")
+	}
+	if cfg.Iface == "" {
+		return nil, fmt.Errorf("open live capture: no interface: %w (available: %s)", ErrUnknownInterface, availableInterfaces())
+	}
+	if cfg.Iface != "any" {
+		if _, err := net.InterfaceByName(cfg.Iface); err != nil {
+			return nil, fmt.Errorf("open live capture on %q: %w (available: %s)", cfg.Iface, ErrUnknownInterface, availableInterfaces())
+		}
+	}
+	h, ts, err := activate(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := &Live{h: h, port: cfg.Port, iface: cfg.Iface, lt: h.LinkType(), dec: NewDecoder(), ts: ts}
+	if err := h.SetBPFFilter(SYNFilter(cfg.Port)); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("set capture filter on %s: %w", cfg.Iface, err)
+	}
+	if cfg.Write != nil {
+		l.bw = bufio.NewWriter(cfg.Write)
+		l.out = pcapgo.NewWriterNanos(l.bw)
+		err := l.out.WriteFileHeader(uint32(h.SnapLen()), l.lt)
+		if err == nil {
+			err = l.bw.Flush()
+		}
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("write capture file header: %w", err)
+		}
+	}
+	return l, nil
+}
+
+func activate(cfg LiveConfig) (*pcap.Handle, string, error) {
+	in, err := pcap.NewInactiveHandle(cfg.Iface)
+	if err != nil {
+		return nil, "", fmt.Errorf("open live capture on %s: %w", cfg.Iface, err)
+	}
+	defer in.CleanUp()
+	buf := cfg.BufferSize
+	if buf <= 0 {
+		buf = DefaultLiveBuffer
+	}
+	steps := []struct {
+		what string
+		err  error
+	}{
+		{"snap length", in.SetSnapLen(liveSnapLen)},
+		{"promiscuous mode", in.SetPromisc(false)},
+		{"read timeout", in.SetTimeout(livePoll)},
+		{"immediate mode", in.SetImmediateMode(true)},
+		{"buffer size", in.SetBufferSize(buf)},
+	}
+	for _, s := range steps {
+		if s.err != nil {
+			return nil, "", fmt.Errorf("set %s on %s: %w", s.what, cfg.Iface, s.err)
+		}
+	}
+	// The host clock is the clock the server's accept times come from, so
+	// the two lists compare; an adapter's clock would not.
+	src := "host"
+	if host, err := pcap.TimestampSourceFromString("host"); err == nil {
+		if slices.Contains(in.SupportedTimestamps(), host) {
+			if err := in.SetTimestampSource(host); err != nil {
+				src = "default"
+			}
+		} else if len(in.SupportedTimestamps()) > 0 {
+			src = "default"
+		}
+	}
+	h, err := in.Activate() // asks libpcap for nanosecond precision
+	if err != nil {
+		return nil, "", activateError(cfg.Iface, err)
+	}
+	res := "microsecond"
+	if h.Resolution() == gopacket.TimestampResolutionNanosecond {
+		res = "nanosecond"
+	}
+	return h, fmt.Sprintf("%s clock (kernel timestamp at capture), %s precision", src, res), nil
+}
+
+// activateError turns libpcap's activation status into an error a person
+// can act on. gopacket does not export the status type, so its text is
+// what there is to go by.
+func activateError(iface string, err error) error {
+	msg := err.Error()
+	switch {
+	case msg == "Permission Denied" || strings.Contains(msg, "not permitted") || strings.Contains(msg, "ermission"):
+		return fmt.Errorf("capture on %s: %w: run as root, or give the binary CAP_NET_RAW and CAP_NET_ADMIN "+
+			"(sudo setcap cap_net_raw,cap_net_admin=eip %s)", iface, os.ErrPermission, executable())
+	case msg == "No Such Device":
+		return fmt.Errorf("capture on %q: %w (available: %s)", iface, ErrUnknownInterface, availableInterfaces())
+	case msg == "Interface Not Up":
+		return fmt.Errorf("capture on %s: interface is down (ip link set %s up)", iface, iface)
+	}
+	return fmt.Errorf("capture on %s: %w", iface, err)
+}
+
+func executable() string {
+	p, err := os.Executable()
+	if err != nil {
+		return "PATH/TO/audit"
+	}
+	return p
+}
+
+func availableInterfaces() string {
+	var names []string
+	if devs, err := pcap.FindAllDevs(); err == nil {
+		for _, d := range devs {
+			names = append(names, d.Name)
+		}
+	} else if ifs, err := net.Interfaces(); err == nil {
+		for _, i := range ifs {
+			names = append(names, i.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "none found"
+	}
+	return strings.Join(names, ", ")
+}
+
+// Timestamps says which timestamp source and precision the capture uses.
+func (l *Live) Timestamps() string { return l.ts }
+
+// LinkType is the capture's link-layer type.
+func (l *Live) LinkType() layers.LinkType { return l.lt }
+
+// Iface is the interface captured on.
+func (l *Live) Iface() string { return l.iface }
+
+// Stats returns libpcap's counters. After Close it returns an error.
+func (l *Live) Stats() (LiveStats, error) {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if l.closed {
+		return LiveStats{}, fmt.Errorf("capture statistics on %s: capture closed", l.iface)
+	}
+	s, err := l.h.Stats()
+	if err != nil {
+		return LiveStats{}, fmt.Errorf("capture statistics on %s: %w", l.iface, err)
+	}
+	return LiveStats{
+		Received:  uint64(uint32(s.PacketsReceived)),
+		Dropped:   uint64(uint32(s.PacketsDropped)),
+		IfDropped: uint64(uint32(s.PacketsIfDropped)),
+	}, nil
+}
+
+// Run reads packets and calls fn with every SYN to the port, in capture
+// order, from the calling goroutine. A packet the decoder could not read is
+// reported to skipped (when not nil) with the reason; every packet is
+// written to the capture file.
+//
+// When ctx ends, Run goes on reading until the capture buffer is empty (at
+// most maxDrain), so that nothing the kernel captured is lost, and returns
+// nil; it also returns nil when Close is called. Any other read error, or a
+// write error, ends it.
+func (l *Live) Run(ctx context.Context, fn func(analyze.SYN), skipped func(reason string)) error {
+	var drainUntil time.Time
+	for {
+		if ctx.Err() != nil {
+			if drainUntil.IsZero() {
+				drainUntil = time.Now().Add(maxDrain)
+			} else if time.Now().After(drainUntil) {
+				return nil
+			}
+		}
+		data, ci, err := l.h.ZeroCopyReadPacketData()
+		switch {
+		case errors.Is(err, pcap.NextErrorTimeoutExpired):
+			if ctx.Err() != nil {
+				return nil // drained
+			}
+			continue
+		case errors.Is(err, io.EOF): // Close was called
+			return nil
+		case err != nil:
+			return fmt.Errorf("read capture on %s: %w", l.iface, err)
+		}
+		if err := l.write(ci, data); err != nil {
+			return err
+		}
+		syn, ok, skip := l.dec.Decode(l.lt, data)
+		if ok && syn.Dst.Port() != l.port {
+			ok, skip = false, "not to the retry port"
+		}
+		if !ok {
+			if skip != "" && skipped != nil {
+				skipped(skip)
+			}
+			continue
+		}
+		syn.Time = ci.Timestamp
+		fn(syn)
+	}
+}
+
+func (l *Live) write(ci gopacket.CaptureInfo, data []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.out == nil || l.wer != nil {
+		return l.wer
+	}
+	l.wer = l.out.WritePacket(ci, data)
+	if l.wer == nil {
+		l.wer = l.bw.Flush()
+	}
+	if l.wer != nil {
+		l.wer = fmt.Errorf("write capture file: %w", l.wer)
+	}
+	return l.wer
+}
+
+// Close stops the capture, waking a Run that waits for a packet, and
+// flushes the capture file. It does not close the file's writer, which is
+// the caller's. Close is idempotent.
+func (l *Live) Close() error {
+	l.hmu.Lock()
+	if !l.closed {
+		l.closed = true
+		l.h.Close()
+	}
+	l.hmu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bw != nil && l.wer == nil {
+		l.wer = l.bw.Flush()
+	}
+	return l.wer
+}

@@ -1,0 +1,310 @@
+package main
+
+// The report `audit live` prints at the end of each session: the kernel's
+// verdict (the `audit pcap` schema), the server's, and the cross-check of
+// the two lists.
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/capture"
+)
+
+// Causes that end a session the server did not end.
+const (
+	causeIdle        = "idle"        // sniff-only: no SYN for --idle
+	causeInterrupted = "interrupted" // Ctrl-C or SIGTERM
+)
+
+// liveSession is one session as the auditor follows it: from the server's
+// events when there is a server side, else from the SYNs alone.
+type liveSession struct {
+	number int
+	// server is false for a sniff-only session, delimited by --idle.
+	server    bool
+	start     time.Time
+	startPeer netip.AddrPort
+	maxMS     int32
+	policy    analyze.Policy
+	accepts   []analyze.Accept
+	end       *analyze.SessionEnd
+	endTime   time.Time
+	cause     string
+	// peer is the address the live lines treat as the session's own: the
+	// Start caller's, or for a sniff-only session the first SYN's.
+	peer netip.Addr
+	seen map[netip.Addr]peerProgress
+}
+
+type peerProgress struct {
+	n    int
+	last time.Time
+}
+
+func newServerSession(e analyze.RecordEvent) *liveSession {
+	s := &liveSession{number: e.Session, server: true, start: e.Time, startPeer: e.Peer,
+		peer: e.Peer.Addr().Unmap(), policy: analyze.DefaultPolicy(), seen: map[netip.Addr]peerProgress{}}
+	if e.Params != nil {
+		s.maxMS, s.policy = e.Params.MaxReconnectBackoffMS, e.Params.Policy
+	}
+	return s
+}
+
+func newSniffSession(number int, p analyze.Policy, first analyze.Attempt) *liveSession {
+	return &liveSession{number: number, start: first.Time, policy: p,
+		peer: first.Src.Addr().Unmap(), seen: map[netip.Addr]peerProgress{}}
+}
+
+// serverSession is the session as analyze's cross-check reads it.
+func (s *liveSession) serverSession() analyze.ServerSession {
+	return analyze.ServerSession{
+		Number: s.number, Start: s.start, Peer: s.startPeer,
+		Params:  analyze.SessionParams{MaxReconnectBackoffMS: s.maxMS, Policy: s.policy},
+		Accepts: s.accepts, End: s.end, EndTime: s.endTime,
+	}
+}
+
+// contains reports whether t falls in the session; a sniff-only session
+// holds every attempt handed to it.
+func (s *liveSession) contains(t time.Time) bool {
+	if !s.server {
+		return true
+	}
+	return !t.Before(s.start) && (s.endTime.IsZero() || !t.After(s.endTime))
+}
+
+// attemptLine is the line printed as an attempt arrives: kernel time, peer,
+// interval, expected, ok.
+func (s *liveSession) attemptLine(a analyze.Attempt) string {
+	peer := a.Src.Addr().Unmap()
+	p := s.seen[peer]
+	p.n++
+	line := fmt.Sprintf("attempt %s  %-22s #%-3d", a.Time.UTC().Format(liveTimeLayout), liveUnmap(a.Src), p.n)
+	if p.n == 1 {
+		line += "  first attempt, no interval yet"
+	} else {
+		iv := s.policy.Check(p.n-1, a.Time.Sub(p.last))
+		line += fmt.Sprintf("  interval %-2d %10.3f ms  expected %8.1f ms [%.0f–%.0f]  %s",
+			iv.K, iv.MeasuredMS, iv.ExpectedMS, iv.MinMS, iv.MaxMS, iv.Outcome)
+	}
+	if peer != s.peer {
+		line += "  (foreign peer: not in the verdict)"
+	}
+	p.last = a.Time
+	s.seen[peer] = p
+	return line
+}
+
+// liveReport is one session's report. Its JSON is the `audit pcap` report
+// of the session's kernel verdict with these members added:
+//
+//	"session":    {"number", "start", "end", "cause", "start_peer",
+//	               "max_reconnect_backoff_ms", "chain", "chain_reason"}
+//	"live":       {"iface", "timestamps", "received", "dropped",
+//	               "if_dropped", "write"}: libpcap's counters at the report
+//	"foreign":    [{"addr", "attempts"}]: other addresses, not in the verdict
+//	"server":     {"passed", "backoff_ms", "verdict", "reason"}: what Stop
+//	              returned (absent without a server side, null when the
+//	              session ended without Stop's answer)
+//	"crosscheck": {"agree", "pairs", "kernel_only", "server_only",
+//	               "delay_us", "disagreements", …} (absent without a server side)
+type liveReport struct {
+	Kernel     analyze.Report
+	Session    sessionInfo
+	Live       liveInfo
+	Foreign    []analyze.PeerCount
+	HasServer  bool
+	Server     *serverVerdict
+	CrossCheck *analyze.CrossCheck
+}
+
+type sessionInfo struct {
+	Number      int                 `json:"number"`
+	Start       string              `json:"start"`
+	End         string              `json:"end"`
+	Cause       string              `json:"cause"`
+	StartPeer   string              `json:"start_peer,omitempty"`
+	MaxMS       int32               `json:"max_reconnect_backoff_ms"`
+	Chain       string              `json:"chain"`
+	ChainReason analyze.ChainReason `json:"chain_reason,omitempty"`
+}
+
+type liveInfo struct {
+	Iface      string `json:"iface"`
+	Timestamps string `json:"timestamps"`
+	capture.LiveStats
+	Write string `json:"write,omitempty"`
+}
+
+type serverVerdict struct {
+	Passed    bool            `json:"passed"`
+	BackoffMS []int32         `json:"backoff_ms"`
+	Verdict   analyze.Verdict `json:"verdict"`
+	Reason    string          `json:"reason"`
+}
+
+// Passed is the session's outcome: the kernel's verdict passed, and so did
+// the server's when there is one.
+func (r liveReport) Passed() bool {
+	if !r.Kernel.Summary.PassedAll {
+		return false
+	}
+	return !r.HasServer || r.Server != nil && r.Server.Passed
+}
+
+// buildLiveReport judges one session. attempts are every attempt handed to
+// the session, of every address and time; those outside it are explained by
+// the cross-check, never judged.
+func buildLiveReport(s *liveSession, port uint16, attempts []analyze.Attempt, capInfo analyze.CaptureInfo, live liveInfo, captureStart time.Time) liveReport {
+	var inside []analyze.Attempt
+	for _, a := range attempts {
+		if s.contains(a.Time) {
+			inside = append(inside, a)
+		}
+	}
+	slices.SortFunc(inside, func(a, b analyze.Attempt) int { return a.Time.Compare(b.Time) })
+	chain, reason := s.peer, analyze.ChainReason("")
+	if s.server {
+		ss := s.serverSession()
+		chain = ss.Chain()
+		if s.end != nil {
+			reason = s.end.ChainReason
+		}
+	} else if len(inside) > 0 {
+		chain = inside[0].Src.Addr().Unmap()
+	}
+	byPeer := map[netip.Addr][]analyze.Attempt{}
+	var order []netip.Addr
+	for _, a := range inside {
+		p := a.Src.Addr().Unmap()
+		if byPeer[p] == nil {
+			order = append(order, p)
+		}
+		byPeer[p] = append(byPeer[p], a)
+	}
+	var chains []analyze.Chain
+	if as := byPeer[chain]; len(as) > 0 {
+		chains = append(chains, analyze.Chain{Peer: chain, Attempts: as})
+	}
+	r := liveReport{Live: live, HasServer: s.server, Foreign: []analyze.PeerCount{}}
+	r.Kernel = analyze.NewReport(port, s.policy, chains, capInfo)
+	r.Kernel.Capture.Attempts, r.Kernel.Capture.Retransmits = len(inside), 0
+	for _, a := range inside {
+		r.Kernel.Capture.Retransmits += a.Retransmits
+	}
+	for _, p := range order {
+		if p != chain {
+			r.Foreign = append(r.Foreign, analyze.PeerCount{Addr: p, Attempts: len(byPeer[p])})
+		}
+	}
+	end := s.endTime
+	if !s.server && len(inside) > 0 {
+		end = inside[len(inside)-1].Time
+	}
+	r.Session = sessionInfo{
+		Number: s.number, Start: s.start.UTC().Format(liveTimeLayout), Cause: s.cause,
+		MaxMS: s.maxMS, ChainReason: reason,
+	}
+	if !end.IsZero() {
+		r.Session.End = end.UTC().Format(liveTimeLayout)
+	}
+	if s.startPeer.IsValid() {
+		r.Session.StartPeer = s.startPeer.String()
+	}
+	if chain.IsValid() {
+		r.Session.Chain = chain.String()
+	}
+	if !s.server {
+		return r
+	}
+	if s.end != nil {
+		r.Server = &serverVerdict{Passed: s.end.Passed, BackoffMS: s.end.BackoffMS, Verdict: s.end.Verdict, Reason: s.end.Reason}
+		if r.Server.BackoffMS == nil {
+			r.Server.BackoffMS = []int32{}
+		}
+	}
+	cc := analyze.NewCrossCheck(s.serverSession().Input(captureStart, live.Lost()), attempts, s.accepts)
+	r.CrossCheck = &cc
+	return r
+}
+
+// liveTimeLayout matches the reports': RFC 3339, nine fraction digits, UTC.
+const liveTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// MarshalJSON writes the kernel report's members and the live ones beside
+// them, in one object.
+func (r liveReport) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]json.RawMessage{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	add := func(k string, v any) error {
+		b, err := json.Marshal(v)
+		m[k] = b
+		return err
+	}
+	err = cmp.Or(add("session", r.Session), add("live", r.Live), add("foreign", r.Foreign))
+	if err == nil && r.HasServer {
+		err = cmp.Or(add("server", r.Server), add("crosscheck", r.CrossCheck))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// WriteText writes the report for a person.
+func (r liveReport) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	s := r.Session
+	fmt.Fprintf(bw, "\n=== session %d: %s → %s, ended by %s", s.Number, s.Start, cmp.Or(s.End, "(open)"), s.Cause)
+	if s.StartPeer != "" {
+		fmt.Fprintf(bw, "; Start from %s, max_reconnect_backoff_ms %d", s.StartPeer, s.MaxMS)
+	}
+	fmt.Fprintf(bw, "\nkernel verdict, from SYN timestamps (%s):\n", r.Live.Timestamps)
+	if err := r.Kernel.WriteText(bw); err != nil {
+		return err
+	}
+	for _, f := range r.Foreign {
+		fmt.Fprintf(bw, "foreign peer %s: %d attempts, not in the verdict\n", f.Addr, f.Attempts)
+	}
+	if r.HasServer {
+		if sv := r.Server; sv != nil {
+			fmt.Fprintf(bw, "server verdict (Stop): passed=%v (%s) backoff_ms=%v", sv.Passed, sv.Verdict, sv.BackoffMS)
+			if sv.Reason != "" {
+				fmt.Fprintf(bw, ": %s", sv.Reason)
+			}
+			fmt.Fprintln(bw)
+		} else {
+			fmt.Fprintln(bw, "server verdict: none, the session did not end with Stop")
+		}
+		if r.CrossCheck != nil {
+			if err := r.CrossCheck.WriteText(bw); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintln(bw, r.Live.statsLine())
+	return bw.Flush()
+}
+
+func (l liveInfo) statsLine() string {
+	return fmt.Sprintf("capture on %s: %d packets received, %d dropped by the kernel, %d dropped by the interface",
+		l.Iface, l.Received, l.Dropped, l.IfDropped)
+}
+
+func liveUnmap(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}

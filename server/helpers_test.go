@@ -224,3 +224,16 @@ func recv[T any](h *harness, ch <-chan T) T {
 		panic("unreachable")
 	}
 }
+
+// dialRetryQuiet makes one retry connection and ignores every error (for
+// background load; it must not call t.Fatal off the test goroutine).
+func (h *harness) dialRetryQuiet(ctx context.Context) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(h.s.RetryPort())))
+	if err != nil {
+		return
+	}
+	c.SetReadDeadline(time.Now().Add(testTimeout))
+	c.Read(make([]byte, 1))
+	c.Close()
+}

@@ -104,11 +104,15 @@ type Server struct {
 	// really waits).
 	waiting atomic.Int32
 
-	mu       sync.Mutex
-	closing  bool
-	cur      *session
-	lastID   int
-	finished []*Session // the last KeepSessions, oldest first
+	mu      sync.Mutex
+	closing bool
+	cur     *session
+	lastID  int
+
+	// finishedMu guards finished. It is never held while taking another
+	// lock, so OnEvent (called under emitMu) may call Session.
+	finishedMu sync.Mutex
+	finished   []*Session // the last KeepSessions, oldest first
 
 	// emitMu orders events: it is taken while mu is still held, so events
 	// reach Record and OnEvent in the order the state changed.
@@ -311,10 +315,11 @@ func (s *Server) emitLocked(e analyze.RecordEvent) {
 
 // Session returns finished session id (numbered from 1), or false when it
 // is still running, never existed, or is older than the last KeepSessions.
-// The returned value shares nothing with the server.
+// A session is kept before its stop or expire event is emitted, so OnEvent
+// can fetch it from there. The returned value shares nothing with the server.
 func (s *Server) Session(id int) (Session, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.finishedMu.Lock()
+	defer s.finishedMu.Unlock()
 	for _, f := range s.finished {
 		if f.ID == id {
 			return f.clone(), true
@@ -325,8 +330,8 @@ func (s *Server) Session(id int) (Session, bool) {
 
 // Sessions returns the finished sessions still kept, oldest first.
 func (s *Server) Sessions() []Session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.finishedMu.Lock()
+	defer s.finishedMu.Unlock()
 	out := make([]Session, len(s.finished))
 	for i, f := range s.finished {
 		out[i] = f.clone()

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -394,4 +395,44 @@ func TestBeforeStampDelaysOneConnection(t *testing.T) {
 	if got := ss.Accepts[0].Time.Sub(t0); got != 40*time.Millisecond {
 		t.Errorf("stamp of the delayed connection is %v after Start, want 40ms", got)
 	}
+}
+
+// TestOnEventMayCallSession guards the lock order: an observer that reads
+// sessions from inside OnEvent while connections and RPCs keep arriving
+// must not deadlock, and sees each finished session at its stop event.
+func TestOnEventMayCallSession(t *testing.T) {
+	var srv atomic.Pointer[Server]
+	found := make(chan bool, 16)
+	h := start(t, Config{OnEvent: func(e analyze.RecordEvent) {
+		s := srv.Load()
+		if s == nil {
+			return
+		}
+		s.Sessions()
+		if e.Event == analyze.EventStop {
+			ss, ok := s.Session(e.Session)
+			found <- ok && ss.End.Attempts == e.End.Attempts
+		}
+	}})
+	srv.Store(h.s)
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	dialer := make(chan struct{})
+	go func() { // connections keep arriving while sessions start and stop
+		defer close(dialer)
+		for ctx.Err() == nil {
+			h.dialRetryQuiet(ctx)
+		}
+	}()
+	for range 100 {
+		if _, err := h.rpc.Start(h.ctx, &pb.ReconnectParams{}); err != nil {
+			t.Fatal(err)
+		}
+		h.stop()
+		if !recv(h, found) {
+			t.Error("Session(id) from OnEvent at the stop event: not found or different")
+		}
+	}
+	cancel()
+	recv[struct{}](h, dialer)
 }

@@ -187,10 +187,12 @@ func (s *Server) endLocked(sess *session, cause string, stopPeer netip.AddrPort)
 	s.verdict(sess)
 	s.cur = nil
 	close(sess.done)
+	s.finishedMu.Lock()
 	s.finished = append(s.finished, &sess.Session)
 	if n := len(s.finished) - s.cfg.KeepSessions; n > 0 {
 		s.finished = slices.Delete(s.finished, 0, n)
 	}
+	s.finishedMu.Unlock()
 	<-s.sem
 	out := sess.clone()
 	e := analyze.RecordEvent{Event: analyze.EventExpire, Time: sess.Ended, Session: sess.ID, End: &out.End}

@@ -63,6 +63,10 @@ func start(t *testing.T, cfg Config) *harness {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	h := &harness{t: t, clock: newFakeClock(), events: make(chan analyze.RecordEvent, 4096), ctx: ctx}
+	if cfg.RetryAddr == "" {
+		// Loopback only; the test of ::1 asks for the dual-stack default.
+		cfg.RetryAddr = "127.0.0.1:0"
+	}
 	if cfg.Now == nil {
 		cfg.Now = h.clock.Now
 	}
@@ -151,10 +155,11 @@ func (h *harness) dialRetry(local string) netip.AddrPort {
 	h.t.Helper()
 	ip := netip.MustParseAddr(local)
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip.AsSlice()}}
-	target := net.JoinHostPort(local, strconv.Itoa(h.s.RetryPort()))
-	if local == "127.0.0.2" {
-		target = net.JoinHostPort("127.0.0.1", strconv.Itoa(h.s.RetryPort()))
+	to := "127.0.0.1" // from any 127/8 address
+	if ip.Is6() {
+		to = "::1"
 	}
+	target := net.JoinHostPort(to, strconv.Itoa(h.s.RetryPort()))
 	c, err := d.DialContext(h.ctx, "tcp", target)
 	if err != nil {
 		h.t.Fatalf("dial retry port from %s: %v", local, err)

@@ -179,8 +179,8 @@ func TestSoleOtherAddressIsVerified(t *testing.T) {
 	if !ipv6Loopback(t) {
 		t.Skip("SKIPPED: needs IPv6 loopback")
 	}
-	h := start(t, Config{})
-	h.startSession(0) // over 127.0.0.1
+	h := start(t, Config{RetryAddr: DefaultRetryAddr}) // IPv4 and IPv6
+	h.startSession(0)                                  // over 127.0.0.1
 	h.chain("::1", ms(1000, 1600)...)
 	info := h.stop()
 	end := h.waitEvent(analyze.EventStop).End
@@ -280,6 +280,12 @@ func TestSessionTimeoutFreesNextStart(t *testing.T) {
 	ss, ok := h.s.Session(1)
 	if !ok || ss.End.Cause != analyze.CauseTimeout || ss.End.Passed {
 		t.Errorf("Session(1) = %+v, %v; want timed out and not passed", ss.End, ok)
+	}
+	// Session 2 expires too; a late Stop is told why nothing runs.
+	h.waitEvent(analyze.EventExpire)
+	_, err := h.rpc.Stop(h.ctx, &pb.Empty{})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "session 2 ended without Stop: session timeout") {
+		t.Errorf("late Stop: %v, want FailedPrecondition naming the expired session", err)
 	}
 }
 

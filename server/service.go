@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 
 	"google.golang.org/grpc/codes"
@@ -56,7 +57,7 @@ func (v service) Stop(ctx context.Context, _ *pb.Empty) (*pb.ReconnectInfo, erro
 	sess := s.cur
 	if sess == nil {
 		s.mu.Unlock()
-		return nil, status.Error(codes.FailedPrecondition, "Stop without Start: no session is running")
+		return nil, status.Error(codes.FailedPrecondition, "Stop without Start: no session is running"+s.lastEnd())
 	}
 	ss := s.endLocked(sess, analyze.CauseStop, callerOf(ctx))
 	return &pb.ReconnectInfo{Passed: ss.End.Passed, BackoffMs: ss.End.BackoffMS}, nil
@@ -69,4 +70,17 @@ func callerOf(ctx context.Context) netip.AddrPort {
 		return netip.AddrPort{}
 	}
 	return addrPortOf(p.Addr)
+}
+
+// lastEnd says how the last session ended when it ended without Stop, so a
+// client whose Stop comes too late learns why there is nothing to stop.
+func (s *Server) lastEnd() string {
+	s.finishedMu.Lock()
+	defer s.finishedMu.Unlock()
+	if n := len(s.finished); n > 0 {
+		if f := s.finished[n-1]; f.End.Cause != analyze.CauseStop {
+			return fmt.Sprintf(" (session %d ended without Stop: %s)", f.ID, f.End.Cause)
+		}
+	}
+	return ""
 }

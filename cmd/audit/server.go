@@ -80,7 +80,7 @@ connection, session end) for 'audit' to cross-check against the packets.`,
 	f.IntVar(&fl.controlPort, "control_port", 0, "port of the ReconnectService (plaintext gRPC); 0 picks a free port")
 	f.IntVar(&fl.retryPort, "retry_port", 0, "port that accepts and closes every connection (IPv4 and IPv6); 0 picks a free port")
 	f.DurationVar(&fl.sessionTimeout, "session_timeout", server.DefaultSessionTimeout,
-		"end a session whose client never calls Stop after this long, so the next Start can run")
+		"end a session this long after its Start if no Stop came, so the next Start can run")
 	f.IntVar(&fl.maxAttempts, "max_attempts", server.DefaultMaxAttempts,
 		"connections one session keeps; more are counted and fail the session as 'too many attempts'")
 	f.StringVar(&fl.record, "record", "", "append one JSON line per event to this file (format: analyze/record.go)")

@@ -7,7 +7,8 @@
 #   real-grpc-go.record.jsonl  the server's --record file of the same run
 #
 # Run it as root (tcpdump needs CAP_NET_RAW) from anywhere in the repository:
-#   ./testdata/make-real-capture.sh            (or: make real-capture)
+#   ./testdata/make-real-capture.sh [AUDIT_BINARY]   (or: make real-capture)
+# Without AUDIT_BINARY it builds ./cmd/audit into a scratch folder.
 # Then check it with: audit pcap testdata/real-grpc-go.pcap
 #
 # The run takes about 10 s. Timestamps and ports differ on every run, so the
@@ -39,11 +40,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$root" && go build -o "$tmp/audit" ./cmd/audit)
+audit="$tmp/audit"
+if [ -n "${1:-}" ]; then
+	audit=$(cd "$root" && realpath "$1")
+else
+	(cd "$root" && go build -o "$audit" ./cmd/audit)
+fi
 
 # The server picks free ports and prints them ("control port ADDR", "retry
 # port ADDR"); the capture filter needs the retry port, so read them first.
-"$tmp/audit" server --control_port=0 --retry_port=0 --record="$tmp/record.jsonl" >"$tmp/server.log" 2>&1 &
+"$audit" server --control_port=0 --retry_port=0 --record="$tmp/record.jsonl" >"$tmp/server.log" 2>&1 &
 server_pid=$!
 control= retry=
 for _ in $(seq 100); do
@@ -73,7 +79,7 @@ for _ in $(seq 100); do
 done
 
 status=0
-"$tmp/audit" client --server_control_port="$control" --server_retry_port="$retry" \
+"$audit" client --server_control_port="$control" --server_retry_port="$retry" \
 	--max_reconnect_backoff_ms="$cap_ms" --deadline="$deadline" || status=$?
 echo "audit client exited $status" >&2
 
@@ -89,4 +95,4 @@ cat "$tmp/tcpdump.log" >&2
 cp "$tmp/capture.pcap" "$out_pcap"
 cp "$tmp/record.jsonl" "$out_record"
 echo "wrote $out_pcap and $out_record" >&2
-"$tmp/audit" pcap --max-backoff "${cap_ms}ms" "$out_pcap" || true
+"$audit" pcap --max-backoff "${cap_ms}ms" "$out_pcap" || true

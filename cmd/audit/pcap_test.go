@@ -128,6 +128,9 @@ func TestPcapGolden(t *testing.T) {
 		{"mixed.txt", []string{"mixed.pcapng"}},
 		{"rotated.txt", []string{"rotated.pcap", "rotated.pcap1", "rotated.pcap2"}},
 		{"rotated.txt", []string{"rotated.pcap2", "rotated.pcap", "rotated.pcap1"}}, // any order
+		// A real grpc-go client on lo (testdata/make-real-capture.sh); remaking
+		// the capture needs -update.
+		{"real-grpc-go.txt", []string{"--max-backoff", "2s", "real-grpc-go.pcap"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -61,44 +62,46 @@ func (c liveConfig) idle() time.Duration {
 
 func newLiveCmd() *cobra.Command {
 	var cfg liveConfig
-	var controlPort, retryPort int
-	var record, format string
+	var fl serverFlags // the flags of `audit server`, with the same names
+	var format string
 	cmd := &cobra.Command{
 		Use:   "live --iface IFACE",
 		Short: "Run the reference server and verify each session from the kernel's SYN timestamps",
 		Long: `live runs the reference server (the flags of 'audit server') and, in the same
-process, captures the SYNs to its retry port with libpcap. When a session's
-Stop returns it prints the kernel's verdict over the SYN timestamps, the
-server's verdict, and a cross-check of the two lists: each attempt paired by
-peer ip and port with its app delay, attempts only one side saw and why, and
-a diagnosis of every interval whose verdict the server's timestamps changed.
+process, captures the SYNs to its retry port with libpcap. While a session
+runs it prints one line per attempt; when the session's Stop returns it
+prints the kernel's verdict over the SYN timestamps, the server's verdict,
+and a cross-check of the two lists: each attempt paired by peer ip and port
+with its app delay, attempts only one side saw and why, and a diagnosis of
+every interval whose verdict the server's timestamps changed.
 
-With --attach it only captures (the server runs elsewhere on this host); a
-session then ends after --idle without a SYN, and --server-log adds the
-cross-check from that server's --record file. Ctrl-C ends the run after a
-report of what was captured. Capturing needs root, or CAP_NET_RAW and
-CAP_NET_ADMIN on the binary.
+With --attach it only captures: the server runs elsewhere on this host and
+--retry_port names its port. A session then ends after --idle without a
+SYN; with --server-log (that server's --record file) sessions follow its
+Start and Stop and the cross-check runs too.
 
-Exit 0 when every verdict passed, 1 when one failed, 2 when nothing could be
-judged.`,
+Ctrl-C or SIGTERM reports what was captured, stops the server and closes the
+--write file complete. Capturing needs root, or CAP_NET_RAW and
+CAP_NET_ADMIN on the binary. Exit 0 when every verdict passed, 1 when one
+failed, 2 when nothing could be judged.`,
+		Example: `  audit live --iface lo --control_port=8080 --retry_port=8081
+  audit live --iface lo --attach --retry_port=8081 --server-log=run.jsonl --format=json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch format {
-			case "text", "json":
-				cfg.JSON = format == "json"
-			default:
+			if format != "text" && format != "json" {
 				return usageError(fmt.Errorf("--format %q: must be text or json", format))
 			}
-			if cfg.Attach {
-				cfg.RetryPort = retryPort
-			} else {
-				cfg.Server.ControlAddr = fmt.Sprintf("127.0.0.1:%d", controlPort)
-				cfg.Server.RetryAddr = fmt.Sprintf(":%d", retryPort)
+			cfg.JSON = format == "json"
+			srvCfg, err := fl.config()
+			if err != nil {
+				return usageError(err)
 			}
-			if record != "" {
-				f, err := os.OpenFile(record, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+			cfg.Server, cfg.RetryPort = srvCfg, fl.retryPort
+			cfg.Server.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if fl.record != "" && !cfg.Attach {
+				f, err := os.OpenFile(fl.record, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 				if err != nil {
-					return usageError(fmt.Errorf("--record: %w", err))
+					return usageError(fmt.Errorf("open record file: %w", err))
 				}
 				defer f.Close()
 				cfg.Server.Record = f
@@ -109,16 +112,19 @@ judged.`,
 		},
 	}
 	f := cmd.Flags()
+	f.IntVar(&fl.controlPort, "control_port", 0, "port of the ReconnectService (plaintext gRPC); 0 picks a free port")
+	f.IntVar(&fl.retryPort, "retry_port", 0, "port that accepts and closes every connection; 0 picks a free port. With --attach: the port to watch")
+	f.DurationVar(&fl.sessionTimeout, "session_timeout", server.DefaultSessionTimeout,
+		"end a session whose client never calls Stop after this long, so the next Start can run")
+	f.IntVar(&fl.maxAttempts, "max_attempts", server.DefaultMaxAttempts,
+		"connections one session keeps; more are counted and fail the session as 'too many attempts'")
+	f.StringVar(&fl.record, "record", "", "append one JSON line per event of the in-process server to this file")
 	f.StringVar(&cfg.Iface, "iface", "lo", "interface to capture on")
-	f.IntVar(&controlPort, "control_port", 0, "control port of the in-process server (0 picks a free port)")
-	f.IntVar(&retryPort, "retry_port", 0, "retry port: of the in-process server (0 picks one), or to watch with --attach")
-	f.StringVar(&record, "record", "", "append the in-process server's events to FILE (JSON lines)")
-	f.DurationVar(&cfg.Server.SessionTimeout, "session_timeout", server.DefaultSessionTimeout, "end a session whose client never calls Stop")
-	f.BoolVar(&cfg.Attach, "attach", false, "only capture: the server runs elsewhere on this host")
-	f.StringVar(&cfg.ServerLog, "server-log", "", "with --attach: the server's --record FILE, for the cross-check")
+	f.BoolVar(&cfg.Attach, "attach", false, "only capture; the server runs elsewhere on this host (--retry_port is its port)")
+	f.StringVar(&cfg.ServerLog, "server-log", "", "with --attach: that server's --record file; sessions follow it and the cross-check runs")
 	f.DurationVar(&cfg.Idle, "idle", 0, "with --attach and no --server-log: end a session after this long without a SYN (default twice the max backoff plus the tolerance)")
 	f.Int32Var(&cfg.MaxMS, "max_reconnect_backoff_ms", 0, "with --attach and no --server-log: the cap sessions are judged against (0 = default 120000)")
-	f.StringVar(&cfg.Write, "write", "", "also save every captured packet to FILE (pcap, nanosecond timestamps)")
+	f.StringVar(&cfg.Write, "write", "", "also save every captured packet to this file (pcap, nanosecond timestamps), for 'audit pcap'")
 	f.StringVar(&format, "format", "text", "report format: text, or json (one line per session)")
 	f.IntVar(&cfg.BufferSize, "buffer", capture.DefaultLiveBuffer, "kernel capture buffer in bytes")
 	return cmd

@@ -285,8 +285,16 @@ func checkLiveJSONFields(t *testing.T, raw map[string]json.RawMessage) {
 
 func TestLiveEndToEnd(t *testing.T) {
 	t.Parallel()
-	pcapPath := filepath.Join(t.TempDir(), "live.pcap")
-	r := startLive(t, liveConfig{Write: pcapPath})
+	dir := t.TempDir()
+	pcapPath, recordPath := filepath.Join(dir, "live.pcap"), filepath.Join(dir, "record.jsonl")
+	record, err := os.Create(recordPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer record.Close()
+	cfg := liveConfig{Write: pcapPath}
+	cfg.Server.Record = record
+	r := startLive(t, cfg)
 	client := runLiveClient(t, r.control, r.retry, 4500*time.Millisecond)
 	reps, raws := r.reports(t, 1)
 	if err := r.stop(t); err != nil && reps[0].Summary.PassedAll {
@@ -316,6 +324,50 @@ func TestLiveEndToEnd(t *testing.T) {
 	ignore := cmpopts.IgnoreFields(analyze.Interval{}, "Measured") // not in JSON
 	if diff := cmp.Diff(rep.Peers[0], offline.Peers[0], netipEq, ignore); diff != "" {
 		t.Errorf("kernel verdict: live vs audit pcap of --write (-live +pcap):\n%s", diff)
+	}
+
+	// `audit pcap --server-log` cross-checks the same lists offline.
+	stdout, stderr, _ = runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--port="+strconv.Itoa(r.retry),
+		"--server-log="+recordPath, pcapPath)
+	var withLog struct {
+		Sessions []recordSession `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &withLog); err != nil || len(withLog.Sessions) != 1 {
+		t.Fatalf("audit pcap --server-log: %d sessions, %v\n%s\n%s", len(withLog.Sessions), err, stdout, stderr)
+	}
+	if diff := cmp.Diff(*rep.CrossCheck, withLog.Sessions[0].CrossCheck, netipEq, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("cross-check: live vs audit pcap --server-log (-live +offline):\n%s", diff)
+	}
+}
+
+// The committed real capture and its server record (testdata/README.md)
+// cross-check offline without privileges.
+func TestPcapServerLog(t *testing.T) {
+	t.Parallel()
+	const capFile, record = "../../testdata/real-grpc-go.pcap", "../../testdata/real-grpc-go.record.jsonl"
+	stdout, stderr, _ := runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--server-log="+record, capFile)
+	var rep struct {
+		Peers    []analyze.PeerReport `json:"peers"`
+		Sessions []recordSession      `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Sessions) != 1 || len(rep.Peers) != 1 {
+		t.Fatalf("%v: %d sessions, %d peers\n%s\n%s", err, len(rep.Sessions), len(rep.Peers), stdout, stderr)
+	}
+	s := rep.Sessions[0]
+	cc := s.CrossCheck
+	if s.Server == nil || !cc.Agree || cc.KernelPassed != s.Server.Passed || len(cc.Pairs) != len(rep.Peers[0].Attempts) {
+		t.Errorf("server %+v, agree %v, kernel passed %v, %d pairs for %d attempts; want one to one and agreeing",
+			s.Server, cc.Agree, cc.KernelPassed, len(cc.Pairs), len(rep.Peers[0].Attempts))
+	}
+	for i, p := range cc.Pairs {
+		if a := rep.Peers[0].Attempts[i]; p.Delay < 0 || !p.KernelTime.Equal(a.Time) || p.SrcPort != a.SrcPort {
+			t.Errorf("pair %d: %+v; attempt %+v", i+1, p, a)
+		}
+	}
+	// Text: the report, then the session's cross-check.
+	text, _, _ := runClient(t, time.Minute, auditBin, "pcap", "--server-log="+record, capFile)
+	if !strings.Contains(text, "=== session 1") || !strings.Contains(text, "kernel and server timestamps agree") {
+		t.Errorf("text output lacks the session's cross-check:\n%s", text)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"slices"
 	"time"
 
@@ -307,4 +308,89 @@ func (l liveInfo) statsLine() string {
 
 func liveUnmap(ap netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// recordSession is one session of a record file, cross-checked offline.
+type recordSession struct {
+	Session    sessionInfo        `json:"session"`
+	Server     *serverVerdict     `json:"server"`
+	CrossCheck analyze.CrossCheck `json:"crosscheck"`
+}
+
+// recordCrossChecks reads the record file of `audit server --record` and
+// cross-checks each of its sessions against the capture's attempts (every
+// peer): the offline form of the live cross-check. A capture file carries
+// no drop counts, so a server-only attempt is a capture drop without them.
+func recordCrossChecks(path string, chains []analyze.Chain) ([]recordSession, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--server-log: %w", err)
+	}
+	defer f.Close()
+	events, err := analyze.ReadRecord(f)
+	if err != nil {
+		return nil, fmt.Errorf("--server-log %s: %w", path, err)
+	}
+	var attempts []analyze.Attempt
+	for _, c := range chains {
+		attempts = append(attempts, c.Attempts...)
+	}
+	sessions := analyze.ServerSessions(events)
+	split := analyze.SplitAttempts(sessions, attempts)
+	out := make([]recordSession, len(sessions))
+	for i, s := range sessions {
+		ls := &liveSession{number: s.Number, server: true, start: s.Start, startPeer: s.Peer,
+			maxMS: s.Params.MaxReconnectBackoffMS, policy: s.Params.Policy, accepts: s.Accepts,
+			end: s.End, endTime: s.EndTime, cause: causeInterrupted}
+		if s.End != nil {
+			ls.cause = s.End.Cause
+		}
+		r := buildLiveReport(ls, 0, split[i], analyze.CaptureInfo{}, liveInfo{}, time.Time{})
+		out[i] = recordSession{Session: r.Session, Server: r.Server, CrossCheck: *r.CrossCheck}
+	}
+	return out, nil
+}
+
+// writeReportWithRecord writes an `audit pcap` report with the cross-check
+// of every session in the record file at recordPath: in text after the
+// report, in JSON as the member "sessions": [{"session", "server",
+// "crosscheck"}] of the report object.
+func writeReportWithRecord(w io.Writer, rep analyze.Report, chains []analyze.Chain, recordPath, format string) error {
+	sessions, err := recordCrossChecks(recordPath, chains)
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		b, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		m := map[string]json.RawMessage{}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return err
+		}
+		if m["sessions"], err = json.Marshal(sessions); err != nil {
+			return err
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(m)
+	}
+	if err := rep.WriteText(w); err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "\nserver record %s: %d sessions\n", recordPath, len(sessions))
+	for _, s := range sessions {
+		fmt.Fprintf(bw, "\n=== session %d: %s → %s, ended by %s; Start from %s, max_reconnect_backoff_ms %d\n",
+			s.Session.Number, s.Session.Start, cmp.Or(s.Session.End, "(open)"), s.Session.Cause, s.Session.StartPeer, s.Session.MaxMS)
+		if sv := s.Server; sv != nil {
+			fmt.Fprintf(bw, "server verdict (Stop): passed=%v (%s) backoff_ms=%v\n", sv.Passed, sv.Verdict, sv.BackoffMS)
+		}
+		fmt.Fprintf(bw, "kernel reading of the session's chain %s: passed=%v\n", cmp.Or(s.Session.Chain, "(none)"), s.CrossCheck.KernelPassed)
+		if err := s.CrossCheck.WriteText(bw); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
 }

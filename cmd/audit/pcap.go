@@ -19,10 +19,11 @@ import (
 func init() { commands = append(commands, newPcapCmd) }
 
 type pcapConfig struct {
-	port   uint16
-	policy analyze.Policy
-	format string
-	peers  []string
+	port      uint16
+	policy    analyze.Policy
+	format    string
+	peers     []string
+	serverLog string
 }
 
 func newPcapCmd() *cobra.Command {
@@ -63,7 +64,12 @@ Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
 			tr := pt.Tracker(port)
 			info.SYNs = uint64(tr.SYNs())
 			rep := analyze.NewReport(port, cfg.policy, tr.Peers(), info).Only(peers...)
-			if err := writeReport(cmd.OutOrStdout(), rep, cfg.format); err != nil {
+			if cfg.serverLog != "" { // the cross-check of issue 4, in livereport.go
+				err = writeReportWithRecord(cmd.OutOrStdout(), rep, tr.Peers(), cfg.serverLog, cfg.format)
+			} else {
+				err = writeReport(cmd.OutOrStdout(), rep, cfg.format)
+			}
+			if err != nil {
 				return usageError(err)
 			}
 			return pcapVerdict(rep, peers)
@@ -74,6 +80,7 @@ Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
 	addPolicyFlags(f, &cfg.policy)
 	f.StringVar(&cfg.format, "format", cfg.format, "output format: text or json")
 	f.StringArrayVar(&cfg.peers, "peer", nil, "report only this client address (repeatable)")
+	f.StringVar(&cfg.serverLog, "server-log", "", "cross-check each session of this `audit server --record` file against the SYNs")
 	return cmd
 }
 

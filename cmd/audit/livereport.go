@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -275,9 +276,16 @@ func (r liveReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(bw, "; Start from %s, max_reconnect_backoff_ms %d", s.StartPeer, s.MaxMS)
 	}
 	fmt.Fprintf(bw, "\nkernel verdict, from SYN timestamps (%s):\n", r.Live.Timestamps)
-	if err := r.Kernel.WriteText(bw); err != nil {
+	// The pcap report's first line counts files; a live session has none.
+	var kernel bytes.Buffer
+	if err := r.Kernel.WriteText(&kernel); err != nil {
 		return err
 	}
+	c := r.Kernel.Capture
+	fmt.Fprintf(bw, "port %d: %d SYNs captured on %s, %d attempts, %d retransmits\n",
+		r.Kernel.Port, c.SYNs, r.Live.Iface, c.Attempts, c.Retransmits)
+	_, rest, _ := bytes.Cut(kernel.Bytes(), []byte("\n"))
+	bw.Write(rest)
 	for _, f := range r.Foreign {
 		fmt.Fprintf(bw, "foreign peer %s: %d attempts, not in the verdict\n", f.Addr, f.Attempts)
 	}
@@ -302,7 +310,7 @@ func (r liveReport) WriteText(w io.Writer) error {
 }
 
 func (l liveInfo) statsLine() string {
-	return fmt.Sprintf("capture on %s: %d packets received, %d dropped by the kernel, %d dropped by the interface",
+	return fmt.Sprintf("libpcap on %s since the start: %d packets received, %d dropped by the kernel, %d dropped by the interface",
 		l.Iface, l.Received, l.Dropped, l.IfDropped)
 }
 

@@ -60,6 +60,50 @@ type CrossInput struct {
 	// Lost counts the packets the capture is known to have missed (kernel
 	// and interface drops).
 	Lost uint64
+	// Late holds connections the server accepted just after the session
+	// ended (record session 0): a SYN sent inside the session whose accept
+	// came after Stop is in neither side's list of the session.
+	Late []Accept
+}
+
+// inSession reports whether t falls between Start and End.
+func (in CrossInput) inSession(t time.Time) bool {
+	return !t.Before(in.Start) && (in.End.IsZero() || !t.After(in.End))
+}
+
+// late maps the index (into kernel) of each attempt inside the session
+// that one of in.Late accepted to that accept's time: per ip and port, the
+// latest such attempt at or before the accept.
+func (in CrossInput) late(kernel []Attempt) map[int]time.Time {
+	out := map[int]time.Time{}
+	for _, la := range in.Late {
+		ap, best := unmapPort(la.Peer), -1
+		for i, a := range kernel {
+			if _, taken := out[i]; !taken && unmapPort(a.Src) == ap && in.inSession(a.Time) && !a.Time.After(la.Time) &&
+				(best < 0 || a.Time.After(kernel[best].Time)) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			out[best] = la.Time
+		}
+	}
+	return out
+}
+
+// SessionAttempts returns the attempts, of every address, that the
+// session's kernel verdict judges: those whose SYN falls in the session,
+// except one the server accepted only after the session ended (in.Late).
+func SessionAttempts(in CrossInput, kernel []Attempt) []Attempt {
+	late := in.late(kernel)
+	var out []Attempt
+	for i, a := range kernel {
+		if _, ok := late[i]; !ok && in.inSession(a.Time) {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, compareAttempts)
+	return out
 }
 
 // Pair is one attempt both sides saw.
@@ -147,10 +191,14 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 		t    time.Time
 		ap   netip.AddrPort
 		pair int // index into c.Pairs, -1 when alone
+		late time.Time
 	}
+	// Accepts after the session ended claim their SYNs first: those are in
+	// neither list of the session.
+	lateAt := in.late(kernel)
 	ks := make([]side, len(kernel))
 	for i, a := range kernel {
-		ks[i] = side{t: a.Time, ap: unmapPort(a.Src), pair: -1}
+		ks[i] = side{t: a.Time, ap: unmapPort(a.Src), pair: -1, late: lateAt[i]}
 	}
 	ss := make([]side, len(server))
 	for i, a := range server {
@@ -175,7 +223,7 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 		for j+1 < len(idx) && !ks[idx[j+1]].t.After(s.t) {
 			j++
 		}
-		if j < len(idx) && !ks[idx[j]].t.After(s.t) {
+		if j < len(idx) && !ks[idx[j]].t.After(s.t) && ks[idx[j]].late.IsZero() {
 			k := &ks[idx[j]]
 			k.pair, s.pair = len(c.Pairs), len(c.Pairs)
 			c.Pairs = append(c.Pairs, Pair{
@@ -192,15 +240,17 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 	for _, s := range ss {
 		serverAddrs[s.ap.Addr()] = true
 	}
-	inSession := func(t time.Time) bool {
-		return !t.Before(in.Start) && (in.End.IsZero() || !t.After(in.End))
-	}
+	inSession := in.inSession
 	for _, k := range ks {
 		if k.pair >= 0 {
 			continue
 		}
 		l := Lone{Peer: k.ap.Addr(), SrcPort: k.ap.Port(), Time: k.t}
 		switch {
+		case !k.late.IsZero():
+			l.Reason = ReasonOutside
+			l.Detail = fmt.Sprintf("SYN inside the session, but the server accepted it at %s, after the session ended (%s): in neither list",
+				k.late.UTC().Format(timeLayout), endText(in.End))
 		case !inSession(k.t):
 			l.Reason = ReasonOutside
 			l.Detail = fmt.Sprintf("SYN %s the session (%s – %s)", beforeAfter(k.t, in.Start),
@@ -234,7 +284,7 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 	// The two chains, as each side timed them.
 	var kc, sc []side
 	for _, k := range ks {
-		if k.ap.Addr() == in.Chain && inSession(k.t) {
+		if k.ap.Addr() == in.Chain && inSession(k.t) && k.late.IsZero() {
 			kc = append(kc, k)
 		}
 	}
@@ -569,6 +619,9 @@ type ServerSession struct {
 	// EndTime its time.
 	End     *SessionEnd
 	EndTime time.Time
+	// Late holds the connections accepted after the session ended and
+	// before the next one started (session 0 in the record).
+	Late []Accept
 }
 
 // ServerSessions groups the events of a record file (or of a server's
@@ -588,8 +641,11 @@ func ServerSessions(events []RecordEvent) []ServerSession {
 			open[e.Session] = len(out)
 			out = append(out, s)
 		case EventAccept:
+			a := Accept{Peer: e.Peer, Time: e.Time}
 			if i, ok := open[e.Session]; ok && e.Session != 0 && out[i].End == nil {
-				out[i].Accepts = append(out[i].Accepts, Accept{Peer: e.Peer, Time: e.Time})
+				out[i].Accepts = append(out[i].Accepts, a)
+			} else if n := len(out); e.Session == 0 && n > 0 && out[n-1].End != nil {
+				out[n-1].Late = append(out[n-1].Late, a)
 			}
 		case EventStop, EventExpire:
 			if i, ok := open[e.Session]; ok && out[i].End == nil {
@@ -631,6 +687,7 @@ func (s ServerSession) Input(captureStart time.Time, lost uint64) CrossInput {
 		Policy: s.Params.Policy, Chain: s.Chain(),
 		Start: s.Start, End: s.EndTime,
 		CaptureStart: captureStart, Lost: lost,
+		Late: s.Late,
 	}
 }
 

@@ -150,6 +150,27 @@ func TestCrossCheckLone(t *testing.T) {
 	}
 }
 
+func TestCrossCheckAcceptedAfterStop(t *testing.T) {
+	// The client's last SYN comes 0.5 ms before Stop; the server accepts it
+	// 0.3 ms after, outside the session. Neither side's chain holds it.
+	in := crossInput()
+	kernel := append(kernelChain(), syn(xClient, 40100, 9999.5), syn(xClient, 40200, 10500))
+	in.Late = []Accept{acc(xClient, 40100, 10000.3), acc(xClient, 40200, 10500.2)}
+	c := NewCrossCheck(in, kernel, accepted(0.3, 0.3, 0.3, 0.3, 0.3))
+	if !c.Agree || len(c.Pairs) != 5 || len(c.KernelOnly) != 2 {
+		t.Fatalf("agree %v, %d pairs, kernel only %+v; want agreement, 5 pairs, 2 outside", c.Agree, len(c.Pairs), c.KernelOnly)
+	}
+	if l := c.KernelOnly[0]; l.SrcPort != 40100 || l.Reason != ReasonOutside || !strings.Contains(l.Detail, "after the session ended") {
+		t.Errorf("straddling attempt: %+v", l)
+	}
+	if l := c.KernelOnly[1]; l.SrcPort != 40200 || l.Reason != ReasonOutside || strings.Contains(l.Detail, "inside") {
+		t.Errorf("attempt after Stop: %+v", l)
+	}
+	if got := len(SessionAttempts(in, kernel)); got != 5 {
+		t.Errorf("SessionAttempts: %d, want the 5 both lists hold", got)
+	}
+}
+
 func TestCrossCheckCaptureStartedLate(t *testing.T) {
 	in := crossInput()
 	in.CaptureStart = at(1500)

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -249,6 +250,7 @@ func (a *liveAuditor) run(ctx context.Context) error {
 	idle.Stop()
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
+	waiting := false
 	sniffOnly := a.cfg.Attach && a.cfg.ServerLog == ""
 	var runErr error
 loop:
@@ -260,15 +262,19 @@ loop:
 					idle.Reset(a.cfg.idle())
 				}
 			}
-			if a.ending {
-				if a.caughtUp() {
-					wait.Stop()
-					a.finish()
-				} else {
-					wait.Reset(catchUp)
-				}
+			switch {
+			case a.ending && a.caughtUp():
+				a.finish()
+			case a.ending && !waiting: // the wait counts from the session's end
+				wait.Reset(catchUp)
+				waiting = true
+			}
+			if !a.ending && waiting {
+				wait.Stop()
+				waiting = false
 			}
 		case <-wait.C:
+			waiting = false
 			if a.ending {
 				a.finish()
 			}
@@ -383,6 +389,10 @@ func (a *liveAuditor) addSYN(s analyze.SYN) {
 }
 
 func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
+	// Wall clock only, as the record file and the capture have it: an
+	// in-process time.Now also carries a monotonic reading, which Sub
+	// would prefer, and intervals would differ from the record's by ns.
+	e.Time = e.Time.Round(0)
 	switch e.Event {
 	case analyze.EventStart:
 		if a.ending {
@@ -398,8 +408,13 @@ func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
 				e.Session, e.Peer, a.sess.maxMS, a.sess.policy)
 		}
 	case analyze.EventAccept:
-		if a.sess != nil && !a.ending && e.Session == a.sess.number {
-			a.sess.accepts = append(a.sess.accepts, analyze.Accept{Peer: e.Peer, Time: e.Time})
+		acc := analyze.Accept{Peer: e.Peer, Time: e.Time}
+		switch {
+		case a.sess == nil:
+		case !a.ending && e.Session == a.sess.number:
+			a.sess.accepts = append(a.sess.accepts, acc)
+		case a.ending && e.Session == 0:
+			a.sess.late = append(a.sess.late, acc) // a SYN from just before Stop
 		}
 	case analyze.EventStop, analyze.EventExpire:
 		if a.sess != nil && e.Session == a.sess.number && !a.ending {
@@ -409,14 +424,26 @@ func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
 	}
 }
 
-// caughtUp reports whether every accept of the ending session has its SYN.
+// caughtUp reports whether the ending session's two lists are complete:
+// every accept has its SYN, and every SYN inside the session its accept
+// (in the session, or just after it ended). A refused SYN never gets one;
+// the catchUp timer bounds the wait for it.
 func (a *liveAuditor) caughtUp() bool {
-	seen := map[netip.AddrPort]bool{}
+	s := a.sess
+	syns, accepts := map[netip.AddrPort]bool{}, map[netip.AddrPort]bool{}
 	for _, at := range a.pending {
-		seen[liveUnmap(at.Src)] = true
+		syns[liveUnmap(at.Src)] = true
 	}
-	for _, acc := range a.sess.accepts {
-		if !seen[liveUnmap(acc.Peer)] {
+	for _, acc := range append(slices.Clone(s.accepts), s.late...) {
+		accepts[liveUnmap(acc.Peer)] = true
+	}
+	for _, acc := range s.accepts {
+		if !syns[liveUnmap(acc.Peer)] {
+			return false
+		}
+	}
+	for _, at := range a.pending {
+		if s.contains(at.Time) && !accepts[liveUnmap(at.Src)] {
 			return false
 		}
 	}

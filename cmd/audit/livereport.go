@@ -37,9 +37,11 @@ type liveSession struct {
 	maxMS     int32
 	policy    analyze.Policy
 	accepts   []analyze.Accept
-	end       *analyze.SessionEnd
-	endTime   time.Time
-	cause     string
+	// late are the accepts just after the session ended (session 0).
+	late    []analyze.Accept
+	end     *analyze.SessionEnd
+	endTime time.Time
+	cause   string
 	// peer is the address the live lines treat as the session's own: the
 	// Start caller's, or for a sniff-only session the first SYN's.
 	peer netip.Addr
@@ -70,7 +72,7 @@ func (s *liveSession) serverSession() analyze.ServerSession {
 	return analyze.ServerSession{
 		Number: s.number, Start: s.start, Peer: s.startPeer,
 		Params:  analyze.SessionParams{MaxReconnectBackoffMS: s.maxMS, Policy: s.policy},
-		Accepts: s.accepts, End: s.end, EndTime: s.endTime,
+		Accepts: s.accepts, End: s.end, EndTime: s.endTime, Late: s.late,
 	}
 }
 
@@ -166,11 +168,10 @@ func (r liveReport) Passed() bool {
 // the session, of every address and time; those outside it are explained by
 // the cross-check, never judged.
 func buildLiveReport(s *liveSession, port uint16, attempts []analyze.Attempt, capInfo analyze.CaptureInfo, live liveInfo, captureStart time.Time) liveReport {
-	var inside []analyze.Attempt
-	for _, a := range attempts {
-		if s.contains(a.Time) {
-			inside = append(inside, a)
-		}
+	input := s.serverSession().Input(captureStart, live.Lost())
+	inside := slices.Clone(attempts)
+	if s.server {
+		inside = analyze.SessionAttempts(input, attempts)
 	}
 	slices.SortFunc(inside, func(a, b analyze.Attempt) int { return a.Time.Compare(b.Time) })
 	chain, reason := s.peer, analyze.ChainReason("")
@@ -233,7 +234,7 @@ func buildLiveReport(s *liveSession, port uint16, attempts []analyze.Attempt, ca
 			r.Server.BackoffMS = []int32{}
 		}
 	}
-	cc := analyze.NewCrossCheck(s.serverSession().Input(captureStart, live.Lost()), attempts, s.accepts)
+	cc := analyze.NewCrossCheck(input, attempts, s.accepts)
 	r.CrossCheck = &cc
 	return r
 }
@@ -349,7 +350,7 @@ func recordCrossChecks(path string, chains []analyze.Chain) ([]recordSession, er
 	for i, s := range sessions {
 		ls := &liveSession{number: s.Number, server: true, start: s.Start, startPeer: s.Peer,
 			maxMS: s.Params.MaxReconnectBackoffMS, policy: s.Params.Policy, accepts: s.Accepts,
-			end: s.End, endTime: s.EndTime, cause: causeInterrupted}
+			end: s.End, endTime: s.EndTime, late: s.Late, cause: causeInterrupted}
 		if s.End != nil {
 			ls.cause = s.End.Cause
 		}

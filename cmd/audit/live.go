@@ -322,18 +322,14 @@ loop:
 	if a.ending {
 		a.finish()
 	}
-	if a.sess != nil || len(a.pending) > 0 {
-		if a.sess == nil { // attempts outside every session: say so
-			a.sess = newSniffSession(0, a.cfg.policy(), a.pending[0])
-			a.sess.server = !a.cfg.Attach || a.cfg.ServerLog != ""
-			if a.sess.server {
-				a.sess.start, a.sess.peer = time.Time{}, netip.Addr{}
-			}
-		}
+	if a.sess != nil {
 		if a.sess.cause == "" {
 			a.sess.cause = causeInterrupted
 		}
 		a.finish()
+	}
+	if n := len(a.pending); n > 0 { // only with a server side: sniffing, a session holds every SYN
+		fmt.Fprintf(a.errOut, "audit live: %d attempts came outside any session (no Start covered them); not judged\n", n)
 	}
 	if st, err := a.live.Stats(); err == nil {
 		fmt.Fprintf(a.errOut, "audit live: at exit, %s\n", liveInfo{Iface: a.cfg.Iface, LiveStats: st}.statsLine())

@@ -380,7 +380,7 @@ func TestInteropPythonPasses(t *testing.T) {
 func TestInteropPythonWrongPolicy(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
-	r, code := runPython(t, s, "--max_reconnect_backoff_ms=2000", "--initial_reconnect_backoff_ms=300", "--deadline_s=3")
+	r, code := runPython(t, s, "--max_reconnect_backoff_ms=2000", "--initial_reconnect_backoff_ms=300", "--deadline_s=6")
 	if code != 1 || r.Passed {
 		t.Errorf("C-core %s with 300 ms: passed=%v exit %d, want failed and exit 1", r.GRPCVersion, r.Passed, code)
 	}

@@ -26,18 +26,22 @@ TIME=/usr/bin/time # GNU time: %M is the peak RSS in KB
 [ -x "$TIME" ] || { echo "corpus-table.sh: $TIME missing: apt-get install -y time" >&2; exit 2; }
 
 $GO build -o "$BIN" ./cmd/audit || exit 2
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 
 if [ $# -eq 0 ]; then
 	corpus=$(cd "$root/../shared/corpus/pcap" 2>/dev/null && pwd) ||
 		{ echo "corpus-table.sh: no corpus at $root/../shared/corpus/pcap" >&2; exit 2; }
 	set -- "$corpus"
 fi
-files=()
+# Files of a directory run from inside it, so that names and error lines
+# read "hostile/zero-bytes.pcap", not a path of this machine.
+files=() # "dir<TAB>name"
 for arg in "$@"; do
 	if [ -d "$arg" ]; then
-		mapfile -t -O "${#files[@]}" files < <(find "$arg" -type f ! -name '*.tsv' ! -name '*.txt' ! -name '*.md' | LC_ALL=C sort)
+		mapfile -t -O "${#files[@]}" files < <(cd "$arg" && find . -type f ! -name '*.tsv' ! -name '*.txt' ! -name '*.md' |
+			sed 's|^\./||' | LC_ALL=C sort | sed "s|^|$(pwd)\t|")
 	else
-		files+=("$arg")
+		files+=("$(dirname "$arg")"$'\t'"$(basename "$arg")")
 	fi
 done
 
@@ -48,7 +52,7 @@ trap 'rm -rf "$tmp"' EXIT
 # time wraps timeout, so a killed audit is still measured, and timeout
 # signals audit itself, not time.
 run() {
-	"$TIME" -f %M -o "$tmp/rss" timeout -k 5 "$LIMIT_S" "$BIN" pcap "$@" --format json >"$tmp/out" 2>"$tmp/err"
+	(cd "$dir" && "$TIME" -f %M -o "$tmp/rss" timeout -k 5 "$LIMIT_S" "$BIN" pcap "$@" --format json >"$tmp/out" 2>"$tmp/err")
 	rc=$?
 	rss=$(tail -n 1 "$tmp/rss")
 	[[ $rss =~ ^[0-9]+$ ]] || rss=0
@@ -124,9 +128,10 @@ maxrss=0
 n=0
 echo "| file | exit | outcome | SYNs (ours / tshark) | peak RSS KB |"
 echo "| --- | ---: | --- | ---: | ---: |"
-for f in "${files[@]}"; do
+for entry in "${files[@]}"; do
 	n=$((n + 1))
-	name=${f#"${corpus:-}/"}
+	dir=${entry%%$'\t'*} name=${entry#*$'\t'}
+	f=$name
 	run "$f"
 	flag=$(flags)
 	exitcol=$rc

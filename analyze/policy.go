@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -146,7 +147,9 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	d := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	// Rounded, not truncated: 1.000052 ms is 1000052 ns, which v*1e6
+	// computes as 1000051.9999999999.
+	d := func(v float64) time.Duration { return time.Duration(math.Round(v * float64(time.Millisecond))) }
 	*p = Policy{
 		BaseDelay:         d(j.InitialBackoffMS),
 		Multiplier:        j.Multiplier,

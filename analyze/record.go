@@ -208,6 +208,11 @@ func (e *RecordEvent) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("time %q: %w", j.Time, err)
 	}
+	// The writer writes UTC: an instant whose UTC year has no four-digit
+	// RFC 3339 form could be read but never written back.
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("time %q: year %d in UTC is outside 0000–9999", j.Time, y)
+	}
 	*e = RecordEvent{
 		Event:    j.Event,
 		Time:     t,
@@ -228,6 +233,10 @@ func (e *RecordEvent) validate() error {
 	case EventStart:
 		if e.Params == nil {
 			return errors.New("start event without params")
+		}
+		// The policy is what a reader verifies the session against.
+		if err := e.Params.Policy.Validate(); err != nil {
+			return fmt.Errorf("start event policy: %w", err)
 		}
 		if !e.Peer.IsValid() {
 			return errors.New("start event without peer")

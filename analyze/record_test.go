@@ -97,6 +97,8 @@ func TestReadRecordErrors(t *testing.T) {
 		{name: "start without params", in: `{"event":"start","time":"2025-01-02T15:04:05Z","session":1,"peer":"127.0.0.1:1"}` + "\n", wantErr: "line 1: start event without params"},
 		{name: "stop without end", in: `{"event":"stop","time":"2025-01-02T15:04:05Z","session":1}` + "\n", wantErr: "line 1: stop event without end"},
 		{name: "stop in session 0", in: `{"event":"stop","time":"2025-01-02T15:04:05Z","session":0,"end":{}}` + "\n", wantErr: "line 1: stop event with session 0"},
+		{name: "year beyond 9999 in UTC", in: `{"event":"accept","time":"9999-12-31T23:30:00-01:00","session":1,"peer":"127.0.0.1:1"}` + "\n", wantErr: "line 1: time"},
+		{name: "start with a meaningless policy", in: `{"event":"start","time":"2025-01-02T15:04:05Z","session":1,"peer":"127.0.0.1:1","params":{"max_reconnect_backoff_ms":0,"policy":{"initial_backoff_ms":1000,"multiplier":0,"jitter":0.2,"max_backoff_ms":120000,"min_connect_timeout_ms":20000,"tolerance_ms":100}}}` + "\n", wantErr: "line 1: start event policy: multiplier 0"},
 		{name: "unknown field ignored", in: `{"event":"accept","time":"2025-01-02T15:04:05Z","session":1,"peer":"[::1]:9","new":1}` + "\n", wantN: 1},
 	}
 	for _, tt := range tests {

@@ -276,13 +276,8 @@ func (s *Server) acceptLoop() {
 		if s.cfg.BeforeStamp != nil {
 			s.cfg.BeforeStamp(peer)
 		}
-		// Wall clock only: the record file carries wall time, and a reader
-		// that re-verifies it must get the server's backoff_ms to the ms.
-		// With the monotonic reading kept, intervals could differ by a few
-		// ns and so, at a boundary, by a whole millisecond.
-		t := s.now().Round(0)
+		s.accepted(peer)
 		c.Close()
-		s.accepted(peer, t)
 	}
 }
 

@@ -76,8 +76,15 @@ type chainState struct {
 }
 
 // accepted records one retry connection and logs its interval.
-func (s *Server) accepted(peer netip.AddrPort, t time.Time) {
+func (s *Server) accepted(peer netip.AddrPort) {
 	s.mu.Lock()
+	// Stamped under the lock, so a Stop cannot slip between the stamp and
+	// the choice of session and file an accept of session N under N+1.
+	// Wall clock only: the record file carries wall time, and a reader that
+	// re-verifies it must get the server's backoff_ms to the millisecond;
+	// with the monotonic reading kept, an interval could differ by a few ns
+	// and so, at a boundary, by a whole millisecond.
+	t := s.now().Round(0)
 	sess := s.cur
 	e := analyze.RecordEvent{Event: analyze.EventAccept, Time: t, Peer: peer}
 	var iv *analyze.Interval

@@ -113,13 +113,7 @@ failed, 2 when nothing could be judged.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&fl.controlPort, "control_port", 0, "port of the ReconnectService (plaintext gRPC); 0 picks a free port")
-	f.IntVar(&fl.retryPort, "retry_port", 0, "port that accepts and closes every connection; 0 picks a free port. With --attach: the port to watch")
-	f.DurationVar(&fl.sessionTimeout, "session_timeout", server.DefaultSessionTimeout,
-		"end a session whose client never calls Stop after this long, so the next Start can run")
-	f.IntVar(&fl.maxAttempts, "max_attempts", server.DefaultMaxAttempts,
-		"connections one session keeps; more are counted and fail the session as 'too many attempts'")
-	f.StringVar(&fl.record, "record", "", "append one JSON line per event of the in-process server to this file")
+	fl.register(f, "port that accepts and closes every connection; 0 picks a free port. With --attach: the port to watch")
 	f.StringVar(&cfg.Iface, "iface", "lo", "interface to capture on")
 	f.BoolVar(&cfg.Attach, "attach", false, "only capture; the server runs elsewhere on this host (--retry_port is its port)")
 	f.StringVar(&cfg.ServerLog, "server-log", "", "with --attach: that server's --record file; sessions follow it and the cross-check runs")

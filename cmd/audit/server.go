@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/backoff-audit/audit/server"
 )
@@ -76,15 +77,20 @@ connection, session end) for 'audit' to cross-check against the packets.`,
 			return nil
 		},
 	}
-	f := cmd.Flags()
+	fl.register(cmd.Flags(), "port that accepts and closes every connection (IPv4 and IPv6); 0 picks a free port")
+	return cmd
+}
+
+// register adds the server's flags to f; `audit live` shares them and words
+// the retry port's help for its --attach mode.
+func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
 	f.IntVar(&fl.controlPort, "control_port", 0, "port of the ReconnectService (plaintext gRPC); 0 picks a free port")
-	f.IntVar(&fl.retryPort, "retry_port", 0, "port that accepts and closes every connection (IPv4 and IPv6); 0 picks a free port")
+	f.IntVar(&fl.retryPort, "retry_port", 0, retryHelp)
 	f.DurationVar(&fl.sessionTimeout, "session_timeout", server.DefaultSessionTimeout,
 		"end a session this long after its Start if no Stop came, so the next Start can run")
 	f.IntVar(&fl.maxAttempts, "max_attempts", server.DefaultMaxAttempts,
 		"connections one session keeps; more are counted and fail the session as 'too many attempts'")
-	f.StringVar(&fl.record, "record", "", "append one JSON line per event to this file (format: analyze/record.go)")
-	return cmd
+	f.StringVar(&fl.record, "record", "", "append one JSON line per event of the server to this file (format: analyze/record.go)")
 }
 
 // config checks the flags and turns them into a server.Config.

@@ -1,7 +1,9 @@
 package analyze
 
 import (
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -153,6 +155,135 @@ func TestPeersIsACopy(t *testing.T) {
 	}
 }
 
+// randomSYNs makes a capture's worth of SYNs from peers IPv4 and IPv6,
+// some written IPv4-mapped, in no time order, with retransmissions (some
+// seen before their original, some with a mapped spelling) and ties.
+func randomSYNs(seed uint64, peers, attempts int) []SYN {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	dst := netip.MustParseAddrPort("10.0.0.1:50052")
+	var syns []SYN
+	for p := range peers {
+		var src netip.Addr
+		switch p % 3 {
+		case 0:
+			src = netip.AddrFrom4([4]byte{10, 1, byte(p >> 8), byte(p)})
+		case 1:
+			src = netip.AddrFrom16([16]byte{0x20, 0x01, 0xd, 0xb8, 14: byte(p >> 8), 15: byte(p)})
+		case 2: // mapped: the same peer as 10.2.x.y
+			src = netip.AddrFrom16(netip.AddrFrom4([4]byte{10, 2, byte(p >> 8), byte(p)}).As16())
+		}
+		step := time.Second
+		if p%5 == 0 {
+			step = 0 // attempts at the same time: ties for the order to break
+		}
+		for a := range 1 + rng.IntN(attempts) {
+			s := SYN{
+				Time: trackStart.Add(time.Duration(a)*step + time.Duration(rng.IntN(3))*time.Millisecond),
+				Src:  netip.AddrPortFrom(src, uint16(30000+rng.IntN(100))), Dst: dst, Seq: rng.Uint32(),
+			}
+			syns = append(syns, s)
+			for range rng.IntN(3) / 2 {
+				r := s
+				r.Time = s.Time.Add(time.Duration(rng.IntN(4000)-1000) * time.Millisecond)
+				if src.Is4() {
+					r.Src = netip.AddrPortFrom(netip.AddrFrom16(src.As16()), s.Src.Port())
+				}
+				syns = append(syns, r)
+			}
+		}
+	}
+	rng.Shuffle(len(syns), func(i, j int) { syns[i], syns[j] = syns[j], syns[i] })
+	return syns
+}
+
+// wantChains groups syns the obvious way: a map from tuple to attempt.
+func wantChains(syns []SYN) []Chain {
+	type key struct {
+		src, dst netip.AddrPort
+		seq      uint32
+	}
+	byKey := map[key]*Attempt{}
+	var order []key
+	for _, s := range syns {
+		k := key{unmapPort(s.Src), unmapPort(s.Dst), s.Seq}
+		if a := byKey[k]; a != nil {
+			a.Retransmits++
+			if s.Time.Before(a.Time) {
+				a.Time = s.Time
+			}
+			continue
+		}
+		byKey[k] = &Attempt{Time: s.Time, Src: s.Src, Dst: s.Dst, Seq: s.Seq}
+		order = append(order, k)
+	}
+	byPeer := map[netip.Addr][]Attempt{}
+	for _, k := range order {
+		byPeer[k.src.Addr()] = append(byPeer[k.src.Addr()], *byKey[k])
+	}
+	var chains []Chain
+	for peer, as := range byPeer {
+		slices.SortFunc(as, compareAttempts)
+		chains = append(chains, Chain{Peer: peer, Attempts: as})
+	}
+	slices.SortFunc(chains, func(a, b Chain) int { return a.Peer.Compare(b.Peer) })
+	return chains
+}
+
+func TestTrackerRandom(t *testing.T) {
+	for seed := range uint64(5) {
+		syns := randomSYNs(seed, 300, 12)
+		tr := NewTracker()
+		for _, s := range syns {
+			tr.Add(s)
+		}
+		want := wantChains(syns)
+		if diff := cmp.Diff(want, tr.Peers(), netipOpt); diff != "" {
+			t.Fatalf("seed %d: Peers (-want +got):\n%s", seed, diff)
+		}
+		cs := tr.Chains()
+		if cs.Len() != len(want) {
+			t.Fatalf("seed %d: Chains().Len() = %d, want %d", seed, cs.Len(), len(want))
+		}
+		var buf []Attempt
+		var times []time.Time
+		for i, w := range want {
+			got := cs.Chain(i, buf)
+			if diff := cmp.Diff(w, got, netipOpt); diff != "" {
+				t.Fatalf("seed %d: Chain(%d) (-want +got):\n%s", seed, i, diff)
+			}
+			buf = got.Attempts
+			var peer netip.Addr
+			var retrans int
+			peer, times, retrans = cs.times(i, times)
+			if peer != w.Peer || retrans != w.Retransmits() || !slices.EqualFunc(times, w.Times(), time.Time.Equal) {
+				t.Fatalf("seed %d: times(%d) = %v, %v, %d; want %v, %v, %d", seed, i, peer, times, retrans, w.Peer, w.Times(), w.Retransmits())
+			}
+		}
+		if got, want := tr.SYNs(), len(syns); got != want {
+			t.Errorf("seed %d: SYNs() = %d, want %d", seed, got, want)
+		}
+	}
+}
+
+// SYNs added after Chains join the chains Chains and Peers return next.
+func TestTrackerAddAfterChains(t *testing.T) {
+	syns := randomSYNs(9, 200, 10)
+	tr := NewTracker()
+	half := len(syns) / 2
+	for _, s := range syns[:half] {
+		tr.Add(s)
+	}
+	if diff := cmp.Diff(wantChains(syns[:half]), tr.Peers(), netipOpt); diff != "" {
+		t.Fatalf("first half (-want +got):\n%s", diff)
+	}
+	for _, s := range syns[half:] {
+		tr.Add(s)
+	}
+	if diff := cmp.Diff(wantChains(syns), tr.Peers(), netipOpt); diff != "" {
+		t.Fatalf("all (-want +got):\n%s", diff)
+	}
+}
+
 func TestPortTracker(t *testing.T) {
 	to := func(port uint16, src string, seq uint32) SYN {
 		s := trackSYN(0, src, seq)
@@ -217,15 +348,41 @@ func BenchmarkTrackerAdd(b *testing.B) {
 			}
 		}
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		tr := NewTracker()
-		for _, s := range syns {
-			tr.Add(s)
+	b.Run("Peers", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tr := NewTracker()
+			for _, s := range syns {
+				tr.Add(s)
+			}
+			if got := len(tr.Peers()); got != peers {
+				b.Fatalf("%d peers, want %d", got, peers)
+			}
 		}
-		if got := len(tr.Peers()); got != peers {
-			b.Fatalf("%d peers, want %d", got, peers)
+		b.ReportMetric(float64(len(syns)), "SYNs/op")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(syns)), "ns/SYN")
+	})
+	// What audit pcap does: one chain at a time in a reused buffer.
+	b.Run("Chains", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []Attempt
+		for b.Loop() {
+			tr := NewTracker()
+			for _, s := range syns {
+				tr.Add(s)
+			}
+			cs := tr.Chains()
+			n := 0
+			for i := range cs.Len() {
+				c := cs.Chain(i, buf)
+				n += len(c.Attempts)
+				buf = c.Attempts
+			}
+			if n != tr.Attempts() || cs.Len() != peers {
+				b.Fatalf("%d peers, %d attempts; want %d, %d", cs.Len(), n, peers, tr.Attempts())
+			}
 		}
-	}
-	b.ReportMetric(float64(len(syns)), "SYNs/op")
+		b.ReportMetric(float64(len(syns)), "SYNs/op")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(syns)), "ns/SYN")
+	})
 }

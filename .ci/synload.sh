@@ -102,12 +102,17 @@ for rate in "${rates[@]}"; do
 		/usr/bin/time -f '%U %S %M' -o "$tmp/time" "$audit" "${args[@]}" >"$tmp/out" 2>"$tmp/err" &
 		tpid=$!
 		apid=
+		# audit runs as the only child of time, whatever the binary's name.
 		for _ in $(seq 100); do
-			apid=$(pgrep -P "$tpid" -x audit || true)
+			apid=$(pgrep -P "$tpid" || true)
 			[ -n "$apid" ] && grep -q "capturing SYNs" "$tmp/err" 2>/dev/null && break
 			sleep 0.1
 		done
-		grep -q "capturing SYNs" "$tmp/err" || { echo "synload: audit live did not start:" >&2; cat "$tmp/err" >&2; exit 2; }
+		if [ -z "$apid" ] || ! grep -q "capturing SYNs" "$tmp/err"; then
+			echo "synload: audit live did not start:" >&2
+			cat "$tmp/err" >&2
+			exit 2
+		fi
 
 		before=$(softnet_drops)
 		sent_json=$("$tmp/synload" -port "$port" -rate "$rate" -duration "${seconds}s")
@@ -119,6 +124,14 @@ for rate in "${rates[@]}"; do
 			sleep 0.1
 		done
 		kill -INT "$apid" 2>/dev/null || true
+		for _ in $(seq 300); do
+			kill -0 "$apid" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$apid" 2>/dev/null; then
+			echo "synload: audit live still running 30 s after SIGINT; killed" >&2
+			kill -KILL "$apid" 2>/dev/null || true
+		fi
 		wait "$tpid" || true
 		tpid= apid=
 

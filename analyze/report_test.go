@@ -3,15 +3,21 @@ package analyze
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -200,5 +206,229 @@ func golden(t *testing.T, path string, got []byte) {
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", path, diff)
+	}
+}
+
+// chainsTracker holds n peers, one in five failing at interval 2, one in
+// seven with a single attempt, the others passing; passing peers' jitter
+// grows with their address.
+func chainsTracker(n int) *Tracker {
+	tr := NewTracker()
+	dst := netip.MustParseAddrPort("127.0.0.1:50052")
+	for i := range n {
+		src := netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)})
+		gaps := []time.Duration{0, 1000 * time.Millisecond, 1600*time.Millisecond + time.Duration(i%40)*7*time.Millisecond, 2560 * time.Millisecond}
+		switch {
+		case i%5 == 1:
+			gaps = []time.Duration{0, time.Second, time.Second}
+		case i%7 == 3:
+			gaps = gaps[:1]
+		}
+		ts := trackStart.Add(time.Duration(i) * time.Millisecond)
+		for k, g := range gaps {
+			ts = ts.Add(g)
+			tr.Add(SYN{Time: ts, Src: netip.AddrPortFrom(src, uint16(40000+k)), Dst: dst, Seq: uint32(i*10 + k)})
+		}
+		if i%11 == 0 { // a kernel retransmission of the first attempt
+			tr.Add(SYN{Time: trackStart.Add(time.Duration(i)*time.Millisecond + time.Second), Src: netip.AddrPortFrom(src, 40000), Dst: dst, Seq: uint32(i * 10)})
+		}
+	}
+	return tr
+}
+
+var chainsInfo = CaptureInfo{Packets: 99, Files: []FileInfo{{Path: "x.pcap", Format: "pcap", Bytes: 1, Packets: 99}}}
+
+// wantReport builds a report the plain way: every chain's PeerReport,
+// sorted failing first.
+func wantReport(tr *Tracker) Report {
+	r := Report{Port: 50052, Policy: DefaultPolicy(), Capture: chainsInfo, Peers: []PeerReport{}}
+	r.Capture.Skipped = map[string]uint64{}
+	for _, c := range tr.Peers() {
+		r.Peers = append(r.Peers, NewPeerReport(r.Policy, c))
+		r.Capture.Attempts += len(c.Attempts)
+		r.Capture.Retransmits += c.Retransmits()
+	}
+	slices.SortStableFunc(r.Peers, func(a, b PeerReport) int {
+		if c := verdictRank(a.Verdict) - verdictRank(b.Verdict); c != 0 {
+			return c
+		}
+		return a.Peer.Compare(b.Peer)
+	})
+	r.Summary = summarize(r.Peers)
+	return r
+}
+
+// TestAudit checks an Audit of enough peers to verify and write on every
+// core against the plain report: its Report, its JSON read back, its text
+// with every table.
+func TestAudit(t *testing.T) {
+	for _, n := range []int{0, 1, 3, TablesUpTo + 5, 3*auditBatch + 17} {
+		t.Run(fmt.Sprint(n, " peers"), func(t *testing.T) {
+			tr := chainsTracker(n)
+			want := wantReport(tr)
+			a := NewAudit(50052, DefaultPolicy(), tr.Chains(), chainsInfo)
+			if diff := cmp.Diff(want, a.Report(), netipOpt); diff != "" {
+				t.Fatalf("Report (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(want, NewReport(50052, DefaultPolicy(), tr.Peers(), chainsInfo), netipOpt); diff != "" {
+				t.Fatalf("NewReport (-want +got):\n%s", diff)
+			}
+			if a.Summary != want.Summary {
+				t.Errorf("Summary = %+v, want %+v", a.Summary, want.Summary)
+			}
+
+			var js bytes.Buffer
+			if err := a.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			var back Report
+			if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+				t.Fatalf("WriteJSON is not a JSON report: %v\n%s", err, js.Bytes())
+			}
+			ignore := cmpopts.IgnoreFields(Interval{}, "Measured") // not in JSON
+			if diff := cmp.Diff(want, back, ignore, netipOpt, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("WriteJSON read back (-want +got):\n%s", diff)
+			}
+			// The same document as encoding/json makes of the Report.
+			var got, wantDoc any
+			marshalled, err := json.Marshal(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(marshalled, &wantDoc); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(js.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wantDoc, got); diff != "" {
+				t.Errorf("WriteJSON vs json.Marshal(Report) (-want +got):\n%s", diff)
+			}
+			if lines := bytes.Count(js.Bytes(), []byte(`{"peer":`)); lines != n || n > 0 && bytes.Count(js.Bytes(), []byte("\n    {\"peer\":")) != n {
+				t.Errorf("want one line per peer, %d peers:\n%s", n, js.Bytes())
+			}
+
+			var full, tables bytes.Buffer
+			if err := want.WriteText(&full); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.WriteText(&tables, true); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(full.String(), tables.String()); diff != "" {
+				t.Errorf("WriteText(tables) vs Report.WriteText (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAuditTextBrief pins the text of a report of more than TablesUpTo
+// peers: failing peers in full, passing peers one line each.
+func TestAuditTextBrief(t *testing.T) {
+	a := NewAudit(50052, DefaultPolicy(), chainsTracker(TablesUpTo+5).Chains(), chainsInfo)
+	var buf bytes.Buffer
+	if err := a.WriteText(&buf, false); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, filepath.Join("testdata", "audit-brief.golden"), buf.Bytes())
+}
+
+func TestAuditOnly(t *testing.T) {
+	tr := chainsTracker(40)
+	a := NewAudit(50052, DefaultPolicy(), tr.Chains(), chainsInfo)
+	only := a.Only(netip.MustParseAddr("::ffff:10.9.0.2"), netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.99.0.1"))
+	want := wantReport(tr).Only(netip.MustParseAddr("10.9.0.2"), netip.MustParseAddr("10.9.0.1"))
+	if diff := cmp.Diff(want, only.Report(), netipOpt); diff != "" {
+		t.Errorf("Only (-want +got):\n%s", diff)
+	}
+	if a.Summary.Peers != 40 || a.Only() != a {
+		t.Errorf("Only changed its receiver, or Only() is not a no-op: %+v", a.Summary)
+	}
+}
+
+// TestAppendPeerJSON holds the hand-written encoder to encoding/json, byte
+// for byte, over the values a report can hold and some it should not.
+func TestAppendPeerJSON(t *testing.T) {
+	prs := append([]PeerReport(nil), sampleReport().Peers...)
+	odd := prs[0]
+	odd.Reason = "a <tag> & \"quote\" \\ \t\x01 \u2028 – é \xff"
+	odd.Verdict = Overflow
+	odd.Strict = Reading{}
+	odd.Attempts = nil
+	odd.BackoffMS = nil
+	ivs := []Interval{}
+	for _, f := range []float64{0, math.Copysign(0, -1), 1e-7, -1e-7, 1e-6, 1e20, 1e21, -1e21, 123.456, 1.0 / 3, -17.5, 4096.000001, 1e300, math.SmallestNonzeroFloat64} {
+		ivs = append(ivs, Interval{K: 7, MeasuredMS: f, BackoffMS: -3, ExpectedMS: f, MinMS: -f, MaxMS: f * 3, OK: true, Outcome: Late, JitterPct: f, StrictOK: true})
+	}
+	odd.Intervals = ivs
+	empty := PeerReport{Peer: netip.MustParseAddr("2001:db8::1"), Attempts: []AttemptReport{}, Intervals: []Interval{}, BackoffMS: []int32{}}
+	zoned := empty
+	zoned.Peer = netip.MustParseAddr("fe80::1%<eth0>&é")
+	prs = append(prs, odd, empty, zoned, PeerReport{})
+	for i, pr := range prs {
+		want, err := json.Marshal(pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendPeerJSON(nil, &pr)
+		if err != nil {
+			t.Fatalf("peer %d: %v", i, err)
+		}
+		if diff := cmp.Diff(string(want), string(got)); diff != "" {
+			t.Errorf("peer %d: appendPeerJSON vs json.Marshal (-want +got):\n%s", i, diff)
+		}
+	}
+	bad := prs[0]
+	bad.Intervals = []Interval{{JitterPct: math.NaN()}}
+	if _, err := appendPeerJSON(nil, &bad); err == nil {
+		t.Error("NaN: no error, want encoding/json's")
+	}
+}
+
+func TestAppendIntervalRow(t *testing.T) {
+	for _, f := range []float64{0, math.Copysign(0, -1), 0.004, -0.005, 1.25, -43.75, 999.9999, 1180.25, 123456789.123, -1e9, math.Inf(1), math.NaN()} {
+		iv := Interval{K: 12, MeasuredMS: f, ExpectedMS: f, MinMS: -f, MaxMS: f, JitterPct: f, Outcome: Early, StrictOK: true}
+		verdict := string(iv.Outcome) + ", strict: ok"
+		window := fmt.Sprintf("%.1f–%.1f", iv.MinMS, iv.MaxMS)
+		want := fmt.Sprintf("  %3d %13.3f %12.1f %17s %+8.2f%%  %s\n", iv.K, iv.MeasuredMS, iv.ExpectedMS, window, iv.JitterPct, verdict)
+		if got := string(appendIntervalRow(nil, iv)); got != want {
+			t.Errorf("%v:\n got %q\nwant %q", f, got, want)
+		}
+	}
+}
+
+type failingWriter struct{ n int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.n--; w.n < 0 {
+		return 0, errors.New("disk full")
+	}
+	return len(p), nil
+}
+
+// writePeers stops at the first error, its own or the writer's, and leaves
+// no goroutine blocked.
+func TestWritePeersError(t *testing.T) {
+	a := NewAudit(50052, DefaultPolicy(), chainsTracker(20*writeBatch).Chains(), chainsInfo)
+	before := runtime.NumGoroutine()
+	errBad := errors.New("bad peer")
+	err := a.writePeers(io.Discard, func(b []byte, i int, c func() Chain) ([]byte, error) {
+		if i == 7*writeBatch+3 {
+			return b, errBad
+		}
+		return append(b, c().Peer.String()...), nil
+	})
+	if !errors.Is(err, errBad) {
+		t.Errorf("format error: %v, want %v", err, errBad)
+	}
+	if err := a.WriteJSON(&failingWriter{n: 3}); err == nil || err.Error() != "disk full" {
+		t.Errorf("writer error: %v, want disk full", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines left behind", n-before)
 	}
 }

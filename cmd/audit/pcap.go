@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/netip"
@@ -24,6 +23,7 @@ type pcapConfig struct {
 	format    string
 	peers     []string
 	serverLog string
+	verbose   bool
 }
 
 func newPcapCmd() *cobra.Command {
@@ -38,6 +38,11 @@ Files may be pcap or pcapng, gzip-compressed or not; several files (a rotated
 tcpdump -C set) are merged by timestamp. A SYN sent again with the same ISN is
 a retransmission, counted and not judged. Without --port the retry port is
 the only port the capture has SYNs to.
+
+The text report gives every peer its interval table when there are at most
+20 peers, when --peer chooses them, with --verbose or --server-log; otherwise
+a passing peer gets one line (its largest jitter included). JSON has every
+peer in full, one peer per line.
 
 Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
 2 for bad flags or unreadable input.`,
@@ -63,16 +68,17 @@ Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
 			}
 			tr := pt.Tracker(port)
 			info.SYNs = uint64(tr.SYNs())
-			rep := analyze.NewReport(port, cfg.policy, tr.Peers(), info).Only(peers...)
+			// Every peer is verified, whatever --peer keeps.
+			aud := analyze.NewAudit(port, cfg.policy, tr.Chains(), info).Only(peers...)
 			if cfg.serverLog != "" { // the cross-check of issue 4, in livereport.go
-				err = writeReportWithRecord(cmd.OutOrStdout(), rep, tr.Peers(), cfg.serverLog, cfg.format)
+				err = writeReportWithRecord(cmd.OutOrStdout(), aud.Report(), tr.Peers(), cfg.serverLog, cfg.format)
 			} else {
-				err = writeReport(cmd.OutOrStdout(), rep, cfg.format)
+				err = writeAudit(cmd.OutOrStdout(), aud, cfg.format, cfg.verbose || len(peers) > 0)
 			}
 			if err != nil {
 				return usageError(err)
 			}
-			return pcapVerdict(rep, peers)
+			return pcapVerdict(port, aud.Summary, peers)
 		},
 	}
 	f := cmd.Flags()
@@ -80,6 +86,7 @@ Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
 	addPolicyFlags(f, &cfg.policy)
 	f.StringVar(&cfg.format, "format", cfg.format, "output format: text or json")
 	f.StringArrayVar(&cfg.peers, "peer", nil, "report only this client address (repeatable)")
+	f.BoolVarP(&cfg.verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
 	f.StringVar(&cfg.serverLog, "server-log", "", "cross-check each session of this `audit server --record` file against the SYNs")
 	return cmd
 }
@@ -174,25 +181,25 @@ func progressTo(w io.Writer) func(path string) func(done, total int64) {
 	}
 }
 
-func writeReport(w io.Writer, rep analyze.Report, format string) error {
+// writeAudit writes the report, one peer at a time; tables asks the text
+// report for every peer's table.
+func writeAudit(w io.Writer, aud *analyze.Audit, format string, tables bool) error {
 	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return aud.WriteJSON(w)
 	}
-	return rep.WriteText(w)
+	return aud.WriteText(w, tables)
 }
 
-// pcapVerdict maps the report to the exit status: nil only when there were
+// pcapVerdict maps the summary to the exit status: nil only when there were
 // peers and every one passed.
-func pcapVerdict(rep analyze.Report, peers []netip.Addr) error {
+func pcapVerdict(port uint16, sum analyze.Summary, peers []netip.Addr) error {
 	switch {
-	case rep.Summary.PassedAll:
+	case sum.PassedAll:
 		return nil
-	case rep.Summary.Peers == 0 && len(peers) > 0:
-		return verdictError("no connection attempt to port %d from %v", rep.Port, peers)
-	case rep.Summary.Peers == 0:
-		return verdictError("no connection attempt to port %d", rep.Port)
+	case sum.Peers == 0 && len(peers) > 0:
+		return verdictError("no connection attempt to port %d from %v", port, peers)
+	case sum.Peers == 0:
+		return verdictError("no connection attempt to port %d", port)
 	}
-	return verdictError("%s", rep.Summary)
+	return verdictError("%s", sum)
 }

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/backoff-audit/audit/analyze"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -227,5 +233,125 @@ func TestPcapTruncatedFile(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "peer 127.0.0.1: 6 attempts") {
 		t.Errorf("want the 6 attempts before the cut:\n%s", stdout)
+	}
+}
+
+var benchFile = flag.String("audit.benchfile", "", "capture for BenchmarkPcap, e.g. testdata/bench/syn-2000000-10000-s1.pcap from .ci/bench.sh")
+
+// BenchmarkPcap runs `audit pcap` in process on -audit.benchfile, the
+// report to io.Discard: reading, grouping, verifying and writing.
+func BenchmarkPcap(b *testing.B) {
+	if *benchFile == "" {
+		b.Skip("no -audit.benchfile")
+	}
+	for _, format := range []string{"text", "json"} {
+		b.Run(format, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				root := newRootCmd()
+				root.SetArgs([]string{"pcap", "--format", format, "--port", "50052", *benchFile})
+				root.SetOut(io.Discard)
+				root.SetErr(io.Discard)
+				var ee *exitError
+				if err := root.Execute(); err != nil && !(errors.As(err, &ee) && ee.code == exitFail) {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// writeSYNs writes a pcap (µs, Ethernet) of IPv4 SYNs to 127.0.0.1:50052.
+func writeSYNs(t *testing.T, path string, syns []analyze.SYN) {
+	t.Helper()
+	le := binary.LittleEndian
+	var b []byte
+	b = le.AppendUint32(b, 0xa1b2c3d4)
+	b = le.AppendUint16(b, 2)
+	b = le.AppendUint16(b, 4)
+	b = append(b, make([]byte, 8)...)
+	b = le.AppendUint32(b, 65535)
+	b = le.AppendUint32(b, 1) // Ethernet
+	for _, s := range syns {
+		frame := make([]byte, 14+20+20)
+		binary.BigEndian.PutUint16(frame[12:], 0x0800)
+		ip := frame[14:]
+		ip[0], ip[8], ip[9] = 0x45, 64, 6
+		binary.BigEndian.PutUint16(ip[2:], 40)
+		src, dst := s.Src.Addr().As4(), s.Dst.Addr().As4()
+		copy(ip[12:], src[:])
+		copy(ip[16:], dst[:])
+		tcp := ip[20:]
+		binary.BigEndian.PutUint16(tcp[0:], s.Src.Port())
+		binary.BigEndian.PutUint16(tcp[2:], s.Dst.Port())
+		binary.BigEndian.PutUint32(tcp[4:], s.Seq)
+		tcp[12], tcp[13] = 0x50, 0x02 // 20-byte header, SYN
+		b = le.AppendUint32(b, uint32(s.Time.Unix()))
+		b = le.AppendUint32(b, uint32(s.Time.Nanosecond()/1000))
+		b = le.AppendUint32(b, uint32(len(frame)))
+		b = le.AppendUint32(b, uint32(len(frame)))
+		b = append(b, frame...)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With more than analyze.TablesUpTo peers a passing peer gets one line,
+// unless --verbose asks for every table or --peer chooses the peers.
+func TestPcapManyPeers(t *testing.T) {
+	start := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+	dst := netip.MustParseAddrPort("127.0.0.1:50052")
+	var syns []analyze.SYN
+	const peers = analyze.TablesUpTo + 10
+	for p := range peers {
+		gaps := []time.Duration{0, 1000 * time.Millisecond, 1600 * time.Millisecond}
+		if p%4 == 0 {
+			gaps[2] = 500 * time.Millisecond // early: fails
+		}
+		ts := start
+		for k, g := range gaps {
+			ts = ts.Add(g)
+			syns = append(syns, analyze.SYN{Time: ts, Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, 0, byte(p)}), uint16(40000+k)), Dst: dst, Seq: uint32(100*p + k)})
+		}
+	}
+	path := filepath.Join(t.TempDir(), "many.pcap")
+	writeSYNs(t, path, syns)
+	const failing, passing = (peers + 3) / 4, peers - (peers+3)/4
+	tests := []struct {
+		name          string
+		args          []string
+		tables, lines int // interval tables, one-line passing peers
+	}{
+		{name: "default", args: []string{path}, tables: failing, lines: passing},
+		{name: "verbose", args: []string{"-v", path}, tables: peers},
+		{name: "verbose long", args: []string{"--verbose", path}, tables: peers},
+		{name: "peer", args: []string{"--peer", "127.1.0.1", "--peer", "127.1.0.4", path}, tables: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runAudit(t, append([]string{"pcap"}, tt.args...)...)
+			if code != exitFail {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitFail, stderr)
+			}
+			if got := strings.Count(stdout, "measured ms"); got != tt.tables {
+				t.Errorf("%d interval tables, want %d:\n%s", got, tt.tables, stdout)
+			}
+			if got := strings.Count(stdout, "; max |jitter| "); got != tt.lines {
+				t.Errorf("%d one-line peers, want %d:\n%s", got, tt.lines, stdout)
+			}
+			if tt.lines > 0 && !strings.Contains(stdout, fmt.Sprintf("\n%d passing peers, one line each:\npeer 127.1.0.1: 3 attempts, 0 retransmits, passed; strict: passed; max |jitter| 0.00%%\n", passing)) {
+				t.Errorf("no heading before the passing peers:\n%s", stdout)
+			}
+		})
+	}
+	// JSON has every peer in full, whatever their number.
+	_, stdout, _ := runAudit(t, "pcap", "--format", "json", path)
+	var doc analyze.Report
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Peers) != peers || len(doc.Peers[peers-1].Intervals) != 2 || doc.Summary.Failed != failing {
+		t.Errorf("JSON: %d peers, summary %+v; want %d peers with their intervals, %d failed", len(doc.Peers), doc.Summary, peers, failing)
 	}
 }

@@ -252,9 +252,18 @@ type Chains struct {
 	t     *Tracker
 	addrs []netip.Addr // by chain
 	// recs holds each chain's attempt indices, chain after chain, each in
-	// the order its attempts were opened; chain i ends at end[i].
-	recs []int32
-	end  []int
+	// the order its attempts were opened; chain i ends at end[i]. stamps
+	// holds their times in the same order, so that verifying every chain
+	// reads memory in order rather than an attempt here and there.
+	recs    []int32
+	stamps  []stamp
+	end     []int
+	retrans []int // by chain
+}
+
+type stamp struct {
+	sec  int64
+	nsec int32
 }
 
 // Chains groups the attempts by peer, peers ordered by address, without
@@ -283,7 +292,8 @@ func (t *Tracker) Chains() *Chains {
 		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(a, b int32) int { return byIndex[a].Compare(byIndex[b]) })
-	c := &Chains{t: t, addrs: make([]netip.Addr, np), recs: make([]int32, t.n), end: make([]int, np)}
+	c := &Chains{t: t, addrs: make([]netip.Addr, np), recs: make([]int32, t.n), stamps: make([]stamp, t.n),
+		end: make([]int, np), retrans: make([]int, np)}
 	// A counting sort of the attempts by peer: next[p] is where peer p's
 	// next attempt goes, and the end of its chain once all are placed.
 	next := make([]int, np)
@@ -292,14 +302,19 @@ func (t *Tracker) Chains() *Chains {
 		next[p] = n
 		n += int(t.peerN[p])
 	}
+	retrans := make([]int, np) // by peer index
 	for i := range t.n {
-		p := t.rec(i).peer
-		c.recs[next[p]] = int32(i)
-		next[p]++
+		r := t.rec(i)
+		j := next[r.peer]
+		c.recs[j] = int32(i)
+		c.stamps[j] = stamp{r.sec, r.nsec}
+		retrans[r.peer] += r.retrans
+		next[r.peer]++
 	}
 	for i, p := range order {
 		c.addrs[i] = byIndex[p]
 		c.end[i] = next[p]
+		c.retrans[i] = retrans[p]
 	}
 	return c
 }
@@ -312,21 +327,18 @@ func (c *Chains) times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 		from = c.end[i-1]
 	}
 	buf = buf[:0]
-	retrans := 0
-	var last *attemptRec
-	for _, j := range c.recs[from:c.end[i]] {
-		r := c.t.rec(int(j))
-		if last != nil && !r.after(last.sec, last.nsec) {
+	for k, s := range c.stamps[from:c.end[i]] {
+		if k > 0 && !c.stamps[from+k-1].before(s) {
 			// Out of time order, or a tie: sort as Chain does.
 			ch := c.Chain(i, nil)
 			return ch.Peer, ch.Times(), ch.Retransmits()
 		}
-		buf = append(buf, time.Unix(r.sec, int64(r.nsec)).UTC())
-		retrans += r.retrans
-		last = r
+		buf = append(buf, time.Unix(s.sec, int64(s.nsec)).UTC())
 	}
-	return c.addrs[i], buf, retrans
+	return c.addrs[i], buf, c.retrans[i]
 }
+
+func (s stamp) before(t stamp) bool { return s.sec < t.sec || s.sec == t.sec && s.nsec < t.nsec }
 
 // Len returns the number of chains (peers).
 func (c *Chains) Len() int { return len(c.addrs) }

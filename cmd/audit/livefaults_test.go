@@ -65,8 +65,8 @@ func requireNetns(t *testing.T) {
 	requireCapture(t)
 }
 
-// ip runs an iproute2 command with a bounded wait.
-func ip(t *testing.T, args ...string) error {
+// runIP runs an iproute2 command with a bounded wait.
+func runIP(t *testing.T, args ...string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -88,12 +88,12 @@ func newVethNet(t *testing.T) *vethNet {
 		capIf: "alf" + id + "c", peerIf: "alf" + id + "p"} // interface names stay under 16 bytes
 	t.Cleanup(func() {
 		for _, ns := range []string{v.capNS, v.peerNS} {
-			if err := ip(t, "netns", "del", ns); err != nil && !strings.Contains(err.Error(), "No such file") {
+			if err := runIP(t, "netns", "del", ns); err != nil && !strings.Contains(err.Error(), "No such file") {
 				t.Errorf("cleanup: %v", err)
 			}
 		}
 	})
-	if err := ip(t, "netns", "add", v.capNS); err != nil {
+	if err := runIP(t, "netns", "add", v.capNS); err != nil {
 		t.Skipf("SKIPPED, NOT RUN: cannot create a network namespace: %v", err)
 	}
 	steps := [][]string{
@@ -105,7 +105,7 @@ func newVethNet(t *testing.T) *vethNet {
 		{"-n", v.peerNS, "link", "set", v.peerIf, "up"},
 	}
 	for _, s := range steps {
-		if err := ip(t, s...); err != nil {
+		if err := runIP(t, s...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -201,7 +201,7 @@ func TestLiveFaults(t *testing.T) {
 
 			switch tt.fault {
 			case ifaceGone:
-				if err := ip(t, "-n", v.capNS, "link", "del", v.capIf); err != nil {
+				if err := runIP(t, "-n", v.capNS, "link", "del", v.capIf); err != nil {
 					t.Fatal(err)
 				}
 			case sigint:

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -229,13 +230,55 @@ func wantChains(syns []SYN) []Chain {
 	return chains
 }
 
-func TestTrackerRandom(t *testing.T) {
-	for seed := range uint64(5) {
-		syns := randomSYNs(seed, 300, 12)
-		tr := NewTracker()
+// feeds are the ways SYNs reach a Tracker: Add one at a time (live), push
+// as PortTracker does (grouped when read), or both in turns.
+var feeds = []struct {
+	name string
+	feed func(tr *Tracker, syns []SYN)
+}{
+	{"Add", func(tr *Tracker, syns []SYN) {
 		for _, s := range syns {
 			tr.Add(s)
 		}
+	}},
+	{"push", func(tr *Tracker, syns []SYN) {
+		for _, s := range syns {
+			tr.push(s)
+		}
+	}},
+	{"push in batches", func(tr *Tracker, syns []SYN) {
+		tr.pushBatch = 100
+		for _, s := range syns {
+			tr.push(s)
+		}
+	}},
+	{"mixed", func(tr *Tracker, syns []SYN) {
+		for i, s := range syns {
+			if i/97%3 == 1 {
+				tr.Add(s) // settles the pushed SYNs first
+			} else {
+				tr.push(s)
+			}
+			if i%500 == 499 {
+				tr.Attempts() // settles
+			}
+		}
+	}},
+}
+
+func TestTrackerRandom(t *testing.T) {
+	for seed := range uint64(5) {
+		for _, f := range feeds {
+			t.Run(fmt.Sprint(f.name, seed), func(t *testing.T) { testTrackerRandom(t, seed, f.feed) })
+		}
+	}
+}
+
+func testTrackerRandom(t *testing.T, seed uint64, feed func(*Tracker, []SYN)) {
+	{
+		syns := randomSYNs(seed, 300, 12)
+		tr := NewTracker()
+		feed(tr, syns)
 		want := wantChains(syns)
 		if diff := cmp.Diff(want, tr.Peers(), netipOpt); diff != "" {
 			t.Fatalf("seed %d: Peers (-want +got):\n%s", seed, diff)
@@ -262,6 +305,22 @@ func TestTrackerRandom(t *testing.T) {
 		if got, want := tr.SYNs(), len(syns); got != want {
 			t.Errorf("seed %d: SYNs() = %d, want %d", seed, got, want)
 		}
+		wantRetrans := 0
+		for _, c := range want {
+			wantRetrans += c.Retransmits()
+		}
+		if got := tr.Retransmits(); got != wantRetrans {
+			t.Errorf("seed %d: Retransmits() = %d, want %d", seed, got, wantRetrans)
+		}
+		if got := tr.Attempts(); got != len(syns)-wantRetrans {
+			t.Errorf("seed %d: Attempts() = %d, want %d", seed, got, len(syns)-wantRetrans)
+		}
+		// Add after it all still finds every attempt.
+		for _, s := range syns[:50] {
+			if _, isNew := tr.Add(s); isNew {
+				t.Fatalf("seed %d: Add of a SYN seen before opened an attempt", seed)
+			}
+		}
 	}
 }
 
@@ -271,7 +330,7 @@ func TestTrackerAddAfterChains(t *testing.T) {
 	tr := NewTracker()
 	half := len(syns) / 2
 	for _, s := range syns[:half] {
-		tr.Add(s)
+		tr.push(s)
 	}
 	if diff := cmp.Diff(wantChains(syns[:half]), tr.Peers(), netipOpt); diff != "" {
 		t.Fatalf("first half (-want +got):\n%s", diff)
@@ -362,7 +421,32 @@ func BenchmarkTrackerAdd(b *testing.B) {
 		b.ReportMetric(float64(len(syns)), "SYNs/op")
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(syns)), "ns/SYN")
 	})
-	// What audit pcap does: one chain at a time in a reused buffer.
+	// What audit pcap does: SYNs pushed through a PortTracker, then one
+	// chain at a time in a reused buffer.
+	b.Run("PortTracker", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []Attempt
+		for b.Loop() {
+			pt := NewPortTracker()
+			for _, s := range syns {
+				pt.Add(s)
+			}
+			tr := pt.Tracker(dst.Port())
+			cs := tr.Chains()
+			n := 0
+			for i := range cs.Len() {
+				c := cs.Chain(i, buf)
+				n += len(c.Attempts)
+				buf = c.Attempts
+			}
+			if n != tr.Attempts() || cs.Len() != peers {
+				b.Fatalf("%d peers, %d attempts; want %d, %d", cs.Len(), n, peers, tr.Attempts())
+			}
+		}
+		b.ReportMetric(float64(len(syns)), "SYNs/op")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(syns)), "ns/SYN")
+	})
+	// Add, then one chain at a time in a reused buffer.
 	b.Run("Chains", func(b *testing.B) {
 		b.ReportAllocs()
 		var buf []Attempt

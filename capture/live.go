@@ -23,10 +23,16 @@ import (
 
 // Live capture defaults.
 const (
-	// DefaultLiveBuffer is the kernel ring for a live capture. A SYN takes
-	// well under 200 bytes of ring; 8 MiB holds tens of thousands of them,
-	// enough for a burst of many clients while the reader is descheduled.
-	DefaultLiveBuffer = 8 << 20
+	// DefaultLiveBuffer is the kernel ring for a live capture: the slack
+	// the reader has while it is descheduled. A frame of the ring takes
+	// about 600 bytes whatever the packet (the snap length and libpcap's
+	// header), and on lo each SYN takes two (see LiveStats), so 64 MiB
+	// holds about 56 000 SYNs on lo, over half a second at 100 000 SYN/s.
+	// 8 MiB (140 ms at 50 000 SYN/s) lost SYNs at 75 000 SYN/s on two
+	// shared cores, 64 MiB none up to 118 000 (RELIABILITY.md, "Live
+	// faults and capture load"). The kernel allocates it when the capture
+	// opens.
+	DefaultLiveBuffer = 64 << 20
 	// liveSnapLen keeps every header a SYN can carry (Ethernet or cooked
 	// link header, IPv6 with extension headers, TCP with all options) and
 	// the start of any TCP Fast Open payload.
@@ -38,6 +44,14 @@ const (
 	// maxDrain bounds how long Run reads on after its context ended, should
 	// packets keep coming.
 	maxDrain = 2 * time.Second
+	// flushEvery bounds how stale the capture file is while packets keep
+	// coming: it is flushed when a read times out (nothing came for
+	// livePoll), when a packet comes this long after the last flush (by
+	// the packets' timestamps), and on Close. A flush per packet was one
+	// write(2) per SYN, 15 % of `audit live`'s CPU at 50 000 SYN/s.
+	flushEvery = 250 * time.Millisecond
+	// writeBuffer is the capture file's buffer: about 650 SYNs on lo.
+	writeBuffer = 64 << 10
 )
 
 // ErrUnknownInterface is wrapped by OpenLive when no such interface exists.
@@ -55,8 +69,10 @@ type LiveConfig struct {
 	BufferSize int
 	// Write, when set, receives every captured packet as a pcap file with
 	// nanosecond timestamps, which `audit pcap` reads back. OpenLive writes
-	// the file header at once; each packet is flushed as it is written, so
-	// the file is complete and valid whenever the capture stops.
+	// the file header at once. Packets are buffered and flushed whenever
+	// the capture is idle for a read timeout, at least every flushEvery
+	// while packets come, and by Close, so the file is complete and valid
+	// once Run has returned and Close was called, whatever stopped it.
 	Write io.Writer
 }
 
@@ -71,10 +87,14 @@ type Live struct {
 	dec   *Decoder
 	ts    string
 
-	mu  sync.Mutex // guards out, bw, wer: Run writes, Close flushes
+	mu  sync.Mutex // guards out, bw, wer, dirty, since: Run writes, Close flushes
 	out *pcapgo.Writer
 	bw  *bufio.Writer
 	wer error
+	// dirty is set when bw holds packets; since is the timestamp of the
+	// first of them.
+	dirty bool
+	since time.Time
 
 	hmu    sync.Mutex // guards closed: libpcap must not be asked after Close
 	closed bool
@@ -83,6 +103,13 @@ type Live struct {
 // LiveStats are libpcap's counters since the capture opened.
 type LiveStats struct {
 	// Received counts packets that passed the filter (pcap_stats ps_recv).
+	// On a loopback interface (lo) the kernel's capture sees each packet
+	// twice, leaving and arriving, and libpcap drops the leaving copy only
+	// after the ring: there Received and Dropped count two per SYN, while
+	// a report's SYNs count one. The filter cannot keep the leaving copy
+	// out: libpcap 1.10 runs a new filter in userland on the first packet
+	// after it is set, where "inbound" matches nothing, so the capture's
+	// first SYN would be lost (libpcap issues 1254 and 1482).
 	Received uint64 `json:"received"`
 	// Dropped counts packets the kernel dropped because the capture buffer
 	// was full (ps_drop): SYNs the report cannot see.
@@ -132,7 +159,7 @@ func OpenLive(cfg LiveConfig) (*Live, error) {
 		return nil, fmt.Errorf("set capture filter on %s: %w", cfg.Iface, err)
 	}
 	if cfg.Write != nil {
-		l.bw = bufio.NewWriter(cfg.Write)
+		l.bw = bufio.NewWriterSize(cfg.Write, writeBuffer)
 		l.out = pcapgo.NewWriterNanos(l.bw)
 		err := l.out.WriteFileHeader(uint32(h.SnapLen()), l.lt)
 		if err == nil {
@@ -271,7 +298,8 @@ func (l *Live) Stats() (LiveStats, error) {
 // When ctx ends, Run goes on reading until the capture buffer is empty (at
 // most maxDrain), so that nothing the kernel captured is lost, and returns
 // nil; it also returns nil when Close is called. Any other read error, or a
-// write error, ends it.
+// write error, ends it; a read error carries libpcap's own reason (such as
+// "The interface disappeared").
 func (l *Live) Run(ctx context.Context, fn func(analyze.SYN), skipped func(reason string)) error {
 	var drainUntil time.Time
 	for {
@@ -279,12 +307,15 @@ func (l *Live) Run(ctx context.Context, fn func(analyze.SYN), skipped func(reaso
 			if drainUntil.IsZero() {
 				drainUntil = time.Now().Add(maxDrain)
 			} else if time.Now().After(drainUntil) {
-				return nil
+				return l.flush()
 			}
 		}
 		data, ci, err := l.h.ZeroCopyReadPacketData()
 		switch {
 		case errors.Is(err, pcap.NextErrorTimeoutExpired):
+			if err := l.flush(); err != nil {
+				return err
+			}
 			if ctx.Err() != nil {
 				return nil // drained
 			}
@@ -292,7 +323,11 @@ func (l *Live) Run(ctx context.Context, fn func(analyze.SYN), skipped func(reaso
 		case errors.Is(err, io.EOF): // Close was called
 			return nil
 		case err != nil:
-			return fmt.Errorf("read capture on %s: %w", l.iface, err)
+			err = l.readError(err)
+			if ferr := l.flush(); ferr != nil {
+				err = errors.Join(err, ferr)
+			}
+			return err
 		}
 		if err := l.write(ci, data); err != nil {
 			return err
@@ -312,17 +347,54 @@ func (l *Live) Run(ctx context.Context, fn func(analyze.SYN), skipped func(reaso
 	}
 }
 
+// readError wraps a read error with libpcap's own message: gopacket's
+// error is only the status ("Read Error"). The handle is asked under hmu,
+// and not at all once Close has freed it.
+func (l *Live) readError(err error) error {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if !l.closed {
+		if msg := l.h.Error(); msg != nil && msg.Error() != "" && msg.Error() != err.Error() {
+			return fmt.Errorf("read capture on %s: %s (%w)", l.iface, msg, err)
+		}
+	}
+	return fmt.Errorf("read capture on %s: %w", l.iface, err)
+}
+
+// write appends a packet to the capture file, flushing it when the last
+// flush is flushEvery old by the packets' clock.
 func (l *Live) write(ci gopacket.CaptureInfo, data []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.out == nil || l.wer != nil {
 		return l.wer
 	}
-	l.wer = l.out.WritePacket(ci, data)
-	if l.wer == nil {
-		l.wer = l.bw.Flush()
+	if l.wer = l.out.WritePacket(ci, data); l.wer != nil {
+		l.wer = fmt.Errorf("write capture file: %w", l.wer)
+		return l.wer
 	}
-	if l.wer != nil {
+	switch {
+	case !l.dirty:
+		l.dirty, l.since = true, ci.Timestamp
+	case ci.Timestamp.Sub(l.since) >= flushEvery:
+		return l.flushLocked()
+	}
+	return nil
+}
+
+// flush writes what the capture file's buffer holds.
+func (l *Live) flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.flushLocked()
+}
+
+func (l *Live) flushLocked() error {
+	if !l.dirty || l.wer != nil {
+		return l.wer
+	}
+	l.dirty = false
+	if l.wer = l.bw.Flush(); l.wer != nil {
 		l.wer = fmt.Errorf("write capture file: %w", l.wer)
 	}
 	return l.wer
@@ -338,10 +410,5 @@ func (l *Live) Close() error {
 		l.h.Close()
 	}
 	l.hmu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.bw != nil && l.wer == nil {
-		l.wer = l.bw.Flush()
-	}
-	return l.wer
+	return l.flush()
 }

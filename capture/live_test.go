@@ -307,3 +307,19 @@ func closedPort(t *testing.T) uint16 {
 	ln.Close()
 	return p
 }
+
+// A read error names libpcap's reason when the handle is open, and after
+// Close (which frees the handle) only gopacket's status: asking libpcap
+// then would read freed memory. The veth case, where libpcap says "The
+// interface disappeared", is cmd/audit's TestLiveFaults.
+func TestLiveReadErrorAfterClose(t *testing.T) {
+	t.Parallel()
+	l := openLive(t, LiveConfig{Iface: "lo", Port: closedPort(t)})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := l.readError(pcap.NextErrorReadError)
+	if !errors.Is(err, pcap.NextErrorReadError) || err.Error() != "read capture on lo: Read Error" {
+		t.Errorf("readError after Close = %v; want gopacket's status alone, wrapped", err)
+	}
+}

@@ -52,7 +52,10 @@ type loadOptions struct {
 	// inbound prefixes Live's filter with libpcap's "inbound", which the
 	// kernel runs: on lo it keeps the outgoing copy of each packet out of
 	// the ring (Live does not; pcap_setdirection would not either, as
-	// libpcap 1.10 applies it only after the ring).
+	// libpcap 1.10 applies it only after the ring). Live cannot use it:
+	// libpcap runs a new filter in userland on the first packet after it is
+	// set, where "inbound" matches nothing, so the first SYN is lost
+	// (TestLiveCapture lost it 3 times in 3; libpcap issues 1254, 1482).
 	inbound bool
 	// stall starts the reader only after the sender is done: the capture
 	// then holds what its ring holds, and drops the rest.
@@ -148,11 +151,12 @@ func closedPortTB(tb testing.TB) uint16 {
 }
 
 // A small burst, IPv4 and IPv6, captured whole: every SYN sent is
-// delivered exactly once and libpcap drops none. 2 000 SYNs on lo fill
-// 4 000 frames (lo shows each packet twice to the kernel's capture; libpcap
-// discards the outgoing copy), a third of what the default 8 MiB ring holds
-// (BenchmarkLiveRingCapacity), so no scheduling delay of the reader can
-// make it drop: the assertion holds on a loaded machine.
+// delivered exactly once, and libpcap drops none and counts each twice (lo
+// shows each packet twice to the kernel's capture; libpcap discards the
+// outgoing copy after the ring). 2 000 SYNs fill 4 000 frames, 4 % of what
+// the default 64 MiB ring holds (BenchmarkLiveRingCapacity), so no
+// scheduling delay of the reader can make it drop: the assertion holds on
+// a loaded machine.
 func TestLiveSYNLoad(t *testing.T) {
 	t.Parallel()
 	cfg := synload.Config{Rate: 20_000, Count: 2_000, Duration: time.Minute}
@@ -179,8 +183,8 @@ func TestLiveSYNLoad(t *testing.T) {
 		t.Errorf("of %d SYNs sent: %d missing, %d delivered more than once, %d distinct captured, %d foreign",
 			cfg.Count, missing, repeated, len(r.got), r.other)
 	}
-	if r.stats.Lost() != 0 {
-		t.Errorf("libpcap lost %d packets: %+v", r.stats.Lost(), r.stats)
+	if r.stats.Lost() != 0 || r.stats.Received != 2*uint64(cfg.Count) {
+		t.Errorf("libpcap %+v; want %d received (two per SYN on lo), none lost", r.stats, 2*cfg.Count)
 	}
 }
 
@@ -207,9 +211,10 @@ func BenchmarkLiveSYNLoad(b *testing.B) {
 // while the reader is away: the sender runs flat out with nobody reading,
 // then the reader takes what the ring kept. That many SYNs is the slack a
 // descheduled reader has; at 50 000 SYN/s, 7 000 SYNs are 140 ms. Run it
-// with -benchtime=1x.
+// with -benchtime=1x. filter=inbound would double it, but costs the first
+// SYN (see loadOptions).
 func BenchmarkLiveRingCapacity(b *testing.B) {
-	for _, buf := range []int{DefaultLiveBuffer, 64 << 20} {
+	for _, buf := range []int{8 << 20, DefaultLiveBuffer} {
 		for _, inbound := range []bool{false, true} {
 			filter := "live"
 			if inbound {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -357,7 +358,7 @@ func TestAppendPeerJSON(t *testing.T) {
 	odd.Attempts = nil
 	odd.BackoffMS = nil
 	ivs := []Interval{}
-	for _, f := range []float64{0, math.Copysign(0, -1), 1e-7, -1e-7, 1e-6, 1e20, 1e21, -1e21, 123.456, 1.0 / 3, -17.5, 4096.000001, 1e300, math.SmallestNonzeroFloat64} {
+	for _, f := range []float64{0, math.Copysign(0, -1), 1e-7, -1e-7, 1e-6, 1e14, 1e15 - 1, 1e15, 1e15 + 2, -1e15, 999999999999999.9, 1e20, 1e21, -1e21, 123.456, 700, -3, 1300, 4096, 1.0 / 3, -17.5, 4096.000001, 1e300, math.SmallestNonzeroFloat64} {
 		ivs = append(ivs, Interval{K: 7, MeasuredMS: f, BackoffMS: -3, ExpectedMS: f, MinMS: -f, MaxMS: f * 3, OK: true, Outcome: Late, JitterPct: f, StrictOK: true})
 	}
 	odd.Intervals = ivs
@@ -382,6 +383,20 @@ func TestAppendPeerJSON(t *testing.T) {
 	bad.Intervals = []Interval{{JitterPct: math.NaN()}}
 	if _, err := appendPeerJSON(nil, &bad); err == nil {
 		t.Error("NaN: no error, want encoding/json's")
+	}
+}
+
+func TestAppendTime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	times := []time.Time{{}, trackStart, time.Unix(0, 0), time.Unix(1<<33, 999999999), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 1, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(0, 2, 29, 1, 2, 3, 4, time.UTC), time.Unix(1e9, 5).In(time.FixedZone("x", -3600))}
+	for range 1000 {
+		times = append(times, time.Unix(rng.Int64N(1<<35)-1<<34, rng.Int64N(1e9)))
+	}
+	for _, tm := range times {
+		if got, want := string(appendTime(nil, tm)), tm.UTC().Format(timeLayout); got != want {
+			t.Errorf("appendTime(%v) = %q, want %q", tm, got, want)
+		}
 	}
 }
 

@@ -355,22 +355,28 @@ func (t *Tracker) settle() {
 	// is then, for every SYN, the position of its tuple's first SYN.
 	order := sortHigh32(t.hashed, make([]uint64, m))
 	first := make([]int32, m)
+	var firsts []int32 // of the run's tuples
 	for a := 0; a < m; {
 		b := a + 1
 		for b < m && order[b]>>32 == order[a]>>32 {
 			b++
 		}
-		// A run of one hash is a tuple's SYNs, or, one time in 2^32 (the
-		// hash is seeded: no input makes it more often), two tuples'.
-		for i := a; i < b; i++ {
-			pi := int32(uint32(order[i]))
+		// A run of one hash is a tuple's SYNs or, the hash being seeded,
+		// by chance the SYNs of a few tuples: about once in a capture of
+		// 100 000 attempts.
+		firsts = firsts[:0]
+		for _, o := range order[a:b] {
+			pi := int32(uint32(o))
 			first[pi] = pi
 			k := &t.pushed.at(int(pi)).key
-			for _, o := range order[a:i] {
-				if pj := int32(uint32(o)); first[pj] == pj && t.pushed.at(int(pj)).key == *k {
+			for _, pj := range firsts {
+				if t.pushed.at(int(pj)).key == *k {
 					first[pi] = pj
 					break
 				}
+			}
+			if first[pi] == pi {
+				firsts = append(firsts, pi)
 			}
 		}
 		a = b

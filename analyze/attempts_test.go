@@ -252,6 +252,16 @@ var feeds = []struct {
 			tr.push(s)
 		}
 	}},
+	{"push, every hash alike", func(tr *Tracker, syns []SYN) {
+		for _, s := range syns {
+			tr.push(s)
+		}
+		// One run of every tuple's SYNs: settle must tell them apart
+		// by their tuples.
+		for i, h := range tr.hashed {
+			tr.hashed[i] = 7<<32 | h&(1<<32-1)
+		}
+	}},
 	{"mixed", func(tr *Tracker, syns []SYN) {
 		for i, s := range syns {
 			if i/97%3 == 1 {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -53,6 +54,16 @@ type liveConfig struct {
 // policy is what a sniff-only session is judged against.
 func (c liveConfig) policy() analyze.Policy { return analyze.ReferencePolicy(c.MaxMS) }
 
+// maxAttempts is what one session keeps, the server's --max_attempts: the
+// kernel's list of a session is capped as the server's is, and later
+// attempts are counted and make the verdict analyze.Overflow, as there.
+func (c liveConfig) maxAttempts() int {
+	if c.Server.MaxAttempts > 0 {
+		return c.Server.MaxAttempts
+	}
+	return server.DefaultMaxAttempts
+}
+
 func (c liveConfig) idle() time.Duration {
 	if c.Idle > 0 {
 		return c.Idle
@@ -81,10 +92,20 @@ With --attach it only captures: the server runs elsewhere on this host and
 SYN; with --server-log (that server's --record file) sessions follow its
 Start and Stop and the cross-check runs too.
 
+A session keeps at most --max_attempts attempts on either side; later ones
+are counted and its verdict is "too many attempts", so a SYN flood cannot
+exhaust memory. Of the attempts outside any session only the last 8192 to
+16384 are kept, for the next report's cross-check; older ones are counted.
+
 Ctrl-C or SIGTERM reports what was captured, stops the server and closes the
---write file complete. Capturing needs root, or CAP_NET_RAW and
-CAP_NET_ADMIN on the binary. Exit 0 when every verdict passed, 1 when one
-failed, 2 when nothing could be judged.`,
+--write file complete; so does a capture error (the session's cause then
+says "capture error"). The --write file is flushed when the capture is
+idle, at least every 250 ms while SYNs come, and at the end. libpcap's
+counters ("received", "dropped") count packets: on a loopback interface the
+kernel's capture sees each SYN twice, leaving and arriving, so there they
+read two per SYN. Capturing needs root, or CAP_NET_RAW and CAP_NET_ADMIN on
+the binary. Exit 0 when every verdict passed, 1 when one failed, 2 when
+nothing could be judged.`,
 		Example: `  audit live --iface lo --control_port=8080 --retry_port=8081
   audit live --iface lo --attach --retry_port=8081 --server-log=run.jsonl --format=json`,
 		Args: cobra.NoArgs,
@@ -163,7 +184,8 @@ func runLive(ctx context.Context, cfg liveConfig, out, errOut io.Writer) error {
 	}
 	defer live.Close()
 	a := &liveAuditor{cfg: cfg, port: uint16(port), live: live, srv: srv, q: q, out: out, errOut: errOut,
-		tracker: analyze.NewTracker(), index: map[attemptID]int{}, skipped: map[string]uint64{}, captureStart: time.Now()}
+		index: map[attemptID]attemptRef{}, skipped: map[string]uint64{}, captureStart: time.Now(),
+		loopback: isLoopback(cfg.Iface)}
 	if srv != nil {
 		fmt.Fprintf(errOut, "audit live: control port %s, retry port %s\n", srv.ControlAddr(), srv.RetryAddr())
 	}
@@ -192,6 +214,30 @@ type attemptID struct {
 	seq      uint32
 }
 
+func idOf(at analyze.Attempt) attemptID {
+	return attemptID{liveUnmap(at.Src), liveUnmap(at.Dst), at.Seq}
+}
+
+// attemptRef finds an attempt the auditor holds: liveAuditor.inside[i],
+// or outside[i].
+type attemptRef struct {
+	outside bool
+	i       int
+}
+
+// outsideKeep bounds the attempts kept outside any session: the newest
+// outsideKeep to 2·outsideKeep of them; older ones are counted, then
+// forgotten. Such an attempt matters only to a session whose Start comes
+// after it (a record file is read every recordPoll; at 50 000 SYN/s, 8192
+// SYNs are 160 ms), and to the next report's cross-check, which lists it
+// as outside the session.
+const outsideKeep = 8192
+
+func isLoopback(iface string) bool {
+	ifi, err := net.InterfaceByName(iface)
+	return err == nil && ifi.Flags&net.FlagLoopback != 0
+}
+
 // liveAuditor owns every piece of state of a run; only run's goroutine
 // touches it.
 type liveAuditor struct {
@@ -203,14 +249,21 @@ type liveAuditor struct {
 	out    io.Writer
 	errOut io.Writer
 
-	tracker *analyze.Tracker
-	// pending holds the attempts not yet reported, of every address, and
-	// index finds one of them to count a retransmission.
-	pending []analyze.Attempt
-	index   map[attemptID]int
-	packets uint64
-	syns    uint64
-	skipped map[string]uint64
+	// The attempts not yet reported, of every address, each found by its
+	// id in index to count a retransmission. inside holds the open
+	// session's, at most cfg.maxAttempts() (later ones are counted in
+	// sess.dropped, not kept); outside those no session holds: with a
+	// server side, before a Start or after a Stop. outsideDropped counts
+	// the outside ones forgotten since the last report (see outsideKeep).
+	inside         []analyze.Attempt
+	outside        []analyze.Attempt
+	index          map[attemptID]attemptRef
+	outsideDropped int
+	packets        uint64
+	syns           uint64
+	skipped        map[string]uint64
+	batch          []liveItem // the queue's last batch, for its array
+	loopback       bool
 
 	sess         *liveSession
 	ending       bool // sess has ended on the server; waiting for its SYNs
@@ -245,16 +298,21 @@ func (a *liveAuditor) run(ctx context.Context) error {
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
 	waiting := false
-	sniffOnly := a.cfg.Attach && a.cfg.ServerLog == ""
+	// runErr is what ends the run with an error; cause is what an open
+	// session then ends by (Ctrl-C or SIGTERM when there is no error).
 	var runErr error
+	cause := causeInterrupted
+	fail := func(what string, err error) {
+		if err != nil && runErr == nil {
+			runErr, cause = err, what+": "+err.Error()
+		}
+	}
 loop:
 	for {
 		select {
 		case <-a.q.signal:
-			for _, it := range a.q.take() {
-				if a.handle(it) && sniffOnly {
-					idle.Reset(a.cfg.idle())
-				}
+			if a.takeQueue() && a.sniffOnly() {
+				idle.Reset(a.cfg.idle())
 			}
 			switch {
 			case a.ending && a.caughtUp():
@@ -279,11 +337,11 @@ loop:
 			}
 		case err := <-capDone:
 			capDone = nil
-			runErr = err
+			fail(causeCaptureError, err)
 			break loop
 		case err := <-tailDone:
 			tailDone = nil
-			runErr = err
+			fail(causeServerLogError, err)
 			break loop
 		case <-ctx.Done():
 			break loop
@@ -300,44 +358,64 @@ loop:
 	}
 	stopCapture()
 	if capDone != nil {
-		if err := <-capDone; err != nil && runErr == nil {
-			runErr = err
-		}
+		fail(causeCaptureError, <-capDone)
 	}
 	stopTail()
 	if tailDone != nil {
-		if err := <-tailDone; err != nil && runErr == nil {
-			runErr = err
-		}
+		fail(causeServerLogError, <-tailDone)
 	}
-	for _, it := range a.q.take() {
-		a.handle(it)
-	}
+	a.takeQueue()
 	if a.ending {
 		a.finish()
 	}
 	if a.sess != nil {
 		if a.sess.cause == "" {
-			a.sess.cause = causeInterrupted
+			a.sess.cause = cause
 		}
 		a.finish()
 	}
-	if n := len(a.pending); n > 0 { // only with a server side: sniffing, a session holds every SYN
-		fmt.Fprintf(a.errOut, "audit live: %d attempts came outside any session (no Start covered them); not judged\n", n)
+	// Only with a server side: sniffing, a session holds every SYN.
+	if n := len(a.outside) + a.outsideDropped; n > 0 {
+		fmt.Fprintf(a.errOut, "audit live: %d attempts came outside any session (no Start covered them); not judged", n)
+		if a.outsideDropped > 0 {
+			fmt.Fprintf(a.errOut, "; the %d oldest were not kept", a.outsideDropped)
+		}
+		fmt.Fprintln(a.errOut)
 	}
 	if st, err := a.live.Stats(); err == nil {
-		fmt.Fprintf(a.errOut, "audit live: at exit, %s\n", liveInfo{Iface: a.cfg.Iface, LiveStats: st}.statsLine())
+		fmt.Fprintf(a.errOut, "audit live: at exit, %s\n", a.info(st).statsLine())
+	}
+	if n := a.q.dropped(); n > 0 {
+		fmt.Fprintf(a.errOut, "audit live: %d captured packets were not taken in: the auditor was %d behind the capture\n", n, maxQueued)
 	}
 	return runErr
 }
 
+// sniffOnly reports whether sessions are delimited by the SYNs alone.
+func (a *liveAuditor) sniffOnly() bool { return a.cfg.Attach && a.cfg.ServerLog == "" }
+
+// takeQueue applies what the queue holds; it reports whether a SYN came.
+func (a *liveAuditor) takeQueue() bool {
+	items := a.q.take(a.batch)
+	syn := false
+	for i := range items {
+		syn = a.handle(&items[i]) || syn
+	}
+	clear(items) // the events they point to
+	a.batch = nil
+	if cap(items) <= keepBatch {
+		a.batch = items[:0]
+	}
+	return syn
+}
+
 // handle applies one queued item; it reports whether it was a SYN.
-func (a *liveAuditor) handle(it liveItem) bool {
-	switch {
-	case it.syn != nil:
-		a.addSYN(*it.syn)
+func (a *liveAuditor) handle(it *liveItem) bool {
+	switch it.kind {
+	case itemSYN:
+		a.addSYN(it.syn)
 		return true
-	case it.event != nil:
+	case itemEvent:
 		a.addEvent(*it.event)
 	default:
 		a.packets++
@@ -349,33 +427,93 @@ func (a *liveAuditor) handle(it liveItem) bool {
 func (a *liveAuditor) addSYN(s analyze.SYN) {
 	a.packets++
 	a.syns++
-	at, isNew := a.tracker.Add(s)
-	id := attemptID{liveUnmap(at.Src), liveUnmap(at.Dst), at.Seq}
-	if !isNew {
-		if i, ok := a.index[id]; ok {
-			a.pending[i].Retransmits = at.Retransmits
-		}
+	id := attemptID{liveUnmap(s.Src), liveUnmap(s.Dst), s.Seq}
+	if ref, ok := a.index[id]; ok {
+		a.attempt(ref).Retransmits++
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "retransmit %s  %-22s (kernel retransmission, not a backoff)\n",
 				s.Time.UTC().Format(liveTimeLayout), liveUnmap(s.Src))
 		}
 		return
 	}
-	a.index[id] = len(a.pending)
-	a.pending = append(a.pending, at)
-	if a.sess == nil && a.cfg.Attach && a.cfg.ServerLog == "" {
+	at := analyze.Attempt{Time: s.Time.UTC(), Src: s.Src, Dst: s.Dst, Seq: s.Seq}
+	if a.sess == nil && a.sniffOnly() {
 		a.number++
-		a.sess = newSniffSession(a.number, a.cfg.policy(), at)
-	}
-	if a.cfg.JSON {
-		return
+		a.sess = newSniffSession(a.number, a.cfg.policy(), a.cfg.maxAttempts(), at)
 	}
 	switch {
-	case a.sess != nil && a.sess.contains(at.Time) && !a.ending:
-		fmt.Fprintln(a.out, a.sess.attemptLine(at))
+	case a.sess == nil || !a.sess.contains(at.Time):
+		a.keepOutside(id, at)
+		if !a.cfg.JSON {
+			fmt.Fprintf(a.out, "attempt %s  %-22s (outside any session)\n", at.Time.UTC().Format(liveTimeLayout), liveUnmap(at.Src))
+		}
+	case len(a.inside) >= a.sess.maxAttempts:
+		a.sess.dropped++
+		if a.sess.dropped == 1 && !a.cfg.JSON { // later ones are only counted: a flood must not flood the output
+			fmt.Fprintf(a.out, "attempt %s  %-22s not kept: session %d holds its maximum of %d attempts; "+
+				"later ones are counted and the verdict will be %s\n",
+				at.Time.UTC().Format(liveTimeLayout), liveUnmap(at.Src), a.sess.number, a.sess.maxAttempts, analyze.Overflow)
+		}
 	default:
-		fmt.Fprintf(a.out, "attempt %s  %-22s (outside any session)\n", at.Time.UTC().Format(liveTimeLayout), liveUnmap(at.Src))
+		a.index[id] = attemptRef{i: len(a.inside)}
+		a.inside = append(a.inside, at)
+		if !a.cfg.JSON {
+			fmt.Fprintln(a.out, a.sess.attemptLine(at))
+		}
 	}
+}
+
+func (a *liveAuditor) attempt(ref attemptRef) *analyze.Attempt {
+	if ref.outside {
+		return &a.outside[ref.i]
+	}
+	return &a.inside[ref.i]
+}
+
+// keepOutside holds an attempt outside any session, forgetting the oldest
+// outsideKeep when 2·outsideKeep are held.
+func (a *liveAuditor) keepOutside(id attemptID, at analyze.Attempt) {
+	if len(a.outside) >= 2*outsideKeep {
+		n := len(a.outside) - outsideKeep
+		a.outsideDropped += n
+		for _, old := range a.outside[:n] {
+			delete(a.index, idOf(old))
+		}
+		a.outside = append(a.outside[:0], a.outside[n:]...)
+		for i, kept := range a.outside {
+			a.index[idOf(kept)] = attemptRef{outside: true, i: i}
+		}
+	}
+	a.index[id] = attemptRef{outside: true, i: len(a.outside)}
+	a.outside = append(a.outside, at)
+}
+
+// hold replaces what the auditor holds: the attempts the open session (if
+// any) contains go inside, up to its maximum, and the others outside.
+func (a *liveAuditor) hold(attempts []analyze.Attempt) {
+	a.inside, a.outside = nil, nil
+	for _, at := range attempts {
+		switch {
+		case a.sess == nil || !a.sess.contains(at.Time):
+			a.outside = append(a.outside, at)
+		case len(a.inside) < a.sess.maxAttempts:
+			a.inside = append(a.inside, at)
+		default:
+			a.sess.dropped++
+		}
+	}
+	a.index = make(map[attemptID]attemptRef, len(a.inside)+len(a.outside))
+	for i, at := range a.inside {
+		a.index[idOf(at)] = attemptRef{i: i}
+	}
+	for i, at := range a.outside {
+		a.index[idOf(at)] = attemptRef{outside: true, i: i}
+	}
+}
+
+// held returns every attempt the auditor holds, in a new slice.
+func (a *liveAuditor) held() []analyze.Attempt {
+	return append(slices.Clone(a.inside), a.outside...)
 }
 
 func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
@@ -392,7 +530,12 @@ func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
 			a.sess.cause = causeInterrupted
 			a.finish()
 		}
-		a.sess = newServerSession(e)
+		a.sess = newServerSession(e, a.cfg.maxAttempts())
+		// A record file is read some ms late: SYNs of the session may
+		// have come before its Start.
+		if len(a.outside) > 0 {
+			a.hold(a.held())
+		}
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "session %d: Start from %s, max_reconnect_backoff_ms %d (%v)\n",
 				e.Session, e.Peer, a.sess.maxMS, a.sess.policy)
@@ -401,9 +544,10 @@ func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
 		acc := analyze.Accept{Peer: e.Peer, Time: e.Time}
 		switch {
 		case a.sess == nil:
+		case e.Overflow: // the server did not keep it either: only counted, in its end
 		case !a.ending && e.Session == a.sess.number:
 			a.sess.accepts = append(a.sess.accepts, acc)
-		case a.ending && e.Session == 0:
+		case a.ending && e.Session == 0 && len(a.sess.late) < a.sess.maxAttempts:
 			a.sess.late = append(a.sess.late, acc) // a SYN from just before Stop
 		}
 	case analyze.EventStop, analyze.EventExpire:
@@ -417,12 +561,18 @@ func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
 // caughtUp reports whether the ending session's two lists are complete:
 // every accept has its SYN, and every SYN inside the session its accept
 // (in the session, or just after it ended). A refused SYN never gets one;
-// the catchUp timer bounds the wait for it.
+// the catchUp timer bounds the wait for it, and for the lists of a session
+// that kept its maximum, which need not hold the same attempts.
 func (a *liveAuditor) caughtUp() bool {
 	s := a.sess
+	if s.dropped > 0 {
+		return false
+	}
 	syns, accepts := map[netip.AddrPort]bool{}, map[netip.AddrPort]bool{}
-	for _, at := range a.pending {
-		syns[liveUnmap(at.Src)] = true
+	for _, list := range [][]analyze.Attempt{a.inside, a.outside} {
+		for _, at := range list {
+			syns[liveUnmap(at.Src)] = true
+		}
 	}
 	for _, acc := range append(slices.Clone(s.accepts), s.late...) {
 		accepts[liveUnmap(acc.Peer)] = true
@@ -432,12 +582,20 @@ func (a *liveAuditor) caughtUp() bool {
 			return false
 		}
 	}
-	for _, at := range a.pending {
-		if s.contains(at.Time) && !accepts[liveUnmap(at.Src)] {
-			return false
+	for _, list := range [][]analyze.Attempt{a.inside, a.outside} {
+		for _, at := range list {
+			if s.contains(at.Time) && !accepts[liveUnmap(at.Src)] {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// info is the capture's part of a report.
+func (a *liveAuditor) info(st capture.LiveStats) liveInfo {
+	return liveInfo{Iface: a.cfg.Iface, Timestamps: a.live.Timestamps(), LiveStats: st, Write: a.cfg.Write,
+		NotTaken: a.q.dropped(), loopback: a.loopback}
 }
 
 // finish reports the current session and forgets what it consumed.
@@ -448,23 +606,21 @@ func (a *liveAuditor) finish() {
 	if err != nil {
 		fmt.Fprintf(a.errOut, "audit live: %v\n", err)
 	}
-	info := liveInfo{Iface: a.cfg.Iface, Timestamps: a.live.Timestamps(), LiveStats: st, Write: a.cfg.Write}
-	skipped := a.skipped
-	capInfo := analyze.CaptureInfo{Packets: a.packets, SYNs: a.syns, Skipped: skipped}
-	r := buildLiveReport(s, a.port, a.pending, capInfo, info, a.captureStart)
+	s.outsideDropped = a.outsideDropped
+	capInfo := analyze.CaptureInfo{Packets: a.packets, SYNs: a.syns, Skipped: a.skipped}
+	attempts := a.held()
+	r := buildLiveReport(s, a.port, attempts, capInfo, a.info(st), a.captureStart)
 	// Attempts after a server session's end may belong to the next one.
 	var keep []analyze.Attempt
 	if s.server && !s.endTime.IsZero() {
-		for _, at := range a.pending {
+		for _, at := range attempts {
 			if at.Time.After(s.endTime) {
 				keep = append(keep, at)
 			}
 		}
 	}
-	a.pending, a.index = keep, map[attemptID]int{}
-	for i, at := range keep {
-		a.index[attemptID{liveUnmap(at.Src), liveUnmap(at.Dst), at.Seq}] = i
-	}
+	a.hold(keep)
+	a.outsideDropped = 0
 	a.packets, a.syns, a.skipped = 0, 0, map[string]uint64{}
 	a.sessions++
 	if !r.Passed() {
@@ -482,27 +638,59 @@ func (a *liveAuditor) finish() {
 }
 
 // liveItem is one thing for the auditor: a SYN, a server event, or a
-// packet the decoder skipped (with its reason).
+// packet the decoder skipped (with its reason). A SYN is held by value:
+// the capture queues one per packet, and a pointer would be an allocation
+// each.
 type liveItem struct {
-	syn   *analyze.SYN
+	kind  itemKind
+	syn   analyze.SYN
 	event *analyze.RecordEvent
 	skip  string
 }
+
+type itemKind uint8
+
+const (
+	itemSYN itemKind = iota
+	itemEvent
+	itemSkip
+)
+
+// maxQueued bounds the packets (SYNs and skipped ones) the queue holds,
+// 8 MiB of items: 0.6 s of a flood at 100 000 SYN/s, should the auditor
+// fall that far behind the capture (it takes a SYN in well under the
+// capture's time for one). Later packets are counted and not queued;
+// server events always are.
+const maxQueued = 1 << 16
+
+// keepBatch is the largest batch array the auditor keeps for the next
+// one: a flood's batches are let go once taken in.
+const keepBatch = 4096
 
 // liveQueue hands items from the capture, the server and the record tailer
 // to the auditor without ever blocking them: the server's accept loop must
 // not wait on the auditor.
 type liveQueue struct {
-	mu     sync.Mutex
-	items  []liveItem
-	signal chan struct{}
+	mu      sync.Mutex
+	items   []liveItem
+	packets int    // packet items in items
+	lost    uint64 // packets not queued: maxQueued were
+	signal  chan struct{}
 }
 
 func newLiveQueue() *liveQueue { return &liveQueue{signal: make(chan struct{}, 1)} }
 
 func (q *liveQueue) push(it liveItem) {
 	q.mu.Lock()
-	q.items = append(q.items, it)
+	switch {
+	case it.kind == itemEvent:
+		q.items = append(q.items, it)
+	case q.packets >= maxQueued:
+		q.lost++
+	default:
+		q.items = append(q.items, it)
+		q.packets++
+	}
 	q.mu.Unlock()
 	select {
 	case q.signal <- struct{}{}:
@@ -510,14 +698,23 @@ func (q *liveQueue) push(it liveItem) {
 	}
 }
 
-func (q *liveQueue) pushSYN(s analyze.SYN)           { q.push(liveItem{syn: &s}) }
-func (q *liveQueue) pushEvent(e analyze.RecordEvent) { q.push(liveItem{event: &e}) }
-func (q *liveQueue) pushSkip(reason string)          { q.push(liveItem{skip: reason}) }
-func (q *liveQueue) take() (items []liveItem) {
+func (q *liveQueue) pushSYN(s analyze.SYN)           { q.push(liveItem{kind: itemSYN, syn: s}) }
+func (q *liveQueue) pushEvent(e analyze.RecordEvent) { q.push(liveItem{kind: itemEvent, event: &e}) }
+func (q *liveQueue) pushSkip(reason string)          { q.push(liveItem{kind: itemSkip, skip: reason}) }
+
+// take returns the items queued, and queues the next ones in buf's array.
+func (q *liveQueue) take(buf []liveItem) (items []liveItem) {
 	q.mu.Lock()
-	items, q.items = q.items, nil
+	items, q.items, q.packets = q.items, buf[:0], 0
 	q.mu.Unlock()
 	return items
+}
+
+// dropped counts the packets that were not queued.
+func (q *liveQueue) dropped() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lost
 }
 
 // recordPoll is how often the record file of another server is read.

@@ -498,6 +498,39 @@ func TestLiveAttach(t *testing.T) {
 	}
 }
 
+// With the in-process server, --max_attempts caps both lists of a session
+// alike: the server's and the kernel's verdicts are both "too many
+// attempts", and the cross-check pairs the attempts both kept, without
+// listing the server's overflow accepts.
+func TestLiveMaxAttempts(t *testing.T) {
+	t.Parallel()
+	const maxAttempts = 2
+	cfg := liveConfig{}
+	cfg.Server.MaxAttempts = maxAttempts
+	r := startLive(t, cfg)
+	runLiveClient(t, r.control, r.retry, 4500*time.Millisecond) // 4 or 5 attempts
+	reps, _ := r.reports(t, 1)
+	rep := reps[0]
+	if rep.Server == nil || rep.Server.Verdict != analyze.Overflow || rep.Server.Passed {
+		t.Fatalf("server verdict %+v; want %q", rep.Server, analyze.Overflow)
+	}
+	if len(rep.Peers) != 1 || rep.Peers[0].Verdict != analyze.Overflow || len(rep.Peers[0].Attempts) != maxAttempts ||
+		rep.Session.Dropped < 1 || rep.Session.MaxAttempts != maxAttempts {
+		t.Fatalf("kernel peers %+v, session %+v; want %d attempts kept, the rest dropped, verdict %q",
+			rep.Peers, rep.Session, maxAttempts, analyze.Overflow)
+	}
+	cc := rep.CrossCheck
+	if len(cc.Pairs) != maxAttempts || len(cc.KernelOnly) != 0 || len(cc.ServerOnly) != 0 {
+		t.Errorf("cross-check: %d pairs, kernel only %+v, server only %+v; want the %d kept on both sides, paired",
+			len(cc.Pairs), cc.KernelOnly, cc.ServerOnly, maxAttempts)
+	}
+	for i, p := range cc.Pairs {
+		if a := rep.Peers[0].Attempts[i]; !p.KernelTime.Equal(a.Time) || p.SrcPort != a.SrcPort {
+			t.Errorf("pair %d: %+v; kernel attempt %+v", i+1, p, a)
+		}
+	}
+}
+
 // verdictOf is a peer's verdict without its timestamps.
 func verdictOf(p analyze.PeerReport) (v struct {
 	Verdict  analyze.Verdict

@@ -20,10 +20,13 @@ import (
 	"github.com/backoff-audit/audit/capture"
 )
 
-// Causes that end a session the server did not end.
+// Causes that end a session the server did not end. The two errors are
+// followed by ": " and the error.
 const (
-	causeIdle        = "idle"        // sniff-only: no SYN for --idle
-	causeInterrupted = "interrupted" // Ctrl-C or SIGTERM
+	causeIdle           = "idle"             // sniff-only: no SYN for --idle
+	causeInterrupted    = "interrupted"      // Ctrl-C or SIGTERM
+	causeCaptureError   = "capture error"    // the capture failed (interface gone)
+	causeServerLogError = "server-log error" // --server-log could not be read
 )
 
 // liveSession is one session as the auditor follows it: from the server's
@@ -42,6 +45,12 @@ type liveSession struct {
 	end     *analyze.SessionEnd
 	endTime time.Time
 	cause   string
+	// maxAttempts caps the attempts the session keeps; dropped counts
+	// the later ones, which make its verdict analyze.Overflow.
+	maxAttempts, dropped int
+	// outsideDropped counts the attempts outside any session that were
+	// forgotten before this report (see outsideKeep).
+	outsideDropped int
 	// peer is the address the live lines treat as the session's own: the
 	// Start caller's, or for a sniff-only session the first SYN's.
 	peer netip.Addr
@@ -53,8 +62,8 @@ type peerProgress struct {
 	last time.Time
 }
 
-func newServerSession(e analyze.RecordEvent) *liveSession {
-	s := &liveSession{number: e.Session, server: true, start: e.Time, startPeer: e.Peer,
+func newServerSession(e analyze.RecordEvent, maxAttempts int) *liveSession {
+	s := &liveSession{number: e.Session, server: true, start: e.Time, startPeer: e.Peer, maxAttempts: maxAttempts,
 		peer: e.Peer.Addr().Unmap(), policy: analyze.DefaultPolicy(), seen: map[netip.Addr]peerProgress{}}
 	if e.Params != nil {
 		s.maxMS, s.policy = e.Params.MaxReconnectBackoffMS, e.Params.Policy
@@ -62,8 +71,8 @@ func newServerSession(e analyze.RecordEvent) *liveSession {
 	return s
 }
 
-func newSniffSession(number int, p analyze.Policy, first analyze.Attempt) *liveSession {
-	return &liveSession{number: number, start: first.Time, policy: p,
+func newSniffSession(number int, p analyze.Policy, maxAttempts int, first analyze.Attempt) *liveSession {
+	return &liveSession{number: number, start: first.Time, policy: p, maxAttempts: maxAttempts,
 		peer: first.Src.Addr().Unmap(), seen: map[netip.Addr]peerProgress{}}
 }
 
@@ -111,9 +120,20 @@ func (s *liveSession) attemptLine(a analyze.Attempt) string {
 // of the session's kernel verdict with these members added:
 //
 //	"session":    {"number", "start", "end", "cause", "start_peer",
-//	               "max_reconnect_backoff_ms", "chain", "chain_reason"}
+//	               "max_reconnect_backoff_ms", "chain", "chain_reason",
+//	               "max_attempts", "dropped", "outside_dropped"}: cause is
+//	               "stop", "session timeout", "server closed", "idle",
+//	               "interrupted" (Ctrl-C, SIGTERM), or "capture error: …" or
+//	               "server-log error: …"; dropped counts the attempts past
+//	               max_attempts, counted and not kept (the verdict is then
+//	               "too many attempts"), outside_dropped those outside any
+//	               session forgotten since the last report
 //	"live":       {"iface", "timestamps", "received", "dropped",
-//	               "if_dropped", "write"}: libpcap's counters at the report
+//	               "if_dropped", "write", "not_taken"}: libpcap's counters
+//	               at the report, in packets (on a loopback interface each
+//	               SYN is two: the kernel's capture sees it leave and
+//	               arrive), and the packets captured that the auditor did
+//	               not take in (it was maxQueued behind)
 //	"foreign":    [{"addr", "attempts"}]: other addresses, not in the verdict
 //	"server":     {"passed", "backoff_ms", "verdict", "reason"}: what Stop
 //	              returned (absent without a server side, null when the
@@ -139,6 +159,11 @@ type sessionInfo struct {
 	MaxMS       int32               `json:"max_reconnect_backoff_ms"`
 	Chain       string              `json:"chain"`
 	ChainReason analyze.ChainReason `json:"chain_reason,omitempty"`
+	// MaxAttempts is absent from the sessions of a record file, read
+	// offline.
+	MaxAttempts    int `json:"max_attempts,omitempty"`
+	Dropped        int `json:"dropped"`
+	OutsideDropped int `json:"outside_dropped"`
 }
 
 type liveInfo struct {
@@ -146,7 +171,15 @@ type liveInfo struct {
 	Timestamps string `json:"timestamps"`
 	capture.LiveStats
 	Write string `json:"write,omitempty"`
+	// NotTaken counts the packets the capture read that the auditor,
+	// maxQueued behind, did not take in.
+	NotTaken uint64 `json:"not_taken"`
+	// loopback says the counters count each SYN twice.
+	loopback bool
 }
+
+// lost is every packet the report is known to lack.
+func (l liveInfo) lost() uint64 { return l.Lost() + l.NotTaken }
 
 type serverVerdict struct {
 	Passed    bool            `json:"passed"`
@@ -168,7 +201,7 @@ func (r liveReport) Passed() bool {
 // the session, of every address and time; those outside it are explained by
 // the cross-check, never judged.
 func buildLiveReport(s *liveSession, port uint16, attempts []analyze.Attempt, capInfo analyze.CaptureInfo, live liveInfo, captureStart time.Time) liveReport {
-	input := s.serverSession().Input(captureStart, live.Lost())
+	input := s.serverSession().Input(captureStart, live.lost())
 	inside := slices.Clone(attempts)
 	if s.server {
 		inside = analyze.SessionAttempts(input, attempts)
@@ -203,6 +236,10 @@ func buildLiveReport(s *liveSession, port uint16, attempts []analyze.Attempt, ca
 	for _, a := range inside {
 		r.Kernel.Capture.Retransmits += a.Retransmits
 	}
+	if s.dropped > 0 {
+		r.Kernel = overflow(r.Kernel, chain, fmt.Sprintf("%d kept, %d more dropped (max attempts %d)",
+			len(inside), s.dropped, s.maxAttempts))
+	}
 	for _, p := range order {
 		if p != chain {
 			r.Foreign = append(r.Foreign, analyze.PeerCount{Addr: p, Attempts: len(byPeer[p])})
@@ -215,6 +252,7 @@ func buildLiveReport(s *liveSession, port uint16, attempts []analyze.Attempt, ca
 	r.Session = sessionInfo{
 		Number: s.number, Start: s.start.UTC().Format(liveTimeLayout), Cause: s.cause,
 		MaxMS: s.maxMS, ChainReason: reason,
+		MaxAttempts: s.maxAttempts, Dropped: s.dropped, OutsideDropped: s.outsideDropped,
 	}
 	if !end.IsZero() {
 		r.Session.End = end.UTC().Format(liveTimeLayout)
@@ -237,6 +275,25 @@ func buildLiveReport(s *liveSession, port uint16, attempts []analyze.Attempt, ca
 	cc := analyze.NewCrossCheck(input, attempts, s.accepts)
 	r.CrossCheck = &cc
 	return r
+}
+
+// overflow gives the chain the verdict of a session that kept its maximum
+// of attempts, as the server does: the list is incomplete, so no reading
+// of it can pass.
+func overflow(k analyze.Report, chain netip.Addr, reason string) analyze.Report {
+	if !chain.IsValid() {
+		return k // no chain: nothing was judged, and nothing passed
+	}
+	i := slices.IndexFunc(k.Peers, func(p analyze.PeerReport) bool { return p.Peer == chain })
+	if i < 0 {
+		k.Peers = append(k.Peers, analyze.PeerReport{Peer: chain, Attempts: []analyze.AttemptReport{},
+			Intervals: []analyze.Interval{}, BackoffMS: []int32{}})
+		i = len(k.Peers) - 1
+	}
+	p := &k.Peers[i]
+	p.Passed, p.Verdict, p.Reason = false, analyze.Overflow, reason
+	p.Strict = analyze.Reading{Verdict: analyze.Overflow}
+	return k.Only(chain) // recounts the summary
 }
 
 // liveTimeLayout matches the reports': RFC 3339, nine fraction digits, UTC.
@@ -287,6 +344,14 @@ func (r liveReport) WriteText(w io.Writer) error {
 		r.Kernel.Port, c.SYNs, r.Live.Iface, c.Attempts, c.Retransmits)
 	_, rest, _ := bytes.Cut(kernel.Bytes(), []byte("\n"))
 	bw.Write(rest)
+	if s.Dropped > 0 {
+		fmt.Fprintf(bw, "%d more attempts than --max_attempts %d were counted, not kept: the verdict is %s\n",
+			s.Dropped, s.MaxAttempts, analyze.Overflow)
+	}
+	if s.OutsideDropped > 0 {
+		fmt.Fprintf(bw, "%d older attempts outside any session were counted, not kept: the cross-check does not list them\n",
+			s.OutsideDropped)
+	}
 	for _, f := range r.Foreign {
 		fmt.Fprintf(bw, "foreign peer %s: %d attempts, not in the verdict\n", f.Addr, f.Attempts)
 	}
@@ -311,8 +376,15 @@ func (r liveReport) WriteText(w io.Writer) error {
 }
 
 func (l liveInfo) statsLine() string {
-	return fmt.Sprintf("libpcap on %s since the start: %d packets received, %d dropped by the kernel, %d dropped by the interface",
+	line := fmt.Sprintf("libpcap on %s since the start: %d packets received, %d dropped by the kernel, %d dropped by the interface",
 		l.Iface, l.Received, l.Dropped, l.IfDropped)
+	if l.loopback {
+		line += " (a loopback interface: two packets per SYN, leaving and arriving)"
+	}
+	if l.NotTaken > 0 {
+		line += fmt.Sprintf("; %d captured packets not taken in by the auditor", l.NotTaken)
+	}
+	return line
 }
 
 func liveUnmap(ap netip.AddrPort) netip.AddrPort {

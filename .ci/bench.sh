@@ -5,16 +5,16 @@
 # burst of load hits every tool alike:
 #   cat FILE >/dev/null
 #   tcpdump -r FILE -w /dev/null  'IPv4 SYN to the retry port or IPv6 SYN to it'
-#   audit pcap FILE --port PORT --format json   (the measured command)
-#   audit pcap FILE --port PORT --format text   (for comparison: the JSON cost)
+#   audit pcap FILE --port PORT                 (the headline: the default text report)
+#   audit pcap FILE --port PORT --format json   (the second row: every peer in full)
 #   audit pcap FILE --port 9                    (for comparison: reading and decoding
 #                                                only, as the capture has no SYN to port 9)
 #   tshark, extracting the SYN fields (once per size: it is slow)
 # and prints a markdown table, the SYN count each tool found, and PASS/MISS
-# per target. A MISS is printed, not hidden; the exit status is 0 unless a
-# tool failed (audit exits 1 when a peer fails, which the capture makes some
-# do on purpose: only 2 or a crash is a failure), or BENCH_STRICT=1 and a
-# target was missed.
+# per target, for text and for JSON. A MISS is printed, not hidden; the exit
+# status is 0 unless a tool failed (audit exits 1 when a peer fails, which
+# the capture makes some do on purpose: only 2 or a crash is a failure), or
+# BENCH_STRICT=1 and a target was missed.
 #
 # Environment (defaults in brackets):
 #   BENCH_RUNS [5]            timed runs per tool and size; the table shows the best and the median
@@ -131,8 +131,8 @@ stat_of() {
 
 uptime_before=$(uptime)
 echo "bench: $runs runs per tool and size, round-robin; load: $uptime_before" >&2
-tools=(cat tcpdump audit audit-text audit-read)
-[ $have_tcpdump = 1 ] || tools=(cat audit audit-text audit-read)
+tools=(cat tcpdump audit audit-json audit-read)
+[ $have_tcpdump = 1 ] || tools=(cat audit audit-json audit-read)
 for n in "${sizes[@]}"; do
 	f=${file_of[$n]}
 	echo "bench: $n packets ($f)" >&2
@@ -141,8 +141,8 @@ for n in "${sizes[@]}"; do
 			case $t in
 			cat) timed "$n.cat" 0 /dev/null cat "$f" ;;
 			tcpdump) timed "$n.tcpdump" 0 /dev/null tcpdump -r "$f" -w /dev/null "$bpf" ;;
-			audit) timed "$n.audit" "0 1" "$tmp/audit.json" "$audit" pcap "$f" --port "$port" --format json ;;
-			audit-text) timed "$n.audit-text" "0 1" "$tmp/audit.txt" "$audit" pcap "$f" --port "$port" --format text ;;
+			audit) timed "$n.audit" "0 1" "$tmp/audit.txt" "$audit" pcap "$f" --port "$port" ;;
+			audit-json) timed "$n.audit-json" "0 1" "$tmp/audit.json" "$audit" pcap "$f" --port "$port" --format json ;;
 			audit-read) timed "$n.audit-read" "0 1" /dev/null "$audit" pcap "$f" --port 9 ;;
 			esac
 		done
@@ -195,15 +195,15 @@ echo "| tool | packets | file MB | wall s best | wall s median | MB/s | Mpkt/s |
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 declare -A best med rss
 for n in "${sizes[@]}"; do
-	for t in cat tcpdump audit audit-text audit-read tshark; do
+	for t in cat tcpdump audit audit-json audit-read tshark; do
 		[ -f "$tmp/$n.$t" ] || continue
 		read -r b m k c < <(stat_of "$n.$t")
 		best[$n.$t]=$b med[$n.$t]=$m rss[$n.$t]=$k
 	done
-	for t in cat tcpdump audit audit-text audit-read tshark; do
+	for t in cat tcpdump audit audit-json audit-read tshark; do
 		label=$t
-		[ "$t" = audit ] && label="audit pcap (json)"
-		[ "$t" = audit-text ] && label="audit pcap (text)"
+		[ "$t" = audit ] && label="audit pcap (text)"
+		[ "$t" = audit-json ] && label="audit pcap --format json"
 		[ "$t" = audit-read ] && label="audit pcap --port 9 (read only)"
 		if [ -z "${best[$n.$t]:-}" ]; then
 			[ "$t" = tshark ] && [ -n "${tshark_note[$n]:-}" ] && printf "| tshark | %d | %.0f | %s | | | | | | | |\n" "$n" "$(calc "${bytes_of[$n]} / 1e6")" "${tshark_note[$n]}"
@@ -241,41 +241,51 @@ for n in "${sizes[@]}"; do
 	echo "| $n | ${peers_of[$n]} | ${syns_of[$n]} | $row$eq |"
 done
 echo
-echo "### Targets (audit pcap --format json, best run)"
-echo
 missed=0
 verdict() { # verdict OK TEXT
 	if [ "$1" = 1 ]; then echo "- PASS $2"; else echo "- MISS $2"; missed=1; fi
 }
-for n in "${sizes[@]}"; do
-	a=${best[$n.audit]}
-	if [ -n "${best[$n.tcpdump]:-}" ]; then
-		x=$(calc "$a / ${best[$n.tcpdump]}")
-		verdict "$(awk "BEGIN { print ($x <= 0.6) }")" "$n pkts: ≤ 0.6× tcpdump: $(printf %.3f "$a") s vs $(printf %.3f "${best[$n.tcpdump]}") s = $(printf %.2f "$x")×"
-	else
-		echo "- SKIP $n pkts: ≤ 0.6× tcpdump: tcpdump missing"
-	fi
-	if [ -n "${best[$n.tshark]:-}" ]; then
-		x=$(calc "${best[$n.tshark]} / $a")
-		verdict "$(awk "BEGIN { print ($x >= 50) }")" "$n pkts: ≥ 50× faster than tshark: $(printf %.1f "${best[$n.tshark]}") s vs $(printf %.3f "$a") s = $(printf %.1f "$x")×"
-	else
-		echo "- SKIP $n pkts: ≥ 50× faster than tshark: ${tshark_note[$n]:-tshark missing}"
-	fi
-	x=$(calc "$a / ${best[$n.cat]}")
-	verdict "$(awk "BEGIN { print ($x <= 3) }")" "$n pkts: within 3× of cat: $(printf %.3f "$a") s vs $(printf %.3f "${best[$n.cat]}") s = $(printf %.2f "$x")×"
-	mb=$(calc "${rss[$n.audit]} * 1024 / 1e6")
-	verdict "$(awk "BEGIN { print ($mb < 100) }")" "$n pkts: peak RSS < 100 MB: $(printf %.1f "$mb") MB"
-done
-# Linear growth: time per packet of the largest size at most 1.2× that of the
-# smallest (process start-up makes small sizes dearer per packet, never cheaper).
-lo=${sizes[0]} hi=${sizes[-1]}
-per_lo=$(calc "${best[$lo.audit]} / $lo * 1e9") per_hi=$(calc "${best[$hi.audit]} / $hi * 1e9")
-fit=$(for n in "${sizes[@]}"; do echo "$n ${best[$n.audit]}"; done | awk '{ x[NR] = $1; y[NR] = $2; sx += $1; sy += $2 }
-	END { mx = sx / NR; my = sy / NR; for (i = 1; i <= NR; i++) { sxy += (x[i] - mx) * (y[i] - my); sxx += (x[i] - mx) ^ 2; syy += (y[i] - my) ^ 2 }
-		b = sxy / sxx; a = my - b * mx; r2 = (syy > 0) ? sxy * sxy / (sxx * syy) : 1
-		printf "wall ≈ %.3f s + %.1f ns × packets, R² = %.4f", a, b * 1e9, r2 }')
-growth=$(for n in "${sizes[@]}"; do printf "%s: %.0f ns/pkt; " "$n" "$(calc "${best[$n.audit]} / $n * 1e9")"; done)
-verdict "$(awk "BEGIN { print ($per_hi <= 1.2 * $per_lo) }")" "linear growth (ns/packet at $hi ≤ 1.2× at $lo): ${growth% } $fit"
+# targets TOOL: issue 3's targets for one audit row.
+targets() {
+	local t=$1 n a x mb lo hi per_lo per_hi fit growth
+	for n in "${sizes[@]}"; do
+		a=${best[$n.$t]}
+		if [ -n "${best[$n.tcpdump]:-}" ]; then
+			x=$(calc "$a / ${best[$n.tcpdump]}")
+			verdict "$(awk "BEGIN { print ($x <= 0.6) }")" "$n pkts: ≤ 0.6× tcpdump: $(printf %.3f "$a") s vs $(printf %.3f "${best[$n.tcpdump]}") s = $(printf %.2f "$x")×"
+		else
+			echo "- SKIP $n pkts: ≤ 0.6× tcpdump: tcpdump missing"
+		fi
+		if [ -n "${best[$n.tshark]:-}" ]; then
+			x=$(calc "${best[$n.tshark]} / $a")
+			verdict "$(awk "BEGIN { print ($x >= 50) }")" "$n pkts: ≥ 50× faster than tshark: $(printf %.1f "${best[$n.tshark]}") s vs $(printf %.3f "$a") s = $(printf %.1f "$x")×"
+		else
+			echo "- SKIP $n pkts: ≥ 50× faster than tshark: ${tshark_note[$n]:-tshark missing}"
+		fi
+		x=$(calc "$a / ${best[$n.cat]}")
+		verdict "$(awk "BEGIN { print ($x <= 3) }")" "$n pkts: within 3× of cat: $(printf %.3f "$a") s vs $(printf %.3f "${best[$n.cat]}") s = $(printf %.2f "$x")×"
+		mb=$(calc "${rss[$n.$t]} * 1024 / 1e6")
+		verdict "$(awk "BEGIN { print ($mb < 100) }")" "$n pkts: peak RSS < 100 MB: $(printf %.1f "$mb") MB"
+	done
+	# Linear growth: time per packet of the largest size at most 1.2× that of the
+	# smallest (process start-up makes small sizes dearer per packet, never cheaper).
+	lo=${sizes[0]} hi=${sizes[-1]}
+	per_lo=$(calc "${best[$lo.$t]} / $lo * 1e9") per_hi=$(calc "${best[$hi.$t]} / $hi * 1e9")
+	fit=$(for n in "${sizes[@]}"; do echo "$n ${best[$n.$t]}"; done | awk '{ x[NR] = $1; y[NR] = $2; sx += $1; sy += $2 }
+		END { mx = sx / NR; my = sy / NR; for (i = 1; i <= NR; i++) { sxy += (x[i] - mx) * (y[i] - my); sxx += (x[i] - mx) ^ 2; syy += (y[i] - my) ^ 2 }
+			b = (sxx > 0) ? sxy / sxx : 0; a = my - b * mx; r2 = (syy > 0 && sxx > 0) ? sxy * sxy / (sxx * syy) : 1
+			printf "wall ≈ %.3f s + %.1f ns × packets, R² = %.4f", a, b * 1e9, r2 }')
+	growth=$(for n in "${sizes[@]}"; do printf "%s: %.0f ns/pkt; " "$n" "$(calc "${best[$n.$t]} / $n * 1e9")"; done)
+	verdict "$(awk "BEGIN { print ($per_hi <= 1.2 * $per_lo) }")" "linear growth (ns/packet at $hi ≤ 1.2× at $lo): ${growth% } $fit"
+}
+echo "### Targets: audit pcap (text, the default), best run"
+echo
+targets audit
+echo
+echo "### Targets: audit pcap --format json, best run"
+echo
+targets audit-json
+echo
 [ $counts_ok = 1 ] && echo "- PASS every tool found the generator's SYN count" || { echo "- MISS SYN counts differ (table above)"; missed=1; }
 
 if [ "${BENCH_GO:-0}" = 1 ]; then

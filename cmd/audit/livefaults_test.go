@@ -1,7 +1,8 @@
 package main
 
 // Live faults (issue 5, item 4): the capture interface disappears in the
-// middle of a session, and SIGINT ends an --attach session. The interface
+// middle of a session, and SIGINT or SIGTERM ends an --attach session; and
+// SYN floods, which must not grow the auditor's memory. The interface
 // is one end of a veth pair whose two ends live in network namespaces the
 // test creates and deletes: `audit live` runs in one (`ip netns exec`), a
 // bash /dev/tcp sender in the other, and no packet reaches the root
@@ -142,6 +143,7 @@ func TestLiveFaults(t *testing.T) {
 	const (
 		ifaceGone = "the interface is deleted"
 		sigint    = "SIGINT"
+		sigterm   = "SIGTERM"
 	)
 	tests := []struct {
 		name   string
@@ -165,6 +167,7 @@ func TestLiveFaults(t *testing.T) {
 		{name: "interface gone, in-process server", syns: 3, fault: ifaceGone, exit: exitUsage,
 			stderr: []string{"audit: read capture on %s: The interface disappeared", "3 attempts came outside any session"}},
 		{name: "SIGINT mid-session, attach", attach: true, syns: 5, fault: sigint, exit: exitFail, cause: causeInterrupted},
+		{name: "SIGTERM mid-session, attach", attach: true, syns: 5, fault: sigterm, exit: exitFail, cause: causeInterrupted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,6 +218,10 @@ func TestLiveFaults(t *testing.T) {
 				}
 			case sigint:
 				if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+					t.Fatal(err)
+				}
+			case sigterm:
+				if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 					t.Fatal(err)
 				}
 			}

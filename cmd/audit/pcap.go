@@ -87,7 +87,7 @@ Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
 	f.StringVar(&cfg.format, "format", cfg.format, "output format: text or json")
 	f.StringArrayVar(&cfg.peers, "peer", nil, "report only this client address (repeatable)")
 	f.BoolVarP(&cfg.verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
-	f.StringVar(&cfg.serverLog, "server-log", "", "cross-check each session of this `audit server --record` file against the SYNs")
+	f.StringVar(&cfg.serverLog, "server-log", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
 	return cmd
 }
 

@@ -22,7 +22,7 @@
 #   SYNLOAD_RATES ["10000 25000 50000 75000 100000"]  target SYN/s
 #   SYNLOAD_SECONDS [5]   seconds of load per run
 #   SYNLOAD_RUNS [3]      runs per rate
-#   SYNLOAD_BUFFER []     audit live --buffer in bytes (default: the binary's, 8 MiB)
+#   SYNLOAD_BUFFER []     audit live --buffer in bytes (default: the binary's, 64 MiB)
 #   SYNLOAD_WRITE [0]     1: also --write every packet to a file (its cost included)
 #   SYNLOAD_AUDIT [bin/audit]  the binary to measure (built when missing)
 #   SYNLOAD_STRICT [0]    1: exit 1 when a run lost a SYN or when not root

@@ -144,38 +144,8 @@ func (rd *reader) pcapng() error {
 			} else {
 				rd.st.Skipped[SkipTooManyIfaces]++
 			}
-		case typ == ngEPB:
-			if len(body) < 20 {
-				rd.badBlock(typ, b.off, "body too short")
-				break
-			}
-			ifc := rd.iface(ifaces, o.u32(body))
-			if ifc == nil {
-				break
-			}
-			caplen := o.u32(body[12:])
-			if int64(caplen) > int64(len(body)-20) {
-				rd.badBlock(typ, b.off, "captured length exceeds the block")
-				break
-			}
-			sec, nsec := ifc.time(uint64(o.u32(body[4:]))<<32 | uint64(o.u32(body[8:])))
-			rd.frame(ifc.lt, body[20:20+caplen], sec, nsec)
-		case typ == ngOPB:
-			if len(body) < 20 {
-				rd.badBlock(typ, b.off, "body too short")
-				break
-			}
-			ifc := rd.iface(ifaces, uint32(o.u16(body)))
-			if ifc == nil {
-				break
-			}
-			caplen := o.u32(body[12:])
-			if int64(caplen) > int64(len(body)-20) {
-				rd.badBlock(typ, b.off, "captured length exceeds the block")
-				break
-			}
-			sec, nsec := ifc.time(uint64(o.u32(body[4:]))<<32 | uint64(o.u32(body[8:])))
-			rd.frame(ifc.lt, body[20:20+caplen], sec, nsec)
+		case typ == ngEPB, typ == ngOPB:
+			rd.packet(o, typ, ifaces, body, b.off)
 		case typ == ngSPB:
 			rd.spb(o, ifaces, body, b.off)
 		}
@@ -185,6 +155,31 @@ func (rd *reader) pcapng() error {
 
 // spb reads a Simple Packet Block: interface 0, no timestamp. A SYN in one
 // cannot be placed in time, so it is counted, never passed on.
+// packet reads an Enhanced Packet Block, or the obsolete Packet Block whose
+// interface id is 16 bits wide: both carry a 64-bit timestamp and a
+// captured length at the same offsets.
+func (rd *reader) packet(o order, typ uint32, ifaces []ngIface, body []byte, off int64) {
+	if len(body) < 20 {
+		rd.badBlock(typ, off, "body too short")
+		return
+	}
+	id := o.u32(body)
+	if typ == ngOPB {
+		id = uint32(o.u16(body))
+	}
+	ifc := rd.iface(ifaces, id)
+	if ifc == nil {
+		return
+	}
+	caplen := o.u32(body[12:])
+	if int64(caplen) > int64(len(body)-20) {
+		rd.badBlock(typ, off, "captured length exceeds the block")
+		return
+	}
+	sec, nsec := ifc.time(uint64(o.u32(body[4:]))<<32 | uint64(o.u32(body[8:])))
+	rd.frame(ifc.lt, body[20:20+caplen], sec, nsec)
+}
+
 func (rd *reader) spb(o order, ifaces []ngIface, body []byte, off int64) {
 	if len(body) < 4 {
 		rd.badBlock(ngSPB, off, "body too short")

@@ -312,18 +312,7 @@ func pcapTo(buf *bytes.Buffer, l link, nanos bool, ps []packet) error {
 	if err := w.WriteFileHeader(snaplen, l.LinkType()); err != nil {
 		return err
 	}
-	b := newBuilder()
-	for _, p := range ps {
-		data, err := b.frame(l, p)
-		if err != nil {
-			return err
-		}
-		ci := gopacket.CaptureInfo{Timestamp: p.ts, CaptureLength: len(data), Length: len(data)}
-		if err := w.WritePacket(ci, data); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeFrames(w, l, ps)
 }
 
 // writePcapng writes ps as pcapng with pcapgo's writer; the section and
@@ -337,6 +326,20 @@ func writePcapng(dir, name string, l link, ps []packet) error {
 	if err != nil {
 		return err
 	}
+	if err := writeFrames(w, l, ps); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644)
+}
+
+// writeFrames builds each packet's frame for l and writes it to w, a pcap or
+// a pcapng writer of pcapgo.
+func writeFrames(w interface {
+	WritePacket(gopacket.CaptureInfo, []byte) error
+}, l link, ps []packet) error {
 	b := newBuilder()
 	for _, p := range ps {
 		data, err := b.frame(l, p)
@@ -348,10 +351,7 @@ func writePcapng(dir, name string, l link, ps []packet) error {
 			return err
 		}
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644)
+	return nil
 }
 
 // writeGzip compresses data with a zero header (no name, no time), so the

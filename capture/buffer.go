@@ -22,9 +22,6 @@ type chunk struct {
 	head int    // headroom size
 	n    int    // data bytes: mem[head:head+n]
 	err  error  // the stream's error after these bytes (io.EOF at the end)
-	// mapped: mem is part of a read-only mapping of the file (mapSource)
-	// and mem[:head] already holds the stream's bytes before the data.
-	mapped bool
 }
 
 // source hands out chunks in stream order and takes spent ones back.
@@ -74,21 +71,13 @@ func (b *buffer) fill(n int) bool {
 		}
 		c := b.src.next()
 		left := b.avail() // < n <= maxNeed
-		switch {
-		case c.mapped:
-			// The bytes before a window's data are the stream's own.
-			if c.head < left {
-				panic("capture: mapped window with less than maxNeed in front") // a mapSource bug
-			}
-		case c.head < left:
+		if c.head < left {
 			// Only the first record longer than any before it gets here.
 			mem := make([]byte, maxNeed+len(c.mem)-c.head)
 			copy(mem[maxNeed:], c.mem[c.head:c.head+c.n])
 			c.mem, c.head = mem, maxNeed
-			fallthrough
-		default:
-			copy(c.mem[c.head-left:c.head], b.bytes())
 		}
+		copy(c.mem[c.head-left:c.head], b.bytes())
 		if b.cur != nil {
 			b.src.release(b.cur)
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -82,12 +81,6 @@ const maxWarnings = 100
 // one; damage a pcap file gives no way past stops the read with an error
 // naming the file and the byte offset. fn sees what came before it.
 func ReadFile(path string, opt Options, fn func(analyze.SYN)) (FileStats, error) {
-	return readFile(path, opt, fn, mapWindow, asyncMin)
-}
-
-// readFile is ReadFile with the mapping's window and the smallest file
-// mapped as parameters, for tests.
-func readFile(path string, opt Options, fn func(analyze.SYN), window int, mapMin int64) (FileStats, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return FileStats{Path: path, Skipped: map[string]uint64{}}, err
@@ -97,18 +90,8 @@ func readFile(path string, opt Options, fn func(analyze.SYN), window int, mapMin
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 		size = fi.Size()
 	}
-	return readSource(path, f, size, opt, fn, func(r io.Reader, size int64, gz bool) source {
-		if !gz && size >= mapMin {
-			if s, err := newMapSource(f, size, window); err == nil {
-				return s
-			}
-		}
-		return defaultSource(r, size, gz)
-	})
+	return readStream(path, f, size, opt, fn)
 }
-
-// mapWindow is the window a mapped file is handed out by (mapSource).
-const mapWindow = 4 << 20
 
 // countingReader counts bytes for Options.Progress; the count is read
 // from the parsing goroutine while a reading goroutine adds to it.
@@ -144,10 +127,9 @@ func defaultSource(r io.Reader, size int64, gz bool) source {
 // readSource is readStream with the choice of chunk source, so tests can
 // compare sources and force tiny chunks.
 func readSource(name string, r io.Reader, size int64, opt Options, fn func(analyze.SYN),
-	newSource func(r io.Reader, size int64, gz bool) source) (st FileStats, err error) {
-	st = FileStats{Path: name, Skipped: map[string]uint64{}}
+	newSource func(r io.Reader, size int64, gz bool) source) (FileStats, error) {
+	st := FileStats{Path: name, Skipped: map[string]uint64{}}
 	cr := &countingReader{r: r}
-	done := cr.n.Load
 	br := bufio.NewReaderSize(cr, 512) // to peek at the magic; large reads bypass it
 	var src io.Reader = br
 	head, _ := br.Peek(4)
@@ -162,31 +144,18 @@ func readSource(name string, r io.Reader, size int64, opt Options, fn func(analy
 	}
 	b := newBuffer(newSource(src, size, gz))
 	defer b.close()
-	if ms, ok := b.src.(*mapSource); ok {
-		done = ms.paged.Load
-		// A mapped file that shrinks under the reader faults on the
-		// vanished pages: an error naming the offset, not a crash.
-		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-		defer func() {
-			if err == nil {
-				if err = ms.fault(recover(), name); err != nil {
-					st.Bytes = b.off
-				}
-			}
-		}()
-	}
 	if opt.Progress != nil {
-		b.progress = func() { opt.Progress(done(), size) }
+		b.progress = func() { opt.Progress(cr.n.Load(), size) }
 	}
 	rd := &reader{name: name, b: b, st: &st, port: opt.Port, fn: fn, dec: NewDecoder()}
-	err = rd.run()
+	err := rd.run()
 	b.close()
 	if gz {
 		st.Format += " gzip"
 	}
 	st.Bytes = b.off
 	if opt.Progress != nil {
-		opt.Progress(done(), size)
+		opt.Progress(cr.n.Load(), size)
 	}
 	return st, err
 }
@@ -199,7 +168,6 @@ type reader struct {
 	port uint16
 	fn   func(analyze.SYN)
 	dec  *Decoder
-	sink byte // keeps the pcap walk's prefetching loads
 }
 
 const (
@@ -264,21 +232,14 @@ func (rd *reader) errorf(format string, args ...any) error {
 }
 
 func (rd *reader) warnf(format string, args ...any) {
-	rd.warn(rd.name + ": " + fmt.Sprintf(format, args...))
-}
-
-// warn adds one warning, or the note that further ones were dropped.
-func (rd *reader) warn(w string) {
 	if len(rd.st.Warnings) == maxWarnings {
-		rd.st.Warnings = append(rd.st.Warnings, rd.name+warningsDropped)
+		rd.st.Warnings = append(rd.st.Warnings, rd.name+": further warnings dropped")
 	}
 	if len(rd.st.Warnings) > maxWarnings {
 		return
 	}
-	rd.st.Warnings = append(rd.st.Warnings, w)
+	rd.st.Warnings = append(rd.st.Warnings, rd.name+": "+fmt.Sprintf(format, args...))
 }
-
-const warningsDropped = ": further warnings dropped"
 
 // frame decodes one packet and hands a SYN to fn.
 func (rd *reader) frame(lt layers.LinkType, data []byte, sec, nsec int64) {

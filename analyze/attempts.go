@@ -422,25 +422,6 @@ func (t *Tracker) Retransmits() int {
 	return t.retrans
 }
 
-// group settles the pushed SYNs and gives every attempt its peer: the
-// part of Chains that can be done before the last SYN is in.
-func (t *Tracker) group() {
-	t.settle()
-	// As16 makes 127.0.0.1 and ::ffff:127.0.0.1 one peer, and ::1 another
-	// (SPEC.md §5).
-	for ; t.grouped < t.attempts.n; t.grouped++ {
-		r := t.rec(t.grouped)
-		p, ok := t.peers[r.key.src]
-		if !ok {
-			p = int32(len(t.peerN))
-			t.peers[r.key.src] = p
-			t.peerN = append(t.peerN, 0)
-		}
-		r.peer = p
-		t.peerN[p]++
-	}
-}
-
 // Chains is every peer's chain of a Tracker, ordered as Peers orders them,
 // to be read one at a time: where Peers copies every attempt at once,
 // Chain builds one chain in a buffer the caller may reuse. It reads the
@@ -466,7 +447,20 @@ type stamp struct {
 // Chains groups the attempts by peer, peers ordered by address, without
 // copying an attempt.
 func (t *Tracker) Chains() *Chains {
-	t.group()
+	t.settle()
+	// As16 makes 127.0.0.1 and ::ffff:127.0.0.1 one peer, and ::1 another
+	// (SPEC.md §5).
+	for ; t.grouped < t.attempts.n; t.grouped++ {
+		r := t.rec(t.grouped)
+		p, ok := t.peers[r.key.src]
+		if !ok {
+			p = int32(len(t.peerN))
+			t.peers[r.key.src] = p
+			t.peerN = append(t.peerN, 0)
+		}
+		r.peer = p
+		t.peerN[p]++
+	}
 	np := len(t.peerN)
 	byIndex := make([]netip.Addr, np)
 	for b, i := range t.peers {
@@ -615,16 +609,6 @@ func (pt *PortTracker) Add(s SYN) {
 		pt.last, pt.port = t, port
 	}
 	pt.last.push(s)
-}
-
-// Group does now, for every port, the grouping that Chains would do on
-// the SYNs added so far: a reader that calls it between batches of SYNs,
-// beside its parse, leaves Chains less to do at the end. It changes no
-// result.
-func (pt *PortTracker) Group() {
-	for _, t := range pt.ports {
-		t.group()
-	}
 }
 
 // Tracker returns the tracker of port; an empty one when no SYN went there.

@@ -262,14 +262,6 @@ var feeds = []struct {
 			tr.hashed[i] = 7<<32 | h&(1<<32-1)
 		}
 	}},
-	{"push, grouped between batches", func(tr *Tracker, syns []SYN) {
-		for i, s := range syns {
-			tr.push(s)
-			if i%61 == 60 {
-				tr.group() // as PortTracker.Group, beside a reader
-			}
-		}
-	}},
 	{"mixed", func(tr *Tracker, syns []SYN) {
 		for i, s := range syns {
 			if i/97%3 == 1 {

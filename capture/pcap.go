@@ -53,20 +53,12 @@ func (rd *reader) pcap(o order, nano bool) error {
 		// SYN (plainNonSYN) are only counted.
 		buf := b.bytes()
 		i, packets := 0, uint64(0)
-		pf, t := 0, byte(0)
 		for len(buf)-i >= 16 {
 			incl := o.u32(buf[i+8:])
 			if incl > maxRecord || len(buf)-i-16 < int(incl) {
 				break
 			}
 			n := 16 + int(incl)
-			// Each record's length says where the next one starts, so the
-			// walk waits for one cache miss after another. Loading every
-			// line some records ahead, which depends on nothing, lets the
-			// misses overlap: the walk then finds its lines in cache.
-			for lim := min(i+n+prefetch, len(buf)); pf < lim; pf += 64 {
-				t += buf[pf]
-			}
 			switch rec := buf[i : i+n]; {
 			case fast && plainNonSYN(rec[16:]):
 				packets++
@@ -79,7 +71,6 @@ func (rd *reader) pcap(o order, nano bool) error {
 			i += n
 		}
 		rd.st.Packets += packets
-		rd.sink += t
 		b.advance(i)
 
 		// The next record is not wholly buffered: make it so (the loop
@@ -100,10 +91,6 @@ func (rd *reader) pcap(o order, nano bool) error {
 		}
 	}
 }
-
-// prefetch is how far ahead of the record being parsed the pcap walk loads
-// cache lines.
-const prefetch = 4096
 
 // order is a file's byte order: fields are read little-endian and swapped
 // for a big-endian file, a predictable branch that is cheaper than calling

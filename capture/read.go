@@ -168,7 +168,6 @@ type reader struct {
 	port uint16
 	fn   func(analyze.SYN)
 	dec  *Decoder
-	sink byte // keeps the pcap walk's prefetching loads
 }
 
 const (

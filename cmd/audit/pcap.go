@@ -129,10 +129,8 @@ func (c pcapConfig) validate(portSet bool) ([]netip.Addr, error) {
 func readCaptures(files []string, port uint16, progress func(path string) func(done, total int64)) (*analyze.PortTracker, analyze.CaptureInfo, error) {
 	pt := analyze.NewPortTracker()
 	info := analyze.CaptureInfo{Skipped: map[string]uint64{}}
-	f := newFeeder(pt)
-	defer f.wait()
 	for _, path := range files {
-		st, err := capture.ReadFile(path, capture.Options{Port: port, Progress: progress(path)}, f.add)
+		st, err := capture.ReadFile(path, capture.Options{Port: port, Progress: progress(path)}, pt.Add)
 		if err != nil {
 			return nil, info, err
 		}
@@ -145,68 +143,7 @@ func readCaptures(files []string, port uint16, progress func(path string) func(d
 			Skipped: st.Skipped, Truncated: st.Truncated, Warnings: st.Warnings,
 		})
 	}
-	f.wait()
 	return pt, info, nil
-}
-
-// feeder hands the SYNs of a read to a PortTracker in a goroutine of its
-// own, in batches, grouping each batch (PortTracker.Group) while the next
-// is parsed: on make bench's 2 M-packet capture that takes about 15 ms of
-// grouping off the time after the read, on a core the parse leaves idle.
-type feeder struct {
-	pt     *analyze.PortTracker
-	batch  []analyze.SYN
-	full   chan []analyze.SYN
-	free   chan []analyze.SYN
-	done   chan struct{}
-	closed bool
-}
-
-// feedBatch is the SYNs in a batch: large enough that handing a batch
-// over costs nothing beside grouping it, small enough to stay in cache.
-const feedBatch = 4096
-
-func newFeeder(pt *analyze.PortTracker) *feeder {
-	// Three batches circulate: being filled, waiting, being grouped.
-	f := &feeder{pt: pt, full: make(chan []analyze.SYN, 1), free: make(chan []analyze.SYN, 3), done: make(chan struct{})}
-	for range 2 {
-		f.free <- make([]analyze.SYN, 0, feedBatch)
-	}
-	f.batch = make([]analyze.SYN, 0, feedBatch)
-	go func() {
-		defer close(f.done)
-		for b := range f.full {
-			for _, s := range b {
-				pt.Add(s)
-			}
-			pt.Group()
-			f.free <- b[:0]
-		}
-	}()
-	return f
-}
-
-// add takes one SYN, in the reader's goroutine.
-func (f *feeder) add(s analyze.SYN) {
-	f.batch = append(f.batch, s)
-	if len(f.batch) == feedBatch {
-		f.full <- f.batch
-		f.batch = <-f.free
-	}
-}
-
-// wait hands over the last batch and returns once every SYN is in the
-// tracker; the tracker is the caller's again. Later calls do nothing.
-func (f *feeder) wait() {
-	if f.closed {
-		return
-	}
-	f.closed = true
-	if len(f.batch) > 0 {
-		f.full <- f.batch
-	}
-	close(f.full)
-	<-f.done
 }
 
 // progressTo returns a per-file progress printer for w, or callbacks that do

@@ -22,6 +22,9 @@ package analyze
 //
 //	"peer"     ip:port of the Start caller, e.g. "127.0.0.1:40112" or
 //	           "[::1]:40112" (an IPv4-mapped IPv6 address is written as IPv4)
+//	"retry_port" the server's retry port (absent in files written before
+//	           it was recorded): a reader tells a record of another server
+//	           from the capture's by it
 //	"params"   {"max_reconnect_backoff_ms": int, as the client sent it (0 =
 //	           default), "policy": the policy the session is verified against,
 //	           {"initial_backoff_ms", "multiplier", "jitter", "max_backoff_ms",
@@ -123,6 +126,8 @@ type RecordEvent struct {
 	// Peer is the Start caller (start), the connecting client (accept), the
 	// Stop caller (stop); zero on expire.
 	Peer netip.AddrPort
+	// RetryPort is the server's retry port, set on start (0 when unknown).
+	RetryPort uint16
 	// Params is set on start.
 	Params *SessionParams
 	// Overflow is set on an accept that the session could not keep.
@@ -161,25 +166,27 @@ type PeerCount struct {
 }
 
 type recordJSON struct {
-	Event    EventKind      `json:"event"`
-	Time     string         `json:"time"`
-	Session  int            `json:"session"`
-	Peer     netip.AddrPort `json:"peer,omitzero"`
-	Params   *SessionParams `json:"params,omitempty"`
-	Overflow bool           `json:"overflow,omitempty"`
-	End      *SessionEnd    `json:"end,omitempty"`
+	Event     EventKind      `json:"event"`
+	Time      string         `json:"time"`
+	Session   int            `json:"session"`
+	Peer      netip.AddrPort `json:"peer,omitzero"`
+	RetryPort uint16         `json:"retry_port,omitempty"`
+	Params    *SessionParams `json:"params,omitempty"`
+	Overflow  bool           `json:"overflow,omitempty"`
+	End       *SessionEnd    `json:"end,omitempty"`
 }
 
 // MarshalJSON writes the event as one record line (without the newline).
 func (e RecordEvent) MarshalJSON() ([]byte, error) {
 	j := recordJSON{
-		Event:    e.Event,
-		Time:     e.Time.UTC().Format(RecordTimeLayout),
-		Session:  e.Session,
-		Peer:     netip.AddrPortFrom(e.Peer.Addr().Unmap(), e.Peer.Port()),
-		Params:   e.Params,
-		Overflow: e.Overflow,
-		End:      e.End,
+		Event:     e.Event,
+		Time:      e.Time.UTC().Format(RecordTimeLayout),
+		Session:   e.Session,
+		Peer:      netip.AddrPortFrom(e.Peer.Addr().Unmap(), e.Peer.Port()),
+		RetryPort: e.RetryPort,
+		Params:    e.Params,
+		Overflow:  e.Overflow,
+		End:       e.End,
 	}
 	if !e.Peer.IsValid() {
 		j.Peer = netip.AddrPort{}
@@ -214,13 +221,14 @@ func (e *RecordEvent) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("time %q: year %d in UTC is outside 0000–9999", j.Time, y)
 	}
 	*e = RecordEvent{
-		Event:    j.Event,
-		Time:     t,
-		Session:  j.Session,
-		Peer:     j.Peer,
-		Params:   j.Params,
-		Overflow: j.Overflow,
-		End:      j.End,
+		Event:     j.Event,
+		Time:      t,
+		Session:   j.Session,
+		Peer:      j.Peer,
+		RetryPort: j.RetryPort,
+		Params:    j.Params,
+		Overflow:  j.Overflow,
+		End:       j.End,
 	}
 	return e.validate()
 }

@@ -158,7 +158,8 @@ func (s *Server) begin(peer netip.AddrPort, maxMS int32) *session {
 	go s.watch(sess)
 	p := sess.Params
 	s.emitLocked(analyze.RecordEvent{
-		Event: analyze.EventStart, Time: sess.Started, Session: sess.ID, Peer: peer, Params: &p,
+		Event: analyze.EventStart, Time: sess.Started, Session: sess.ID, Peer: peer,
+		RetryPort: uint16(s.RetryPort()), Params: &p,
 	})
 	s.log.Info("session started", "session", sess.ID, "peer", peer.String(),
 		"max_reconnect_backoff_ms", maxMS, "policy", sess.Params.Policy.String())

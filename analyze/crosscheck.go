@@ -33,6 +33,10 @@ const (
 	// capture does not hold; libpcap dropped it, or the capture was not
 	// running yet.
 	ReasonCaptureDrop = "capture drop"
+	// ReasonNotCaptured: the server accepted a connection whose SYN the
+	// capture file does not hold. A file carries no drop counts, so this
+	// is all an offline reading can say.
+	ReasonNotCaptured = "not in the capture"
 	// ReasonRefused: the kernel saw the SYN inside the session, but the
 	// server never accepted the connection (reset, accept queue full, the
 	// client gave up before the handshake completed).
@@ -57,9 +61,17 @@ type CrossInput struct {
 	Start, End time.Time
 	// CaptureStart is when the capture began; zero if it ran all along.
 	CaptureStart time.Time
+	// CaptureEnd is when the capture stopped before the session ended (a
+	// capture error); zero if it outlived the session. CaptureEndCause
+	// says why it stopped.
+	CaptureEnd      time.Time
+	CaptureEndCause string
 	// Lost counts the packets the capture is known to have missed (kernel
 	// and interface drops).
 	Lost uint64
+	// Offline is set when the capture is a file: a SYN it lacks is "not in
+	// the capture", since a file keeps no drop counts.
+	Offline bool
 	// Late holds connections the server accepted just after the session
 	// ended (record session 0): a SYN sent inside the session whose accept
 	// came after Stop is in neither side's list of the session.
@@ -89,6 +101,30 @@ func (in CrossInput) late(kernel []Attempt) map[int]time.Time {
 		}
 	}
 	return out
+}
+
+// uncaptured explains an accept whose SYN the capture lacks.
+func (in CrossInput) uncaptured(ap netip.AddrPort, t time.Time) Lone {
+	l := Lone{Peer: ap.Addr(), SrcPort: ap.Port(), Time: t, Reason: ReasonCaptureDrop}
+	if in.Offline {
+		l.Reason = ReasonNotCaptured
+	}
+	switch {
+	case !in.CaptureStart.IsZero() && t.Before(in.CaptureStart):
+		l.Detail = "accepted before the capture started at " + in.CaptureStart.UTC().Format(timeLayout)
+	case !in.CaptureEnd.IsZero() && !t.Before(in.CaptureEnd):
+		l.Detail = "accepted after the capture stopped at " + in.CaptureEnd.UTC().Format(timeLayout)
+		if in.CaptureEndCause != "" {
+			l.Detail += " (" + in.CaptureEndCause + ")"
+		}
+	case in.Offline:
+		l.Detail = "no SYN from this ip and port is in the capture"
+	case in.Lost > 0:
+		l.Detail = fmt.Sprintf("libpcap reports %d packets dropped", in.Lost)
+	default:
+		l.Detail = "no SYN from this ip and port was captured, and libpcap reports no drops"
+	}
+	return l
 }
 
 // SessionAttempts returns the attempts, of every address, that the
@@ -268,16 +304,7 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 		if s.pair >= 0 {
 			continue
 		}
-		l := Lone{Peer: s.ap.Addr(), SrcPort: s.ap.Port(), Time: s.t, Reason: ReasonCaptureDrop}
-		switch {
-		case !in.CaptureStart.IsZero() && s.t.Before(in.CaptureStart):
-			l.Detail = "accepted before the capture started at " + in.CaptureStart.UTC().Format(timeLayout)
-		case in.Lost > 0:
-			l.Detail = fmt.Sprintf("libpcap reports %d packets dropped", in.Lost)
-		default:
-			l.Detail = "no SYN from this ip and port was captured, and libpcap reports no drops"
-		}
-		c.ServerOnly = append(c.ServerOnly, l)
+		c.ServerOnly = append(c.ServerOnly, in.uncaptured(s.ap, s.t))
 	}
 	c.Delay = delayStats(c.Pairs)
 
@@ -320,8 +347,8 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 			lonely = true
 			c.Disagreements = append(c.Disagreements, Disagreement{
 				ServerK: max(i, 0), ToleranceMS: ms(in.Policy.Tolerance), SrcPort: s.ap.Port(),
-				Cause: fmt.Sprintf("accept %d (port %d) has no SYN in the capture (capture drop): the kernel's chain is one attempt short and its intervals from there on span other attempts",
-					i+1, s.ap.Port()),
+				Cause: fmt.Sprintf("accept %d (port %d) has no SYN in the capture (%s): the kernel's chain is one attempt short and its intervals from there on span other attempts",
+					i+1, s.ap.Port(), in.uncaptured(s.ap, s.t).Reason),
 			})
 		}
 	}
@@ -612,6 +639,9 @@ type ServerSession struct {
 	Start  time.Time
 	Peer   netip.AddrPort
 	Params SessionParams
+	// RetryPort is the server's retry port, 0 when the record does not
+	// name it.
+	RetryPort uint16
 	// Accepts is the session's list, every address, in arrival order
 	// (overflowed connections included: they were accepted too).
 	Accepts []Accept
@@ -634,7 +664,7 @@ func ServerSessions(events []RecordEvent) []ServerSession {
 	for _, e := range events {
 		switch e.Event {
 		case EventStart:
-			s := ServerSession{Number: e.Session, Start: e.Time, Peer: e.Peer}
+			s := ServerSession{Number: e.Session, Start: e.Time, Peer: e.Peer, RetryPort: e.RetryPort}
 			if e.Params != nil {
 				s.Params = *e.Params
 			}

@@ -6,9 +6,9 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -34,7 +34,10 @@ const (
 type liveSession struct {
 	number int
 	// server is false for a sniff-only session, delimited by --idle.
-	server    bool
+	server bool
+	// offline is set for a session of a record file, cross-checked
+	// against capture files.
+	offline   bool
 	start     time.Time
 	startPeer netip.AddrPort
 	maxMS     int32
@@ -48,6 +51,10 @@ type liveSession struct {
 	// maxAttempts caps the attempts the session keeps; dropped counts
 	// the later ones, which make its verdict analyze.Overflow.
 	maxAttempts, dropped int
+	// captureEnd is when the capture stopped while the session was open
+	// (a capture error), captureEndCause why.
+	captureEnd      time.Time
+	captureEndCause string
 	// outsideDropped counts the attempts outside any session that were
 	// forgotten before this report (see outsideKeep).
 	outsideDropped int
@@ -202,6 +209,8 @@ func (r liveReport) Passed() bool {
 // the cross-check, never judged.
 func buildLiveReport(s *liveSession, port uint16, attempts []analyze.Attempt, capInfo analyze.CaptureInfo, live liveInfo, captureStart time.Time) liveReport {
 	input := s.serverSession().Input(captureStart, live.lost())
+	input.Offline = s.offline
+	input.CaptureEnd, input.CaptureEndCause = s.captureEnd, s.captureEndCause
 	inside := slices.Clone(attempts)
 	if s.server {
 		inside = analyze.SessionAttempts(input, attempts)
@@ -329,21 +338,16 @@ func (r liveReport) MarshalJSON() ([]byte, error) {
 func (r liveReport) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	s := r.Session
-	fmt.Fprintf(bw, "\n=== session %d: %s → %s, ended by %s", s.Number, s.Start, cmp.Or(s.End, "(open)"), s.Cause)
-	if s.StartPeer != "" {
-		fmt.Fprintf(bw, "; Start from %s, max_reconnect_backoff_ms %d", s.StartPeer, s.MaxMS)
-	}
-	fmt.Fprintf(bw, "\nkernel verdict, from SYN timestamps (%s):\n", r.Live.Timestamps)
-	// The pcap report's first line counts files; a live session has none.
-	var kernel bytes.Buffer
-	if err := r.Kernel.WriteText(&kernel); err != nil {
-		return err
-	}
+	r.writeSession(bw)
+	fmt.Fprintf(bw, "kernel verdict, from SYN timestamps (%s):\n", r.Live.Timestamps)
 	c := r.Kernel.Capture
 	fmt.Fprintf(bw, "port %d: %d SYNs captured on %s, %d attempts, %d retransmits\n",
 		r.Kernel.Port, c.SYNs, r.Live.Iface, c.Attempts, c.Retransmits)
-	_, rest, _ := bytes.Cut(kernel.Bytes(), []byte("\n"))
-	bw.Write(rest)
+	fmt.Fprintf(bw, "policy: %v\n", r.Kernel.Policy)
+	if err := r.Kernel.WritePeersText(bw); err != nil {
+		return err
+	}
+	fmt.Fprintf(bw, "\n%s\n", r.Kernel.Summary)
 	if s.Dropped > 0 {
 		fmt.Fprintf(bw, "%d more attempts than --max_attempts %d were counted, not kept: the verdict is %s\n",
 			s.Dropped, s.MaxAttempts, analyze.Overflow)
@@ -356,15 +360,7 @@ func (r liveReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(bw, "foreign peer %s: %d attempts, not in the verdict\n", f.Addr, f.Attempts)
 	}
 	if r.HasServer {
-		if sv := r.Server; sv != nil {
-			fmt.Fprintf(bw, "server verdict (Stop): passed=%v (%s) backoff_ms=%v", sv.Passed, sv.Verdict, sv.BackoffMS)
-			if sv.Reason != "" {
-				fmt.Fprintf(bw, ": %s", sv.Reason)
-			}
-			fmt.Fprintln(bw)
-		} else {
-			fmt.Fprintln(bw, "server verdict: none, the session did not end with Stop")
-		}
+		r.writeServer(bw)
 		if r.CrossCheck != nil {
 			if err := r.CrossCheck.WriteText(bw); err != nil {
 				return err
@@ -373,6 +369,30 @@ func (r liveReport) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(bw, r.Live.statsLine())
 	return bw.Flush()
+}
+
+// writeSession writes the session's heading.
+func (r liveReport) writeSession(bw *bufio.Writer) {
+	s := r.Session
+	fmt.Fprintf(bw, "\n=== session %d: %s → %s, ended by %s", s.Number, s.Start, cmp.Or(s.End, "(open)"), s.Cause)
+	if s.StartPeer != "" {
+		fmt.Fprintf(bw, "; Start from %s, max_reconnect_backoff_ms %d", s.StartPeer, s.MaxMS)
+	}
+	bw.WriteString("\n")
+}
+
+// writeServer writes what the server's Stop answered.
+func (r liveReport) writeServer(bw *bufio.Writer) {
+	sv := r.Server
+	if sv == nil {
+		fmt.Fprintln(bw, "server verdict: none, the session did not end with Stop")
+		return
+	}
+	fmt.Fprintf(bw, "server verdict (Stop): passed=%v (%s) backoff_ms=%v", sv.Passed, sv.Verdict, sv.BackoffMS)
+	if sv.Reason != "" {
+		fmt.Fprintf(bw, ": %s", sv.Reason)
+	}
+	fmt.Fprintln(bw)
 }
 
 func (l liveInfo) statsLine() string {
@@ -398,80 +418,255 @@ type recordSession struct {
 	CrossCheck analyze.CrossCheck `json:"crosscheck"`
 }
 
-// recordCrossChecks reads the record file of `audit server --record` and
-// cross-checks each of its sessions against the capture's attempts (every
-// peer): the offline form of the live cross-check. A capture file carries
-// no drop counts, so a server-only attempt is a capture drop without them.
-func recordCrossChecks(path string, chains []analyze.Chain) ([]recordSession, error) {
+// recordInfo says which record was read and what of it was judged.
+type recordInfo struct {
+	Path string `json:"path"`
+	// Policy is "record" when each session is judged by the policy of its
+	// Start line, "command line" when a policy flag overrode it.
+	Policy string `json:"policy"`
+	// Outside lists the sessions that do not overlap the capture (another
+	// time or another retry port): not judged.
+	Outside  []outsideSession `json:"outside"`
+	Warnings []string         `json:"warnings"`
+}
+
+type outsideSession struct {
+	Number    int    `json:"number"`
+	Start     string `json:"start"`
+	End       string `json:"end"`
+	RetryPort uint16 `json:"retry_port,omitempty"`
+}
+
+// recordAudit is `audit pcap --server-log`: every session of the record
+// that overlaps the capture, judged from the capture's SYNs with the
+// session's own policy (or the one given on the command line), beside the
+// server's verdict and the cross-check of the two lists.
+type recordAudit struct {
+	Info    recordInfo
+	Reports []liveReport
+}
+
+// recordPolicy is the policy that overrides every session's, or nil.
+func auditRecord(path string, port uint16, chains []analyze.Chain, override *analyze.Policy) (recordAudit, error) {
+	ra := recordAudit{Info: recordInfo{Path: path, Policy: "record", Outside: []outsideSession{}, Warnings: []string{}}}
+	if override != nil {
+		ra.Info.Policy = "command line"
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--server-log: %w", err)
+		return ra, fmt.Errorf("--server-log: %w", err)
 	}
 	defer f.Close()
 	events, err := analyze.ReadRecord(f)
-	if err != nil {
-		return nil, fmt.Errorf("--server-log %s: %w", path, err)
+	switch {
+	case errors.Is(err, analyze.ErrTornLine):
+		ra.Info.Warnings = append(ra.Info.Warnings, fmt.Sprintf("--server-log %s: %v; the lines before it are used", path, err))
+	case err != nil:
+		return ra, fmt.Errorf("--server-log %s: %w", path, err)
 	}
 	var attempts []analyze.Attempt
 	for _, c := range chains {
 		attempts = append(attempts, c.Attempts...)
 	}
-	sessions := analyze.ServerSessions(events)
+	if len(attempts) == 0 {
+		return ra, fmt.Errorf("--server-log %s: the capture has no attempt to port %d to cross-check", path, port)
+	}
+	first, last := attempts[0].Time, attempts[0].Time
+	for _, a := range attempts {
+		first, last = minTime(first, a.Time), maxTime(last, a.Time)
+	}
+	all := analyze.ServerSessions(events)
+	var sessions []analyze.ServerSession
+	for _, s := range all {
+		if s.Overlaps(port, first, last) {
+			sessions = append(sessions, s)
+			continue
+		}
+		o := outsideSession{Number: s.Number, Start: s.Start.UTC().Format(liveTimeLayout), RetryPort: s.RetryPort}
+		if !s.EndTime.IsZero() {
+			o.End = s.EndTime.UTC().Format(liveTimeLayout)
+		}
+		ra.Info.Outside = append(ra.Info.Outside, o)
+	}
+	if len(sessions) == 0 {
+		return ra, fmt.Errorf("--server-log %s does not cover the capture: %s; the capture's attempts to port %d span %s – %s",
+			path, recordSpan(all), port, first.UTC().Format(liveTimeLayout), last.UTC().Format(liveTimeLayout))
+	}
 	split := analyze.SplitAttempts(sessions, attempts)
-	out := make([]recordSession, len(sessions))
 	for i, s := range sessions {
-		ls := &liveSession{number: s.Number, server: true, start: s.Start, startPeer: s.Peer,
+		if override != nil {
+			s.Params.Policy = *override
+		}
+		ls := &liveSession{number: s.Number, server: true, offline: true, start: s.Start, startPeer: s.Peer,
 			maxMS: s.Params.MaxReconnectBackoffMS, policy: s.Params.Policy, accepts: s.Accepts,
-			end: s.End, endTime: s.EndTime, late: s.Late, cause: causeInterrupted}
+			end: s.End, endTime: s.EndTime, late: s.Late, cause: causeInterrupted, peer: s.Peer.Addr().Unmap()}
 		if s.End != nil {
 			ls.cause = s.End.Cause
 		}
-		r := buildLiveReport(ls, 0, split[i], analyze.CaptureInfo{}, liveInfo{}, time.Time{})
-		out[i] = recordSession{Session: r.Session, Server: r.Server, CrossCheck: *r.CrossCheck}
+		ra.Reports = append(ra.Reports, buildLiveReport(ls, port, split[i], analyze.CaptureInfo{}, liveInfo{}, time.Time{}))
 	}
-	return out, nil
+	return ra, nil
 }
 
-// writeReportWithRecord writes an `audit pcap` report with the cross-check
-// of every session in the record file at recordPath: in text after the
-// report, in JSON as the member "sessions": [{"session", "server",
-// "crosscheck"}] of the report object.
-func writeReportWithRecord(w io.Writer, rep analyze.Report, chains []analyze.Chain, recordPath, format string) error {
-	sessions, err := recordCrossChecks(recordPath, chains)
-	if err != nil {
-		return err
+// recordSpan says what a record holds, for the error of a record that
+// does not cover the capture.
+func recordSpan(sessions []analyze.ServerSession) string {
+	if len(sessions) == 0 {
+		return "the record holds no session"
 	}
+	start, end := sessions[0].Start, sessions[0].EndTime
+	ports := map[uint16]bool{}
+	for _, s := range sessions {
+		start, end = minTime(start, s.Start), maxTime(end, s.EndTime)
+		ports[s.RetryPort] = true
+	}
+	span := fmt.Sprintf("its %s span %s – %s", plural(len(sessions), "session"),
+		start.UTC().Format(liveTimeLayout), cmp.Or(end.UTC().Format(liveTimeLayout), "(open)"))
+	if end.IsZero() {
+		span = fmt.Sprintf("its %s span %s – (open)", plural(len(sessions), "session"), start.UTC().Format(liveTimeLayout))
+	}
+	if len(ports) == 1 && !ports[0] {
+		for p := range ports {
+			span += fmt.Sprintf(" on retry port %d", p)
+		}
+	}
+	return span
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Passed reports whether every session passed, on both sides.
+func (ra recordAudit) Passed() bool {
+	for _, r := range ra.Reports {
+		if !r.Passed() {
+			return false
+		}
+	}
+	return true
+}
+
+// kernelReport is the `audit pcap` report of the record's sessions: each
+// session's chain, judged with its policy, is one peer.
+func (ra recordAudit) kernelReport(port uint16, p analyze.Policy, capInfo analyze.CaptureInfo) analyze.Report {
+	rep := analyze.Report{Port: port, Policy: p, Capture: capInfo, Peers: []analyze.PeerReport{}}
+	for _, r := range ra.Reports {
+		rep.Peers = append(rep.Peers, r.Kernel.Peers...)
+	}
+	rep.Summary = analyze.Summarize(rep.Peers)
+	return rep
+}
+
+// recordReportJSON is the JSON of `audit pcap --server-log`: the `audit
+// pcap` report of the sessions' chains, then "record" and one member of
+// "sessions" per session judged.
+type recordReportJSON struct {
+	analyze.Report
+	Record   recordInfo      `json:"record"`
+	Sessions []recordSession `json:"sessions"`
+}
+
+// write writes the report: in text the capture, then one section per
+// session (kernel verdict, server verdict, cross-check), then the summary.
+func (ra recordAudit) write(w io.Writer, rep analyze.Report, format string) error {
 	if format == "json" {
-		b, err := json.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		m := map[string]json.RawMessage{}
-		if err := json.Unmarshal(b, &m); err != nil {
-			return err
-		}
-		if m["sessions"], err = json.Marshal(sessions); err != nil {
-			return err
+		j := recordReportJSON{Report: rep, Record: ra.Info, Sessions: make([]recordSession, len(ra.Reports))}
+		for i, r := range ra.Reports {
+			j.Sessions[i] = recordSession{Session: r.Session, Server: r.Server, CrossCheck: *r.CrossCheck}
 		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(m)
-	}
-	if err := rep.WriteText(w); err != nil {
-		return err
+		return enc.Encode(j)
 	}
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "\nserver record %s: %d sessions\n", recordPath, len(sessions))
-	for _, s := range sessions {
-		fmt.Fprintf(bw, "\n=== session %d: %s → %s, ended by %s; Start from %s, max_reconnect_backoff_ms %d\n",
-			s.Session.Number, s.Session.Start, cmp.Or(s.Session.End, "(open)"), s.Session.Cause, s.Session.StartPeer, s.Session.MaxMS)
-		if sv := s.Server; sv != nil {
-			fmt.Fprintf(bw, "server verdict (Stop): passed=%v (%s) backoff_ms=%v\n", sv.Passed, sv.Verdict, sv.BackoffMS)
+	c := rep.Capture
+	fmt.Fprintf(bw, "port %d: %d packets in %s, %s, %s, %s\n", rep.Port, c.Packets, plural(len(c.Files), "file"),
+		plural(int(c.SYNs), "SYN"), plural(c.Attempts, "attempt"), plural(c.Retransmits, "retransmit"))
+	if ra.Info.Policy == "record" {
+		fmt.Fprintln(bw, "policy: each session's own, from its Start line in the record")
+	} else {
+		fmt.Fprintf(bw, "policy: %v, from the command line: it overrides each session's Start line\n", rep.Policy)
+	}
+	fmt.Fprintf(bw, "server record %s: %s judged", ra.Info.Path, plural(len(ra.Reports), "session"))
+	for i, o := range ra.Info.Outside {
+		if i == 0 {
+			bw.WriteString("; outside the capture, not judged:")
 		}
-		fmt.Fprintf(bw, "kernel reading of the session's chain %s: passed=%v\n", cmp.Or(s.Session.Chain, "(none)"), s.CrossCheck.KernelPassed)
-		if err := s.CrossCheck.WriteText(bw); err != nil {
+		fmt.Fprintf(bw, " session %d (%s – %s)", o.Number, o.Start, cmp.Or(o.End, "open"))
+	}
+	bw.WriteString("\n")
+	for _, r := range ra.Reports {
+		r.writeSession(bw)
+		fmt.Fprintf(bw, "kernel verdict, from SYN timestamps (policy %v):\n", r.Kernel.Policy)
+		if err := r.Kernel.WritePeersText(bw); err != nil {
+			return err
+		}
+		if len(r.Kernel.Peers) == 0 {
+			fmt.Fprintln(bw, "no chain to judge")
+		}
+		r.writeServer(bw)
+		if err := r.CrossCheck.WriteText(bw); err != nil {
 			return err
 		}
 	}
+	fmt.Fprintf(bw, "\n%s\n", rep.Summary)
 	return bw.Flush()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// failure names what failed in a session that did not pass: which
+// verdict, and the first reason.
+func (r liveReport) failure() string {
+	var kernelReason string
+	for _, p := range r.Kernel.Peers {
+		if !p.Passed {
+			kernelReason = p.Reason
+			break
+		}
+	}
+	if len(r.Kernel.Peers) == 0 {
+		kernelReason = "no attempt of the session's chain was captured"
+	}
+	kernelFailed := !r.Kernel.Summary.PassedAll
+	serverFailed := r.HasServer && (r.Server == nil || !r.Server.Passed)
+	serverReason := "the session did not end with Stop, so the server gave no verdict"
+	if r.Server != nil {
+		serverReason = r.Server.Reason
+	}
+	switch {
+	case kernelFailed && serverFailed:
+		return fmt.Sprintf("session %d: kernel and server verdicts failed: %s", r.Session.Number, kernelReason)
+	case kernelFailed && r.HasServer:
+		return fmt.Sprintf("session %d: kernel verdict failed, server passed: %s", r.Session.Number, kernelReason)
+	case kernelFailed:
+		return fmt.Sprintf("session %d: kernel verdict failed: %s", r.Session.Number, kernelReason)
+	default:
+		return fmt.Sprintf("session %d: server verdict failed, kernel passed: %s", r.Session.Number, serverReason)
+	}
+}
+
+// sessionsVerdict is the error of a run whose sessions did not all pass:
+// how many failed, and what failed first.
+func sessionsVerdict(failed, total int, first string) error {
+	if failed == 0 {
+		return nil
+	}
+	return verdictError("%d of %s failed; %s", failed, plural(total, "session"), first)
 }

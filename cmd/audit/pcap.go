@@ -68,14 +68,16 @@ Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
 			}
 			tr := pt.Tracker(port)
 			info.SYNs = uint64(tr.SYNs())
+			if cfg.serverLog != "" {
+				var override *analyze.Policy
+				if policyFlagsSet(cmd.Flags()) {
+					override = &cfg.policy
+				}
+				return pcapWithRecord(cmd.OutOrStdout(), stderr, cfg, port, tr.Peers(), info, override)
+			}
 			// Every peer is verified, whatever --peer keeps.
 			aud := analyze.NewAudit(port, cfg.policy, tr.Chains(), info).Only(peers...)
-			if cfg.serverLog != "" { // the cross-check of issue 4, in livereport.go
-				err = writeReportWithRecord(cmd.OutOrStdout(), aud.Report(), tr.Peers(), cfg.serverLog, cfg.format)
-			} else {
-				err = writeAudit(cmd.OutOrStdout(), aud, cfg.format, cfg.verbose || len(peers) > 0)
-			}
-			if err != nil {
+			if err := writeAudit(cmd.OutOrStdout(), aud, cfg.format, cfg.verbose || len(peers) > 0); err != nil {
 				return usageError(err)
 			}
 			return pcapVerdict(port, aud.Summary, peers)
@@ -99,6 +101,58 @@ func addPolicyFlags(f *pflag.FlagSet, p *analyze.Policy) {
 	f.Float64Var(&p.Jitter, "jitter", p.Jitter, "JITTER: allowed relative deviation of each backoff")
 	f.DurationVar(&p.MaxDelay, "max-backoff", p.MaxDelay, "MAX_BACKOFF: cap on the expected backoff")
 	f.DurationVar(&p.Tolerance, "tolerance", p.Tolerance, "transmission-delay allowance on both sides of every window")
+}
+
+// policyFlags are the flags addPolicyFlags binds.
+var policyFlags = []string{"initial-backoff", "multiplier", "jitter", "max-backoff", "tolerance"}
+
+// policyFlagsSet reports whether a policy flag was given.
+func policyFlagsSet(f *pflag.FlagSet) bool {
+	for _, name := range policyFlags {
+		if f.Changed(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// pcapWithRecord writes the report of every session of the record that
+// overlaps the capture, each judged by its own policy unless override is
+// set, and maps the sessions' verdicts to the exit status.
+func pcapWithRecord(out, stderr io.Writer, cfg pcapConfig, port uint16, chains []analyze.Chain, info analyze.CaptureInfo, override *analyze.Policy) error {
+	ra, err := auditRecord(cfg.serverLog, port, chains, override)
+	if err != nil {
+		return usageError(err)
+	}
+	for _, w := range ra.Info.Warnings {
+		fmt.Fprintf(stderr, "audit: warning: %s\n", w)
+	}
+	if n := len(ra.Info.Outside); n > 0 {
+		fmt.Fprintf(stderr, "audit: warning: %s of %s lie outside the capture (another time or retry port): not judged\n",
+			plural(n, "session"), cfg.serverLog)
+	}
+	p := cfg.policy
+	if override != nil {
+		p = *override
+	}
+	info.Attempts, info.Retransmits = 0, 0
+	for _, c := range chains {
+		info.Attempts += len(c.Attempts)
+		info.Retransmits += c.Retransmits()
+	}
+	if err := ra.write(out, ra.kernelReport(port, p, info), cfg.format); err != nil {
+		return usageError(err)
+	}
+	failed, first := 0, ""
+	for _, r := range ra.Reports {
+		if !r.Passed() {
+			if failed == 0 {
+				first = r.failure()
+			}
+			failed++
+		}
+	}
+	return sessionsVerdict(failed, len(ra.Reports), first)
 }
 
 // validate checks the flags and parses --peer.

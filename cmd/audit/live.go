@@ -6,8 +6,8 @@ package main
 // own verdict, and the two lists are cross-checked (SPEC.md §5).
 
 import (
-	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -168,21 +169,28 @@ func runLive(ctx context.Context, cfg liveConfig, out, errOut io.Writer) error {
 		defer srv.Close()
 		port = srv.RetryPort()
 	}
-	var file *os.File
 	lc := capture.LiveConfig{Iface: cfg.Iface, Port: uint16(port), BufferSize: cfg.BufferSize}
+	var out2 *writeFile
 	if cfg.Write != "" {
 		var err error
-		if file, err = os.Create(cfg.Write); err != nil {
-			return usageError(fmt.Errorf("--write: %w", err))
+		if out2, err = createWriteFile(cfg.Write); err != nil {
+			return usageError(err)
 		}
-		defer file.Close()
-		lc.Write = file
+		defer out2.abort()
+		lc.Write = out2.f
 	}
 	live, err := capture.OpenLive(lc)
 	if err != nil {
 		return usageError(err)
 	}
 	defer live.Close()
+	if out2 != nil {
+		// Only now, with the capture open, does the file replace what
+		// the user had at that path.
+		if err := out2.commit(); err != nil {
+			return usageError(err)
+		}
+	}
 	a := &liveAuditor{cfg: cfg, port: uint16(port), live: live, srv: srv, q: q, out: out, errOut: errOut,
 		index: map[attemptID]attemptRef{}, skipped: map[string]uint64{}, captureStart: time.Now(),
 		loopback: isLoopback(cfg.Iface)}
@@ -194,18 +202,67 @@ func runLive(ctx context.Context, cfg liveConfig, out, errOut io.Writer) error {
 	if ferr := live.Close(); err == nil && ferr != nil {
 		err = ferr
 	}
-	if file != nil {
-		if ferr := file.Close(); err == nil && ferr != nil {
+	if out2 != nil {
+		if ferr := out2.f.Close(); err == nil && ferr != nil {
 			err = fmt.Errorf("--write %s: %w", cfg.Write, ferr)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	if a.failed > 0 {
-		return verdictError("%d of %d sessions failed", a.failed, a.sessions)
+	return sessionsVerdict(a.failed, a.sessions, a.firstFailure)
+}
+
+// writeFile is the --write file: written under a temporary name beside
+// the target, so that a run that fails before its capture opens leaves
+// what was at the target untouched. A target that is not a regular file
+// (a FIFO, /dev/stdout) is written in place.
+type writeFile struct {
+	f         *os.File
+	tmp, path string
+}
+
+func createWriteFile(path string) (*writeFile, error) {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("--write: %w", err)
+		}
+		return &writeFile{f: f, path: path}, nil
 	}
+	dir, base := filepath.Split(path)
+	f, err := os.CreateTemp(cmp.Or(dir, "."), "."+base+".*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("--write %s: %w", path, err)
+	}
+	// CreateTemp makes the file private; a capture file is as readable
+	// as os.Create would have made it.
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("--write %s: %w", path, err)
+	}
+	return &writeFile{f: f, tmp: f.Name(), path: path}, nil
+}
+
+// commit gives the file its name.
+func (w *writeFile) commit() error {
+	if w.tmp == "" {
+		return nil
+	}
+	if err := os.Rename(w.tmp, w.path); err != nil {
+		return fmt.Errorf("--write %s: %w", w.path, err)
+	}
+	w.tmp = ""
 	return nil
+}
+
+// abort removes the temporary file of a run that never committed it.
+func (w *writeFile) abort() {
+	if w.tmp != "" {
+		w.f.Close()
+		os.Remove(w.tmp)
+	}
 }
 
 // attemptID identifies an attempt: the SYN's addresses (unmapped) and ISN.
@@ -271,6 +328,11 @@ type liveAuditor struct {
 	captureStart time.Time
 	sessions     int
 	failed       int
+	firstFailure string // what failed in the first session that did
+	// capEndCause says why the capture stopped with an error; lastSYN is
+	// the time of the last SYN it delivered, where its record ends.
+	capEndCause string
+	lastSYN     time.Time
 }
 
 // catchUp bounds the wait, after a session ended, for the SYNs of its
@@ -290,7 +352,8 @@ func (a *liveAuditor) run(ctx context.Context) error {
 	defer stopTail()
 	if a.cfg.ServerLog != "" {
 		tailDone = make(chan error, 1)
-		go func() { tailDone <- tailRecord(tailCtx, a.cfg.ServerLog, a.q.pushEvent) }()
+		warn := func(msg string) { a.q.pushWarning(msg) }
+		go func() { tailDone <- tailRecord(tailCtx, a.cfg.ServerLog, a.q.pushEvent, warn) }()
 	}
 
 	idle := time.NewTimer(time.Hour)
@@ -338,6 +401,7 @@ loop:
 		case err := <-capDone:
 			capDone = nil
 			fail(causeCaptureError, err)
+			a.captureStopped(cause)
 			break loop
 		case err := <-tailDone:
 			tailDone = nil
@@ -358,7 +422,10 @@ loop:
 	}
 	stopCapture()
 	if capDone != nil {
-		fail(causeCaptureError, <-capDone)
+		if err := <-capDone; err != nil {
+			fail(causeCaptureError, err)
+			a.captureStopped(cause)
+		}
 	}
 	stopTail()
 	if tailDone != nil {
@@ -391,6 +458,17 @@ loop:
 	return runErr
 }
 
+// captureStopped notes that the capture ended with an error: the open
+// session ends by it, whatever the server says of that session later, and
+// its accepts from now on are explained as after the capture's end.
+func (a *liveAuditor) captureStopped(cause string) {
+	fmt.Fprintf(a.errOut, "audit live: %s; the open session ends here\n", cause)
+	a.capEndCause = cause
+	if a.sess != nil {
+		a.sess.cause = cause
+	}
+}
+
 // sniffOnly reports whether sessions are delimited by the SYNs alone.
 func (a *liveAuditor) sniffOnly() bool { return a.cfg.Attach && a.cfg.ServerLog == "" }
 
@@ -417,6 +495,8 @@ func (a *liveAuditor) handle(it *liveItem) bool {
 		return true
 	case itemEvent:
 		a.addEvent(*it.event)
+	case itemWarning:
+		fmt.Fprintf(a.errOut, "audit live: warning: %s\n", it.skip)
 	default:
 		a.packets++
 		a.skipped[it.skip]++
@@ -436,6 +516,7 @@ func (a *liveAuditor) addSYN(s analyze.SYN) {
 		}
 		return
 	}
+	a.lastSYN = s.Time
 	at := analyze.Attempt{Time: s.Time.UTC(), Src: s.Src, Dst: s.Dst, Seq: s.Seq}
 	if a.sess == nil && a.sniffOnly() {
 		a.number++
@@ -552,7 +633,10 @@ func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
 		}
 	case analyze.EventStop, analyze.EventExpire:
 		if a.sess != nil && e.Session == a.sess.number && !a.ending {
-			a.sess.end, a.sess.endTime, a.sess.cause = e.End, e.Time, e.End.Cause
+			a.sess.end, a.sess.endTime = e.End, e.Time
+			if a.capEndCause == "" { // a capture error names the end
+				a.sess.cause = e.End.Cause
+			}
 			a.ending = true
 		}
 	}
@@ -607,6 +691,9 @@ func (a *liveAuditor) finish() {
 		fmt.Fprintf(a.errOut, "audit live: %v\n", err)
 	}
 	s.outsideDropped = a.outsideDropped
+	if a.capEndCause != "" {
+		s.captureEnd, s.captureEndCause = cmp.Or(a.lastSYN, a.captureStart), a.capEndCause
+	}
 	capInfo := analyze.CaptureInfo{Packets: a.packets, SYNs: a.syns, Skipped: a.skipped}
 	attempts := a.held()
 	r := buildLiveReport(s, a.port, attempts, capInfo, a.info(st), a.captureStart)
@@ -624,6 +711,9 @@ func (a *liveAuditor) finish() {
 	a.packets, a.syns, a.skipped = 0, 0, map[string]uint64{}
 	a.sessions++
 	if !r.Passed() {
+		if a.failed == 0 {
+			a.firstFailure = r.failure()
+		}
 		a.failed++
 	}
 	if a.cfg.JSON {
@@ -654,6 +744,7 @@ const (
 	itemSYN itemKind = iota
 	itemEvent
 	itemSkip
+	itemWarning // skip holds the text
 )
 
 // maxQueued bounds the packets (SYNs and skipped ones) the queue holds,
@@ -683,7 +774,7 @@ func newLiveQueue() *liveQueue { return &liveQueue{signal: make(chan struct{}, 1
 func (q *liveQueue) push(it liveItem) {
 	q.mu.Lock()
 	switch {
-	case it.kind == itemEvent:
+	case it.kind == itemEvent || it.kind == itemWarning:
 		q.items = append(q.items, it)
 	case q.packets >= maxQueued:
 		q.lost++
@@ -701,6 +792,7 @@ func (q *liveQueue) push(it liveItem) {
 func (q *liveQueue) pushSYN(s analyze.SYN)           { q.push(liveItem{kind: itemSYN, syn: s}) }
 func (q *liveQueue) pushEvent(e analyze.RecordEvent) { q.push(liveItem{kind: itemEvent, event: &e}) }
 func (q *liveQueue) pushSkip(reason string)          { q.push(liveItem{kind: itemSkip, skip: reason}) }
+func (q *liveQueue) pushWarning(msg string)          { q.push(liveItem{kind: itemWarning, skip: msg}) }
 
 // take returns the items queued, and queues the next ones in buf's array.
 func (q *liveQueue) take(buf []liveItem) (items []liveItem) {
@@ -720,29 +812,59 @@ func (q *liveQueue) dropped() uint64 {
 // recordPoll is how often the record file of another server is read.
 const recordPoll = 100 * time.Millisecond
 
+// recordChunk bounds what one poll reads of the record file, so that a
+// file that grows without end (or /dev/zero) is read a piece at a time.
+const recordChunk = 4 << 20
+
 // tailRecord follows a record file written by `audit server --record`:
 // first the session still open in it, if any, then every event appended
-// after, until ctx ends (with one last read). A missing file is waited for.
-func tailRecord(ctx context.Context, path string, push func(analyze.RecordEvent)) error {
-	var off int64
-	var partial []byte
-	first := true
+// after, until ctx ends (with one last read). A missing file is waited
+// for. A file that shrinks (truncated) or is replaced (rotated) is read
+// again from its start, and warn says so. A line longer than
+// analyze.MaxRecordLine is an error naming its offset.
+func tailRecord(ctx context.Context, path string, push func(analyze.RecordEvent), warn func(string)) error {
+	var (
+		off     int64 // bytes of the file taken
+		partial []byte
+		line    = 1 // number of the line partial starts
+		first   = true
+		last    os.FileInfo
+	)
 	t := time.NewTicker(recordPoll)
 	defer t.Stop()
 	for {
 		done := ctx.Err() != nil
-		b, err := readFrom(path, off)
+		b, fi, err := readFrom(path, off, recordChunk)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("--server-log: %w", err)
 		}
+		if fi != nil && last != nil && (!os.SameFile(fi, last) || fi.Mode().IsRegular() && fi.Size() < off) {
+			what := "truncated"
+			if !os.SameFile(fi, last) {
+				what = "replaced"
+			}
+			warn(fmt.Sprintf("--server-log %s was %s; reading it from its start", path, what))
+			off, partial, line = 0, nil, 1
+			if b, fi, err = readFrom(path, 0, recordChunk); err != nil {
+				return fmt.Errorf("--server-log: %w", err)
+			}
+		}
+		if fi != nil {
+			last = fi
+		}
+		lineOff := off - int64(len(partial))
 		off += int64(len(b))
 		partial = append(partial, b...)
 		n := bytes.LastIndexByte(partial, '\n') + 1
+		if n == 0 && len(partial) > analyze.MaxRecordLine {
+			return fmt.Errorf("--server-log %s: line %d at offset %d is longer than %d bytes", path, line, lineOff, analyze.MaxRecordLine)
+		}
 		events, err := analyze.ReadRecord(bytes.NewReader(partial[:n]))
 		if err != nil {
-			return fmt.Errorf("--server-log %s: %w", path, err)
+			return fmt.Errorf("--server-log %s: from line %d at offset %d: %w", path, line, lineOff, err)
 		}
-		partial = partial[n:]
+		line += bytes.Count(partial[:n], []byte{'\n'})
+		partial = append(partial[:0], partial[n:]...)
 		if first && len(b) > 0 {
 			events = openSession(events)
 		}
@@ -750,8 +872,11 @@ func tailRecord(ctx context.Context, path string, push func(analyze.RecordEvent)
 		for _, e := range events {
 			push(e)
 		}
-		if done {
+		if done && len(b) < recordChunk {
 			return nil
+		}
+		if len(b) == recordChunk && !done {
+			continue // more is there: read on before waiting
 		}
 		select {
 		case <-ctx.Done():
@@ -784,14 +909,24 @@ func openSession(events []analyze.RecordEvent) []analyze.RecordEvent {
 	return out
 }
 
-func readFrom(path string, off int64) ([]byte, error) {
+// readFrom reads at most max bytes of the file at path from off, and
+// returns them with the file's information.
+func readFrom(path string, off int64, max int) ([]byte, os.FileInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return nil, err
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
 	}
-	return io.ReadAll(bufio.NewReader(f))
+	if fi.Mode().IsRegular() && fi.Size() < off {
+		return nil, fi, nil // truncated: the caller starts again
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil, fi, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)))
+	return b, fi, err
 }

@@ -9,6 +9,13 @@ package analyze
 // Readers must ignore fields they do not know (new fields may be added);
 // existing fields never change meaning.
 //
+// A line is complete with its newline. A writer that stopped in the middle
+// of one (a full disk, a killed server) leaves a torn last line: readers
+// ignore it, keep the events of every complete line before it, and warn
+// (ReadRecord returns those events with an error wrapping ErrTornLine). No
+// line is longer than MaxRecordLine (1 MiB) without its newline; a reader
+// stops at a longer one, since what follows is not a record file's.
+//
 // Every line has:
 //
 //	"event"    "start" | "accept" | "stop" | "expire"
@@ -72,7 +79,6 @@ package analyze
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -276,27 +282,85 @@ func WriteRecordEvent(w io.Writer, e RecordEvent) error {
 	return err
 }
 
+// MaxRecordLine is the longest line, in bytes without its newline, that
+// ReadRecord accepts. The writer's longest line is a stop event listing a
+// session's intervals and foreign peers: about 640 KB at most with the
+// server's default bound of 10000 attempts. A longer line means the file is
+// not a record file (or is damaged), and the bound keeps a reader pointed at
+// an endless stream such as /dev/zero from holding it all.
+const MaxRecordLine = 1 << 20
+
+// ErrTornLine is wrapped by ReadRecord's error when the file's last line
+// has no newline: the writer stopped in the middle of it (a full disk, a
+// killed server). The events of the complete lines before it are returned
+// with the error, so a caller may warn and go on.
+var ErrTornLine = errors.New("torn last line (no newline at end of file)")
+
+// recordBuf is ReadRecord's read size: lines are short, and reading far
+// beyond the bound would defeat it.
+const recordBuf = 64 << 10
+
 // ReadRecord reads a whole record file. An error names the 1-based line
-// that could not be read; the events before it are returned with it.
+// that could not be read and the byte offset where it starts, as
+// "read record line N at offset O: ..."; the events of the lines before it
+// are returned with it. Reading stops at the first line longer than
+// MaxRecordLine. A last line without its newline is ignored and reported
+// with an error that wraps ErrTornLine.
 func ReadRecord(r io.Reader) ([]RecordEvent, error) {
+	return readRecord(r, MaxRecordLine, recordBuf)
+}
+
+// readRecord is ReadRecord with the line bound and read size as
+// parameters, so tests reach both with small inputs.
+func readRecord(r io.Reader, maxLine, bufSize int) ([]RecordEvent, error) {
 	var events []RecordEvent
-	br := bufio.NewReader(r)
+	br := bufio.NewReaderSize(r, bufSize)
+	var (
+		off  int64  // where the current line starts
+		long []byte // a line that spans bufio's buffer, gathered here
+	)
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if len(b) == 0 && err == io.EOF {
-			return events, nil
+		fail := func(format string, args ...any) error {
+			return fmt.Errorf("read record line %d at offset %d: %w", line, off, fmt.Errorf(format, args...))
 		}
-		if err != nil && err != io.EOF {
-			return events, fmt.Errorf("read record line %d: %w", line, err)
+		long = long[:0]
+		var b []byte
+		for {
+			frag, err := br.ReadSlice('\n')
+			content := len(long) + len(frag)
+			if err == nil {
+				content-- // the newline
+			}
+			if content > maxLine {
+				// Decided as soon as the bound is passed, newline or not, so
+				// the answer does not depend on how the reader cuts its reads.
+				return events, fail("line longer than %d bytes", maxLine)
+			}
+			switch {
+			case err == bufio.ErrBufferFull:
+				long = append(long, frag...)
+				continue
+			case err == io.EOF:
+				if content == 0 {
+					return events, nil
+				}
+				return events, fail("%w: its %d bytes are ignored", ErrTornLine, content)
+			case err != nil:
+				return events, fail("%w", err)
+			}
+			if len(long) == 0 {
+				b = frag // valid until the next read; Unmarshal copies what it keeps
+			} else {
+				b = append(long, frag...)
+				long = b
+			}
+			break
 		}
-		if err == io.EOF {
-			return events, fmt.Errorf("read record line %d: truncated line (no newline at end)", line)
-		}
-		b = bytes.TrimSuffix(b, []byte("\n"))
 		var e RecordEvent
-		if err := json.Unmarshal(b, &e); err != nil {
-			return events, fmt.Errorf("read record line %d: %w", line, err)
+		if err := json.Unmarshal(b[:len(b)-1], &e); err != nil {
+			return events, fail("%w", err)
 		}
 		events = append(events, e)
+		off += int64(len(b))
 	}
 }

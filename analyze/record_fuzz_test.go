@@ -3,6 +3,7 @@ package analyze
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"reflect"
@@ -62,8 +63,9 @@ func recordSeeds(t testing.TB) [][]byte {
 // FuzzReadRecord feeds any bytes to ReadRecord. Whatever it accepts must be
 // well formed and survive being written and read again unchanged, so a
 // record that `audit live` or a cross-check reads is the record the server
-// meant; whatever it rejects must name the line, after returning every
-// event before it; and the result must not depend on how reads are cut.
+// meant; whatever it rejects must name the line and where it starts, after
+// returning every event before it; a torn last line must cost only itself;
+// and the result must not depend on how reads are cut.
 func FuzzReadRecord(f *testing.F) {
 	for _, s := range recordSeeds(f) {
 		f.Add(s)
@@ -112,7 +114,13 @@ func FuzzRecordFields(f *testing.F) {
 func checkRecordFile(t *testing.T, data []byte) {
 	events, err := ReadRecord(bytes.NewReader(data))
 	if err != nil {
-		prefix := fmt.Sprintf("read record line %d: ", len(events)+1)
+		// The failing line is the one after the last event, and the offset
+		// is where it starts: just after the newline ending the last event.
+		off := 0
+		for range len(events) {
+			off += bytes.IndexByte(data[off:], '\n') + 1
+		}
+		prefix := fmt.Sprintf("read record line %d at offset %d: ", len(events)+1, off)
 		if !strings.HasPrefix(err.Error(), prefix) {
 			t.Fatalf("error %q after %d events: want the prefix %q", err, len(events), prefix)
 		}
@@ -122,10 +130,52 @@ func checkRecordFile(t *testing.T, data []byte) {
 			t.Fatalf("event %d was returned but is invalid: %v", i+1, verr)
 		}
 	}
+	// A torn last line costs that line only: the complete lines before it
+	// read as the file cut after its last newline does, without error.
+	last := bytes.LastIndexByte(data, '\n') + 1
+	if torn := last < len(data); errors.Is(err, ErrTornLine) {
+		if !torn {
+			t.Fatalf("error %q, but the file ends with a newline", err)
+		}
+		whole, werr := ReadRecord(bytes.NewReader(data[:last]))
+		if werr != nil || !sameEvents(events, whole) {
+			t.Fatalf("torn line: %d events, but the complete lines alone give %d events, %v", len(events), len(whole), werr)
+		}
+	} else if err == nil && torn {
+		t.Fatalf("no error, but the last line has no newline")
+	}
 
 	oneByte, err2 := ReadRecord(iotest.OneByteReader(bytes.NewReader(data)))
 	if fmt.Sprint(err) != fmt.Sprint(err2) || len(oneByte) != len(events) {
 		t.Fatalf("one-byte reads: %d events, %v; whole reads: %d events, %v", len(oneByte), err2, len(events), err)
+	}
+	// With a line bound small enough for fuzz input to pass, and lines
+	// longer than bufio's buffer: the events are a prefix of the unbounded
+	// read's, the refused line is longer than the bound, and neither
+	// depends on how reads are cut.
+	const smallBound, smallBuf = 200, 16
+	bounded, berr := readRecord(bytes.NewReader(data), smallBound, smallBuf)
+	if len(bounded) > len(events) || !sameEvents(bounded, events[:len(bounded)]) {
+		t.Fatalf("bounded read: %d events, not a prefix of the %d of an unbounded read", len(bounded), len(events))
+	}
+	if berr != nil && strings.Contains(berr.Error(), "line longer than") {
+		off := 0
+		for range len(bounded) {
+			off += bytes.IndexByte(data[off:], '\n') + 1
+		}
+		n := bytes.IndexByte(data[off:], '\n')
+		if n < 0 {
+			n = len(data) - off
+		}
+		if n <= smallBound {
+			t.Fatalf("bounded read: %q for a line of %d bytes", berr, n)
+		}
+	} else if fmt.Sprint(berr) != fmt.Sprint(err) || len(bounded) != len(events) {
+		t.Fatalf("bounded read: %d events, %v; unbounded: %d events, %v", len(bounded), berr, len(events), err)
+	}
+	bounded1, berr1 := readRecord(iotest.OneByteReader(bytes.NewReader(data)), smallBound, smallBuf)
+	if fmt.Sprint(berr) != fmt.Sprint(berr1) || len(bounded1) != len(bounded) {
+		t.Fatalf("bounded one-byte reads: %d events, %v; whole reads: %d events, %v", len(bounded1), berr1, len(bounded), berr)
 	}
 
 	var w1 bytes.Buffer

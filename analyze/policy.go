@@ -70,17 +70,29 @@ func ReferencePolicy(maxReconnectBackoffMS int32) Policy {
 	return p
 }
 
-// Validate reports the first field that makes the policy meaningless.
+// Validate reports every field that makes the policy meaningless, each
+// named. A policy it accepts gives finite expected values, windows and
+// jitter for any gap: the durations are whole nanoseconds, at most
+// about 9.2e12 ms, and the multiplied expectation is capped by MaxDelay.
 func (p Policy) Validate() error {
 	var errs []error
 	if p.BaseDelay <= 0 {
 		errs = append(errs, fmt.Errorf("initial backoff %v: must be positive", p.BaseDelay))
 	}
-	if !(p.Multiplier >= 1) { // also rejects NaN
-		errs = append(errs, fmt.Errorf("multiplier %v: must be at least 1", p.Multiplier))
+	// An infinite multiplier would be capped by MaxDelay in Expected, but
+	// the policy itself is written into every report, and JSON has no
+	// infinity: refuse it here rather than fail the report at the end.
+	switch m := p.Multiplier; {
+	case math.IsNaN(m) || math.IsInf(m, 0):
+		errs = append(errs, fmt.Errorf("multiplier %v: must be a finite number", m))
+	case m < 1:
+		errs = append(errs, fmt.Errorf("multiplier %v: must be at least 1", m))
 	}
-	if !(p.Jitter >= 0 && p.Jitter < 1) {
-		errs = append(errs, fmt.Errorf("jitter %v: must be in [0, 1)", p.Jitter))
+	switch j := p.Jitter; {
+	case math.IsNaN(j) || math.IsInf(j, 0):
+		errs = append(errs, fmt.Errorf("jitter %v: must be a finite number", j))
+	case j < 0 || j >= 1:
+		errs = append(errs, fmt.Errorf("jitter %v: must be in [0, 1)", j))
 	}
 	if p.MaxDelay <= 0 {
 		errs = append(errs, fmt.Errorf("max backoff %v: must be positive", p.MaxDelay))
@@ -147,17 +159,31 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
+	var errs []error
 	// Rounded, not truncated: 1.000052 ms is 1000052 ns, which v*1e6
-	// computes as 1000051.9999999999.
-	d := func(v float64) time.Duration { return time.Duration(math.Round(v * float64(time.Millisecond))) }
-	*p = Policy{
-		BaseDelay:         d(j.InitialBackoffMS),
+	// computes as 1000051.9999999999. A value beyond a Duration is refused:
+	// Go's conversion of such a float is implementation-defined, so it
+	// could come back as any duration, negative or huge.
+	d := func(name string, v float64) time.Duration {
+		ns := math.Round(v * float64(time.Millisecond))
+		if !(ns >= math.MinInt64 && ns < 1<<63) {
+			errs = append(errs, fmt.Errorf("%s %v: out of range for a duration", name, v))
+			return 0
+		}
+		return time.Duration(ns)
+	}
+	q := Policy{
+		BaseDelay:         d("initial_backoff_ms", j.InitialBackoffMS),
 		Multiplier:        j.Multiplier,
 		Jitter:            j.Jitter,
-		MaxDelay:          d(j.MaxBackoffMS),
-		MinConnectTimeout: d(j.MinConnectTimeoutMS),
-		Tolerance:         d(j.ToleranceMS),
+		MaxDelay:          d("max_backoff_ms", j.MaxBackoffMS),
+		MinConnectTimeout: d("min_connect_timeout_ms", j.MinConnectTimeoutMS),
+		Tolerance:         d("tolerance_ms", j.ToleranceMS),
 	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	*p = q
 	return nil
 }
 

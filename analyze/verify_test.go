@@ -1,6 +1,8 @@
 package analyze
 
 import (
+	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +199,17 @@ func TestValidate(t *testing.T) {
 		{"zero initial", func(p *Policy) { p.BaseDelay = 0 }, "initial backoff"},
 		{"zero cap", func(p *Policy) { p.MaxDelay = 0 }, "max backoff"},
 		{"negative tolerance", func(p *Policy) { p.Tolerance = -time.Millisecond }, "tolerance"},
+		{"multiplier +Inf", func(p *Policy) { p.Multiplier = math.Inf(1) }, "multiplier +Inf: must be a finite number"},
+		{"multiplier -Inf", func(p *Policy) { p.Multiplier = math.Inf(-1) }, "multiplier -Inf: must be a finite number"},
+		{"multiplier NaN", func(p *Policy) { p.Multiplier = math.NaN() }, "multiplier NaN: must be a finite number"},
+		{"jitter +Inf", func(p *Policy) { p.Jitter = math.Inf(1) }, "jitter +Inf: must be a finite number"},
+		{"jitter -Inf", func(p *Policy) { p.Jitter = math.Inf(-1) }, "jitter -Inf: must be a finite number"},
+		{"jitter NaN", func(p *Policy) { p.Jitter = math.NaN() }, "jitter NaN: must be a finite number"},
+		{"largest finite multiplier", func(p *Policy) { p.Multiplier = math.MaxFloat64 }, ""},
+		{"every field at once", func(p *Policy) {
+			*p = Policy{Multiplier: math.NaN(), Jitter: math.Inf(1), MinConnectTimeout: -1, Tolerance: -1}
+		}, "initial backoff 0s: must be positive\nmultiplier NaN: must be a finite number\njitter +Inf: must be a finite number\n" +
+			"max backoff 0s: must be positive\nmin connect timeout -1ns: must not be negative\ntolerance -1ns: must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,6 +245,68 @@ func TestPolicyJSONRoundTrip(t *testing.T) {
 	}
 }
 
+// TestPolicyJSONOutOfRange: a policy whose milliseconds do not fit a
+// Duration is refused by name, not read as whatever the platform's
+// float-to-int conversion makes of it.
+func TestPolicyJSONOutOfRange(t *testing.T) {
+	const ok = `"initial_backoff_ms":1000,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":120000,"min_connect_timeout_ms":20000`
+	tests := []struct {
+		name, in, want string
+	}{
+		{"largest duration", `{"initial_backoff_ms":1000,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":9223372036854,"min_connect_timeout_ms":20000,"tolerance_ms":100}`, ""},
+		{"initial backoff beyond a duration", `{"initial_backoff_ms":1e300,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":120000,"min_connect_timeout_ms":20000,"tolerance_ms":100}`,
+			"initial_backoff_ms 1e+300: out of range for a duration"},
+		{"max backoff just beyond a duration", `{"initial_backoff_ms":1000,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":9223372036855,"min_connect_timeout_ms":20000,"tolerance_ms":100}`,
+			"max_backoff_ms 9.223372036855e+12: out of range"},
+		{"tolerance far below", `{` + ok + `,"tolerance_ms":-1e19}`, "tolerance_ms -1e+19: out of range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := DefaultPolicy()
+			err := p.UnmarshalJSON([]byte(tt.in))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("UnmarshalJSON = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("UnmarshalJSON = %v (policy %+v), want an error mentioning %q", err, p, tt.want)
+			case tt.want != "" && p != DefaultPolicy():
+				t.Errorf("policy changed to %+v by a refused document", p)
+			}
+		})
+	}
+}
+
+// TestValidPolicyWritesJSON: whatever policy Validate accepts, verifying a
+// chain against it gives numbers JSON can hold, so the report is written.
+// A policy it should have refused fails only at the end, in json.Marshal.
+func TestValidPolicyWritesJSON(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Policy)
+	}{
+		{"defaults", func(*Policy) {}},
+		{"multiplier +Inf", func(p *Policy) { p.Multiplier = math.Inf(1) }},
+		{"largest finite multiplier", func(p *Policy) { p.Multiplier = math.MaxFloat64 }},
+		{"jitter just below 1", func(p *Policy) { p.Jitter = math.Nextafter(1, 0) }},
+		{"extreme durations", func(p *Policy) {
+			p.BaseDelay, p.MaxDelay, p.Tolerance = 1, math.MaxInt64, math.MaxInt64
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := DefaultPolicy()
+			tt.mutate(&p)
+			if p.Validate() != nil {
+				return
+			}
+			r := Verify(p, chain(time.Second, 30*24*time.Hour, -time.Hour, time.Nanosecond))
+			if _, err := json.Marshal(r); err != nil {
+				t.Errorf("Validate accepted %+v, but its result cannot be written: %v", p, err)
+			}
+		})
+	}
+}
+
 func FuzzVerify(f *testing.F) {
 	f.Add(int64(1000), 1.6, 0.2, int64(120000), int64(100), []byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add(int64(1), 1.0, 0.0, int64(1), int64(0), []byte{255, 255, 255, 255, 255, 255, 255, 255, 0})
@@ -263,6 +338,9 @@ func FuzzVerify(f *testing.F) {
 		}
 		if r.Passed() != (allOK && len(ts) >= 2) {
 			t.Fatalf("passed=%v, all ok=%v, attempts=%d", r.Passed(), allOK, len(ts))
+		}
+		if _, err := json.Marshal(r); err != nil {
+			t.Fatalf("policy %+v passed Validate, but the result cannot be written: %v", p, err)
 		}
 	})
 }

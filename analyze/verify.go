@@ -33,7 +33,8 @@ const (
 type Interval struct {
 	K int `json:"k"` // 1 for the gap between the first and second attempt
 	// Measured is the exact gap; the verdict uses BackoffMS, its whole
-	// milliseconds rounded down, as the reference does.
+	// milliseconds rounded down and saturated to int32, as the reference
+	// does.
 	Measured   time.Duration `json:"-"`
 	MeasuredMS float64       `json:"measured_ms"`
 	BackoffMS  int32         `json:"backoff_ms"`
@@ -42,7 +43,8 @@ type Interval struct {
 	MaxMS      float64       `json:"max_ms"`
 	OK         bool          `json:"ok"`
 	Outcome    Outcome       `json:"outcome"`
-	// JitterPct is the reference log's jitter: (backoff−expected)·100/expected.
+	// JitterPct is the reference log's jitter, (backoff−expected)·100/expected,
+	// of the whole milliseconds (WholeMS, not saturated like BackoffMS).
 	JitterPct float64 `json:"jitter_pct"`
 	// StrictOK is the stricter reading after the spec text: the first
 	// backoff is not jittered, so interval 1 must lie within
@@ -88,6 +90,7 @@ func (p Policy) Check(k int, d time.Duration) Interval {
 func (p Policy) check(k int, e float64, d time.Duration) Interval {
 	b := floorMS(d)
 	backoff := float64(b)
+	whole := float64(wholeMS(d))
 	tol := ms(p.Tolerance)
 	// The same operations in the same order as ReconnectServiceImpl::Verify,
 	// so every bound is the reference's to the last bit.
@@ -102,7 +105,7 @@ func (p Policy) check(k int, e float64, d time.Duration) Interval {
 		MinMS:      lo,
 		MaxMS:      hi,
 		Outcome:    OK,
-		JitterPct:  (backoff - e) * 100 / e,
+		JitterPct:  (whole - e) * 100 / e,
 	}
 	switch {
 	case backoff < lo:
@@ -119,14 +122,25 @@ func (p Policy) check(k int, e float64, d time.Duration) Interval {
 	return iv
 }
 
-// floorMS is the reference's gpr_time_to_millis of a gap: whole milliseconds
-// rounded down, saturated to int32 as the reference's int32 backoff_ms.
-func floorMS(d time.Duration) int32 {
-	m := d / time.Millisecond
+// WholeMS is the measured gap in whole milliseconds rounded down: BackoffMS
+// without its int32 saturation. Texts print it, so a gap of 30 days reads
+// as 2592000000 ms, not as 2147483647. It is computed from Measured, which
+// the JSON form does not carry.
+func (iv Interval) WholeMS() int64 { return wholeMS(iv.Measured) }
+
+// wholeMS is a gap in whole milliseconds rounded down.
+func wholeMS(d time.Duration) int64 {
+	m := int64(d / time.Millisecond)
 	if d%time.Millisecond < 0 {
 		m--
 	}
-	return int32(max(min(m, math.MaxInt32), math.MinInt32))
+	return m
+}
+
+// floorMS is the reference's gpr_time_to_millis of a gap: whole milliseconds
+// rounded down, saturated to int32 as the reference's int32 backoff_ms.
+func floorMS(d time.Duration) int32 {
+	return int32(max(min(wholeMS(d), math.MaxInt32), math.MinInt32))
 }
 
 // Verify judges the attempt times t[0] < t[1] < … of one chain against p.
@@ -175,14 +189,22 @@ func (r Result) Reason() string {
 	}
 	if k := r.Reference.FirstFailure; k > 0 {
 		iv := r.Intervals[k-1]
-		return fmt.Sprintf("interval %d: %d ms is %s (expected %.0f ms, window %.0f–%.0f ms)",
-			k, iv.BackoffMS, iv.Outcome, iv.ExpectedMS, iv.MinMS, iv.MaxMS)
+		// The verdict compares the saturated BackoffMS, as the reference
+		// does; when that differs from the gap, say so rather than print a
+		// number that was never measured.
+		judged := ""
+		if w := iv.WholeMS(); w != int64(iv.BackoffMS) {
+			judged = fmt.Sprintf("judged as %d ms, the reference's int32 limit; ", iv.BackoffMS)
+		}
+		return fmt.Sprintf("interval %d: %d ms is %s (%sexpected %.0f ms, window %.0f–%.0f ms)",
+			k, iv.WholeMS(), iv.Outcome, judged, iv.ExpectedMS, iv.MinMS, iv.MaxMS)
 	}
 	return string(r.Reference.Verdict)
 }
 
-// LogLine is the reference server's per-interval log line.
+// LogLine is the reference server's per-interval log line, with the gap's
+// whole milliseconds where the reference would print its saturated int32.
 func (iv Interval) LogLine() string {
 	return fmt.Sprintf("retry %2d:backoff %6.2fs,expected backoff %6.2fs, jitter %4.2f%%",
-		iv.K, float64(iv.BackoffMS)/1000, iv.ExpectedMS/1000, iv.JitterPct)
+		iv.K, float64(iv.WholeMS())/1000, iv.ExpectedMS/1000, iv.JitterPct)
 }

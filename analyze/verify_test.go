@@ -186,6 +186,64 @@ func TestLogLineMatchesReferenceFormat(t *testing.T) {
 	}
 }
 
+// TestTextsPrintWholeMilliseconds: a gap beyond int32 milliseconds keeps
+// its saturated value in backoff_ms, the wire's int32, but the reason and
+// the log line print what was measured, and say what the verdict used.
+func TestTextsPrintWholeMilliseconds(t *testing.T) {
+	const day = 24 * time.Hour
+	tests := []struct {
+		name        string
+		gap         time.Duration
+		wantBackoff []int32
+		wantWhole   int64
+		wantReason  string
+		wantLog     string
+	}{
+		{
+			name: "30 days", gap: 30 * day,
+			wantBackoff: []int32{math.MaxInt32}, wantWhole: 2592000000,
+			wantReason: "interval 1: 2592000000 ms is late (judged as 2147483647 ms, the reference's int32 limit; expected 1000 ms, window 700–1300 ms)",
+			wantLog:    "retry  1:backoff 2592000.00s,expected backoff   1.00s, jitter 259199900.00%",
+		},
+		{
+			name: "one millisecond past int32", gap: (math.MaxInt32+1)*time.Millisecond + 999*time.Microsecond,
+			wantBackoff: []int32{math.MaxInt32}, wantWhole: math.MaxInt32 + 1,
+			wantReason: "interval 1: 2147483648 ms is late (judged as 2147483647 ms, the reference's int32 limit; expected 1000 ms, window 700–1300 ms)",
+			wantLog:    "retry  1:backoff 2147483.65s,expected backoff   1.00s, jitter 214748264.80%",
+		},
+		{
+			name: "30 days backwards", gap: -30 * day,
+			wantBackoff: []int32{math.MinInt32}, wantWhole: -2592000000,
+			wantReason: "interval 1: -2592000000 ms is early (judged as -2147483648 ms, the reference's int32 limit; expected 1000 ms, window 700–1300 ms)",
+			wantLog:    "retry  1:backoff -2592000.00s,expected backoff   1.00s, jitter -259200100.00%",
+		},
+		{
+			name: "int32 limit itself", gap: math.MaxInt32 * time.Millisecond,
+			wantBackoff: []int32{math.MaxInt32}, wantWhole: math.MaxInt32,
+			wantReason: "interval 1: 2147483647 ms is late (expected 1000 ms, window 700–1300 ms)",
+			wantLog:    "retry  1:backoff 2147483.65s,expected backoff   1.00s, jitter 214748264.70%",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Verify(DefaultPolicy(), chain(tt.gap))
+			if diff := cmp.Diff(tt.wantBackoff, r.BackoffMS); diff != "" {
+				t.Errorf("BackoffMS (-want +got):\n%s", diff)
+			}
+			iv := r.Intervals[0]
+			if got := iv.WholeMS(); got != tt.wantWhole {
+				t.Errorf("WholeMS() = %d, want %d", got, tt.wantWhole)
+			}
+			if diff := cmp.Diff(tt.wantReason, r.Reason()); diff != "" {
+				t.Errorf("Reason() (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantLog, iv.LogLine()); diff != "" {
+				t.Errorf("LogLine() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -26,8 +26,43 @@ const (
 // says where the next one starts), so it costs time, never memory.
 const maxBlock = maxRecord + 64<<10
 
-// maxIfaces bounds the interface table of one section.
+// maxIfaces bounds the interface table of one section. The IDBs beyond it
+// are counted, not kept, so a packet on one is told from a packet naming
+// an interface the section never described.
 const maxIfaces = 1 << 16
+
+// ngSection is the state of the section being read.
+type ngSection struct {
+	off    int64 // offset of its SHB
+	skip   bool  // unknown version: every block is skipped
+	ifaces []ngIface
+	// extra counts the IDBs beyond maxIfaces; extraOff is where the first
+	// of them starts.
+	extra    uint64
+	extraOff int64
+}
+
+// addIface gives the next interface number to ifc, or counts it when the
+// table is full.
+func (s *ngSection) addIface(ifc ngIface, off int64) {
+	if len(s.ifaces) < maxIfaces {
+		s.ifaces = append(s.ifaces, ifc)
+		return
+	}
+	if s.extra == 0 {
+		s.extraOff = off
+	}
+	s.extra++
+}
+
+// endSection reports the IDBs the section had beyond the bound: once, with
+// their number, when it is known.
+func (rd *reader) endSection(s *ngSection) {
+	if s.extra > 0 {
+		rd.warnf("section header block at offset %d: %d interface description blocks beyond the first %d (from offset %d on) ignored; packets on them skipped",
+			s.off, s.extra, maxIfaces, s.extraOff)
+	}
+}
 
 // ngIface is what a packet needs from its Interface Description Block.
 type ngIface struct {
@@ -67,10 +102,10 @@ func (ifc *ngIface) time(ts uint64) (sec, nsec int64) {
 func (rd *reader) pcapng() error {
 	b := rd.b
 	var (
-		o           order
-		ifaces      []ngIface
-		skipSection bool
+		o   order
+		sec ngSection
 	)
+	defer func() { rd.endSection(&sec) }()
 	for {
 		// Every pass consumes at least 12 bytes or returns.
 		if !b.fill(12) {
@@ -97,10 +132,11 @@ func (rd *reader) pcapng() error {
 			default:
 				return rd.errorf("section header block at offset %d: byte-order magic 0x%08x is neither 0x1a2b3c4d nor its swap", b.off, bom)
 			}
-			ifaces = ifaces[:0]
+			rd.endSection(&sec)
+			sec = ngSection{off: b.off, ifaces: sec.ifaces[:0]}
 			major, minor := o.u16(h[12:]), o.u16(h[14:])
-			skipSection = major != 1
-			if skipSection {
+			sec.skip = major != 1
+			if sec.skip {
 				rd.warnf("section header block at offset %d: version %d.%d unknown; section skipped", b.off, major, minor)
 			} else if minor != 0 {
 				rd.warnf("section header block at offset %d: version %d.%d read as 1.0", b.off, major, minor)
@@ -112,7 +148,7 @@ func (rd *reader) pcapng() error {
 				blockName(typ), b.off, length)
 		}
 		if length%4 != 0 || length > maxBlock {
-			rd.stepOver(typ, length, &ifaces, skipSection)
+			rd.stepOver(typ, length, &sec)
 			start := b.off
 			if !b.skip(length) {
 				return rd.truncatedAt(blockName(typ), start, length, b.off-start)
@@ -128,26 +164,21 @@ func (rd *reader) pcapng() error {
 		if trail := int64(o.u32(blk[n-4:])); trail != length {
 			rd.warnf("%s at offset %d: trailing length %d differs from leading length %d; block skipped", blockName(typ), b.off, trail, length)
 			if typ != ngSHB {
-				rd.stepOver(typ, length, &ifaces, skipSection)
+				rd.stepOver(typ, length, &sec)
 				b.advance(n)
 				continue
 			}
 		}
 		switch {
 		case typ == ngSHB: // read above
-		case skipSection:
+		case sec.skip:
 			rd.st.Skipped[SkipSectionVersion]++
 		case typ == ngIDB:
-			ifc := rd.idb(o, body, b.off)
-			if len(ifaces) < maxIfaces {
-				ifaces = append(ifaces, ifc)
-			} else {
-				rd.st.Skipped[SkipTooManyIfaces]++
-			}
+			sec.addIface(rd.idb(o, body, b.off), b.off)
 		case typ == ngEPB, typ == ngOPB:
-			rd.packet(o, typ, ifaces, body, b.off)
+			rd.packet(o, typ, &sec, body, b.off)
 		case typ == ngSPB:
-			rd.spb(o, ifaces, body, b.off)
+			rd.spb(o, &sec, body, b.off)
 		}
 		b.advance(n)
 	}
@@ -158,7 +189,7 @@ func (rd *reader) pcapng() error {
 // packet reads an Enhanced Packet Block, or the obsolete Packet Block whose
 // interface id is 16 bits wide: both carry a 64-bit timestamp and a
 // captured length at the same offsets.
-func (rd *reader) packet(o order, typ uint32, ifaces []ngIface, body []byte, off int64) {
+func (rd *reader) packet(o order, typ uint32, section *ngSection, body []byte, off int64) {
 	if len(body) < 20 {
 		rd.badBlock(typ, off, "body too short")
 		return
@@ -167,7 +198,7 @@ func (rd *reader) packet(o order, typ uint32, ifaces []ngIface, body []byte, off
 	if typ == ngOPB {
 		id = uint32(o.u16(body))
 	}
-	ifc := rd.iface(ifaces, id)
+	ifc := rd.iface(section, id)
 	if ifc == nil {
 		return
 	}
@@ -180,12 +211,12 @@ func (rd *reader) packet(o order, typ uint32, ifaces []ngIface, body []byte, off
 	rd.frame(ifc.lt, body[20:20+caplen], sec, nsec)
 }
 
-func (rd *reader) spb(o order, ifaces []ngIface, body []byte, off int64) {
+func (rd *reader) spb(o order, sec *ngSection, body []byte, off int64) {
 	if len(body) < 4 {
 		rd.badBlock(ngSPB, off, "body too short")
 		return
 	}
-	ifc := rd.iface(ifaces, 0)
+	ifc := rd.iface(sec, 0)
 	if ifc == nil {
 		return
 	}
@@ -206,15 +237,20 @@ func (rd *reader) spb(o order, ifaces []ngIface, body []byte, off int64) {
 	rd.st.Skipped[skip]++
 }
 
-// iface looks up a packet's interface; nil (counted) when it has none or
-// its IDB was unusable. A packet counts as seen either way.
-func (rd *reader) iface(ifaces []ngIface, id uint32) *ngIface {
-	if int64(id) >= int64(len(ifaces)) {
+// iface looks up a packet's interface; nil (counted) when it has none, its
+// IDB was beyond maxIfaces, or its IDB was unusable. A packet counts as
+// seen either way.
+func (rd *reader) iface(sec *ngSection, id uint32) *ngIface {
+	if n := uint64(len(sec.ifaces)); uint64(id) >= n {
 		rd.st.Packets++
-		rd.st.Skipped[SkipNoInterface]++
+		if uint64(id) < n+sec.extra {
+			rd.st.Skipped[SkipTooManyIfaces]++
+		} else {
+			rd.st.Skipped[SkipNoInterface]++
+		}
 		return nil
 	}
-	ifc := &ifaces[id]
+	ifc := &sec.ifaces[id]
 	if ifc.bad != "" {
 		rd.st.Packets++
 		rd.st.Skipped[ifc.bad]++
@@ -269,10 +305,10 @@ func (rd *reader) idb(o order, body []byte, off int64) ngIface {
 
 // stepOver accounts for a block too long or misaligned to read: a packet
 // block is counted, an IDB keeps its interface number (unusable).
-func (rd *reader) stepOver(typ uint32, length int64, ifaces *[]ngIface, skipSection bool) {
+func (rd *reader) stepOver(typ uint32, length int64, sec *ngSection) {
 	off := rd.b.off
 	switch {
-	case skipSection:
+	case sec.skip:
 		rd.st.Skipped[SkipSectionVersion]++
 	case length%4 != 0:
 		rd.badBlock(typ, off, "total length is not a multiple of 4")
@@ -283,8 +319,8 @@ func (rd *reader) stepOver(typ uint32, length int64, ifaces *[]ngIface, skipSect
 	case typ == ngIDB:
 		rd.badBlock(typ, off, "larger than any interface description")
 	}
-	if typ == ngIDB && !skipSection && len(*ifaces) < maxIfaces {
-		*ifaces = append(*ifaces, ngIface{bad: SkipBadBlock})
+	if typ == ngIDB && !sec.skip {
+		sec.addIface(ngIface{bad: SkipBadBlock}, off)
 	}
 }
 

@@ -56,7 +56,7 @@ const (
 	SkipOversize       = "packet larger than 262144 bytes"
 	SkipSectionVersion = "pcapng section of unknown version"
 	SkipBadTSResol     = "pcapng interface with unusable if_tsresol"
-	SkipTooManyIfaces  = "pcapng interface beyond 65536 per section"
+	SkipTooManyIfaces  = "pcapng packet on an interface beyond 65536 per section"
 )
 
 // maxRecord caps the bytes of one packet record the reader will hold. It is

@@ -1,0 +1,143 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// ngSYN is an Ethernet frame holding a SYN from 10.0.0.1:1000 with seq.
+func ngSYN(seq uint32) []byte {
+	return ethFrame(0x0800, ipv4Packet("10.0.0.1", "10.0.0.2", 6, synSeg(1000, 8081, seq)))
+}
+
+// ngSYNAt is the SYN of ngSYN(seq) as read at timestamp ts µs.
+func ngSYNAt(ts int, seq uint32) gotSYN {
+	return gotSYN{Time: fmt.Sprintf("1970-01-01T00:00:00.%06dZ", ts), Src: "10.0.0.1:1000", Dst: "10.0.0.2:8081", Seq: seq}
+}
+
+// withIDBs appends n copies of one Ethernet IDB to w, and returns the
+// offset of the first and the size of each.
+func withIDBs(w *ngWriter, n int) (first, size int) {
+	one := (&ngWriter{o: w.o}).idb(1, 0, -1, 0).buf
+	first = len(w.buf)
+	w.buf = append(w.buf, bytes.Repeat(one, n)...)
+	return first, len(one)
+}
+
+// TestPcapngInterfacesBeyondBound: a section with more IDBs than the reader
+// keeps reports those IDBs once, with their real number, and counts a
+// packet on one of them as such, not as naming a missing interface.
+func TestPcapngInterfacesBeyondBound(t *testing.T) {
+	le := binary.LittleEndian
+	warnBeyond := func(shb, n, first int) string {
+		return fmt.Sprintf("x: section header block at offset %d: %d interface description blocks beyond the first 65536 (from offset %d on) ignored; packets on them skipped",
+			shb, n, first)
+	}
+	type file struct {
+		data     []byte
+		warnings []string
+	}
+	tests := []struct {
+		name        string
+		build       func() file
+		want        []gotSYN
+		wantPackets uint64
+		wantSkipped map[string]uint64
+	}{
+		{
+			name: "100000 interfaces",
+			build: func() file {
+				w := &ngWriter{o: le}
+				w.shb(1, 0)
+				first, size := withIDBs(w, 100000)
+				w.epb(0, 1, ngSYN(1)).epb(65535, 2, ngSYN(2)).epb(65536, 3, ngSYN(3)).epb(99999, 4, ngSYN(4)).
+					epb(100000, 5, ngSYN(5)).epb(165536, 6, ngSYN(6))
+				return file{w.buf, []string{warnBeyond(0, 34464, first+65536*size)}}
+			},
+			want:        []gotSYN{ngSYNAt(1, 1), ngSYNAt(2, 2)},
+			wantPackets: 6,
+			wantSkipped: map[string]uint64{SkipTooManyIfaces: 2, SkipNoInterface: 2},
+		},
+		{
+			// 200000 − 65536 = 134464 and 200000 mod 65536 = 3392 differ.
+			name: "200000 interfaces",
+			build: func() file {
+				w := &ngWriter{o: le}
+				w.shb(1, 0)
+				first, size := withIDBs(w, 200000)
+				w.epb(199999, 1, ngSYN(1)).epb(3392, 2, ngSYN(2)).epb(200000, 3, ngSYN(3))
+				return file{w.buf, []string{warnBeyond(0, 134464, first+65536*size)}}
+			},
+			want:        []gotSYN{ngSYNAt(2, 2)},
+			wantPackets: 3,
+			wantSkipped: map[string]uint64{SkipTooManyIfaces: 1, SkipNoInterface: 1},
+		},
+		{
+			name: "the count is per section",
+			build: func() file {
+				w := &ngWriter{o: le}
+				w.shb(1, 0)
+				first, size := withIDBs(w, 65537)
+				w.epb(65536, 1, ngSYN(1))
+				w.shb(1, 0).idb(1, 0, -1, 0).epb(1, 2, ngSYN(2)).epb(0, 3, ngSYN(3))
+				return file{w.buf, []string{warnBeyond(0, 1, first+65536*size)}}
+			},
+			want:        []gotSYN{ngSYNAt(3, 3)},
+			wantPackets: 3,
+			wantSkipped: map[string]uint64{SkipTooManyIfaces: 1, SkipNoInterface: 1},
+		},
+		{
+			name: "second section over the bound",
+			build: func() file {
+				w := &ngWriter{o: le}
+				w.shb(1, 0).idb(1, 0, -1, 0).epb(0, 1, ngSYN(1))
+				second := len(w.buf)
+				w.shb(1, 0)
+				first, size := withIDBs(w, 65538)
+				w.epb(65537, 2, ngSYN(2)).epb(65535, 3, ngSYN(3))
+				return file{w.buf, []string{warnBeyond(second, 2, first+65536*size)}}
+			},
+			want:        []gotSYN{ngSYNAt(1, 1), ngSYNAt(3, 3)},
+			wantPackets: 3,
+			wantSkipped: map[string]uint64{SkipTooManyIfaces: 1},
+		},
+		{
+			name: "an oversized IDB beyond the bound counts too",
+			build: func() file {
+				w := &ngWriter{o: le}
+				w.shb(1, 0)
+				first, size := withIDBs(w, 65536)
+				over := len(w.buf)
+				w.block(ngIDB, make([]byte, maxBlock)).epb(65536, 1, ngSYN(1))
+				return file{w.buf, []string{
+					fmt.Sprintf("x: interface description block at offset %d: larger than any interface description; skipped", over),
+					warnBeyond(0, 1, first+65536*size),
+				}}
+			},
+			wantPackets: 1,
+			wantSkipped: map[string]uint64{SkipBadBlock: 1, SkipTooManyIfaces: 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tt.build()
+			got, st, err := readBytes("x", f.data, Options{Port: 8081})
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("SYNs (-want +got):\n%s", diff)
+			}
+			want := FileStats{Path: "x", Format: "pcapng", Packets: tt.wantPackets, SYNs: uint64(len(tt.want)),
+				Skipped: tt.wantSkipped, Warnings: f.warnings}
+			if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(FileStats{}, "Bytes")); diff != "" {
+				t.Errorf("FileStats (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -162,9 +162,13 @@ func (rd *reader) pcapng() error {
 		blk := b.bytes()[:n]
 		body := blk[8 : n-4]
 		if trail := int64(o.u32(blk[n-4:])); trail != length {
-			rd.warnf("%s at offset %d: trailing length %d differs from leading length %d; block skipped", blockName(typ), b.off, trail, length)
-			if typ != ngSHB {
-				rd.stepOver(typ, length, &sec)
+			if typ == ngSHB {
+				// Its byte order and version were read above, and the
+				// leading length has found the next block.
+				rd.warnf("%s at offset %d: trailing length %d differs from leading length %d; read by the leading length",
+					blockName(typ), b.off, trail, length)
+			} else {
+				rd.lengthMismatch(typ, length, trail, &sec)
 				b.advance(n)
 				continue
 			}
@@ -322,6 +326,27 @@ func (rd *reader) stepOver(typ uint32, length int64, sec *ngSection) {
 	if typ == ngIDB && !sec.skip {
 		sec.addIface(ngIface{bad: SkipBadBlock}, off)
 	}
+}
+
+// lengthMismatch accounts for a block whose trailing length differs from
+// its leading one: it is damaged, so it is skipped with one warning and
+// counted as a corrupt block (a packet block as a packet seen, an IDB
+// keeping its interface number, unusable). The leading length has already
+// found the next block; the trailing one says nothing about the block's
+// size, so it is not judged as one.
+func (rd *reader) lengthMismatch(typ uint32, length, trail int64, sec *ngSection) {
+	off := rd.b.off
+	switch {
+	case sec.skip:
+		rd.st.Skipped[SkipSectionVersion]++
+	case typ == ngEPB || typ == ngSPB || typ == ngOPB:
+		rd.st.Packets++
+		rd.st.Skipped[SkipBadBlock]++
+	case typ == ngIDB:
+		rd.st.Skipped[SkipBadBlock]++
+		sec.addIface(ngIface{bad: SkipBadBlock}, off)
+	}
+	rd.warnf("%s at offset %d: trailing length %d differs from leading length %d; skipped", blockName(typ), off, trail, length)
 }
 
 func (rd *reader) badBlock(typ uint32, off int64, why string) {

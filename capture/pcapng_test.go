@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -139,5 +140,151 @@ func TestPcapngInterfacesBeyondBound(t *testing.T) {
 				t.Errorf("FileStats (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPcapngTrailingLengthMismatch: a block whose trailing length differs
+// from its leading one gets one warning naming its offset and both
+// lengths, is skipped and counted as corrupt, and the next block is read.
+func TestPcapngTrailingLengthMismatch(t *testing.T) {
+	type file struct {
+		data     []byte
+		warnings []string
+	}
+	for _, o := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		ab := o.(binary.AppendByteOrder)
+		// spoil sets the trailing length of the block at off in w.
+		spoil := func(w *ngWriter, off int, trail uint32) {
+			n := int(o.Uint32(w.buf[off+4:]))
+			o.PutUint32(w.buf[off+n-4:], trail)
+		}
+		tests := []struct {
+			name        string
+			build       func() file
+			want        []gotSYN
+			wantPackets uint64
+			wantSkipped map[string]uint64
+		}{
+			{
+				name: "enhanced packet block",
+				build: func() file {
+					w := &ngWriter{o: ab}
+					w.shb(1, 0).idb(1, 0, -1, 0).epb(0, 1, ngSYN(1))
+					bad := len(w.buf)
+					w.epb(0, 2, ngSYN(2)).epb(0, 3, ngSYN(3))
+					n := o.Uint32(w.buf[bad+4:])
+					spoil(w, bad, n+8)
+					return file{w.buf, []string{fmt.Sprintf("x: enhanced packet block at offset %d: trailing length %d differs from leading length %d; skipped", bad, n+8, n)}}
+				},
+				want:        []gotSYN{ngSYNAt(1, 1), ngSYNAt(3, 3)},
+				wantPackets: 3,
+				wantSkipped: map[string]uint64{SkipBadBlock: 1},
+			},
+			{
+				name: "enhanced packet block, trailing length beyond any block",
+				build: func() file {
+					w := &ngWriter{o: ab}
+					w.shb(1, 0).idb(1, 0, -1, 0)
+					bad := len(w.buf)
+					w.epb(0, 2, ngSYN(2)).epb(0, 3, ngSYN(3))
+					n := o.Uint32(w.buf[bad+4:])
+					spoil(w, bad, 0x30303030)
+					return file{w.buf, []string{fmt.Sprintf("x: enhanced packet block at offset %d: trailing length %d differs from leading length %d; skipped", bad, 0x30303030, n)}}
+				},
+				want:        []gotSYN{ngSYNAt(3, 3)},
+				wantPackets: 2,
+				wantSkipped: map[string]uint64{SkipBadBlock: 1},
+			},
+			{
+				name: "packet block",
+				build: func() file {
+					w := &ngWriter{o: ab}
+					w.shb(1, 0).idb(1, 0, -1, 0)
+					bad := len(w.buf)
+					w.opb(0, 2, ngSYN(2)).epb(0, 3, ngSYN(3))
+					n := o.Uint32(w.buf[bad+4:])
+					spoil(w, bad, 12)
+					return file{w.buf, []string{fmt.Sprintf("x: packet block at offset %d: trailing length 12 differs from leading length %d; skipped", bad, n)}}
+				},
+				want:        []gotSYN{ngSYNAt(3, 3)},
+				wantPackets: 2,
+				wantSkipped: map[string]uint64{SkipBadBlock: 1},
+			},
+			{
+				name: "interface description block keeps its number",
+				build: func() file {
+					w := &ngWriter{o: ab}
+					w.shb(1, 0)
+					bad := len(w.buf)
+					w.idb(1, 0, -1, 0).idb(1, 0, -1, 0).epb(0, 1, ngSYN(1)).epb(1, 2, ngSYN(2))
+					n := o.Uint32(w.buf[bad+4:])
+					spoil(w, bad, n-4)
+					return file{w.buf, []string{fmt.Sprintf("x: interface description block at offset %d: trailing length %d differs from leading length %d; skipped", bad, n-4, n)}}
+				},
+				want:        []gotSYN{ngSYNAt(2, 2)},
+				wantPackets: 2,
+				wantSkipped: map[string]uint64{SkipBadBlock: 2}, // the IDB and the packet on it
+			},
+			{
+				name: "section header block is read",
+				build: func() file {
+					w := &ngWriter{o: ab}
+					w.shb(1, 0).idb(1, 0, -1, 0).epb(0, 1, ngSYN(1))
+					n := o.Uint32(w.buf[4:])
+					spoil(w, 0, 0)
+					return file{w.buf, []string{fmt.Sprintf("x: section header block at offset 0: trailing length 0 differs from leading length %d; read by the leading length", n)}}
+				},
+				want:        []gotSYN{ngSYNAt(1, 1)},
+				wantPackets: 1,
+				wantSkipped: map[string]uint64{},
+			},
+			{
+				name: "block of unknown type",
+				build: func() file {
+					w := &ngWriter{o: ab}
+					w.shb(1, 0).idb(1, 0, -1, 0)
+					bad := len(w.buf)
+					w.block(0x0bad, []byte("something")).epb(0, 1, ngSYN(1))
+					spoil(w, bad, 1)
+					return file{w.buf, []string{fmt.Sprintf("x: block at offset %d: trailing length 1 differs from leading length 24; skipped", bad)}}
+				},
+				want:        []gotSYN{ngSYNAt(1, 1)},
+				wantPackets: 1,
+				wantSkipped: map[string]uint64{},
+			},
+			{
+				name: "in a skipped section",
+				build: func() file {
+					w := &ngWriter{o: ab}
+					w.shb(2, 0).idb(1, 0, -1, 0)
+					bad := len(w.buf)
+					w.epb(0, 1, ngSYN(1))
+					n := o.Uint32(w.buf[bad+4:])
+					spoil(w, bad, n+4)
+					return file{w.buf, []string{
+						"x: section header block at offset 0: version 2.0 unknown; section skipped",
+						fmt.Sprintf("x: enhanced packet block at offset %d: trailing length %d differs from leading length %d; skipped", bad, n+4, n),
+					}}
+				},
+				wantSkipped: map[string]uint64{SkipSectionVersion: 2},
+			},
+		}
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%v/%s", o, tt.name), func(t *testing.T) {
+				f := tt.build()
+				got, st, err := readBytes("x", slices.Clone(f.data), Options{Port: 8081})
+				if err != nil {
+					t.Fatalf("read: %v", err)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("SYNs (-want +got):\n%s", diff)
+				}
+				want := FileStats{Path: "x", Format: "pcapng", Packets: tt.wantPackets, SYNs: uint64(len(tt.want)),
+					Skipped: tt.wantSkipped, Warnings: f.warnings}
+				if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(FileStats{}, "Bytes")); diff != "" {
+					t.Errorf("FileStats (-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }

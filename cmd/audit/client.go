@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/backoff-audit/audit/interop"
 )
 
 func init() { commands = append(commands, newClientCmd) }
 
 func newClientCmd() *cobra.Command {
-	cfg := interopConfig{
+	cfg := interop.Config{
 		ServerHost:       "localhost",
 		InitialBackoffMS: 1000,
 		Deadline:         540 * time.Second,
@@ -30,14 +32,14 @@ Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			rep, err := runInterop(ctx, cfg)
+			rep, err := interop.Run(ctx, cfg)
 			if err != nil {
 				return usageError(err)
 			}
-			if err := rep.write(cmd.OutOrStdout()); err != nil {
+			if err := rep.Write(cmd.OutOrStdout()); err != nil {
 				return usageError(err)
 			}
-			if ok, reason := rep.verdict(); !ok {
+			if ok, reason := rep.Verdict(); !ok {
 				return verdictError("%s", reason)
 			}
 			return nil

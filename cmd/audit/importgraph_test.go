@@ -9,8 +9,11 @@ import (
 const module = "github.com/backoff-audit/audit"
 
 // TestImportGraph keeps the package graph of STYLE.md: cmd → {server,
-// capture} → analyze, server → pb. analyze stays a standard-library leaf, and
-// the server builds without libpcap (it never reaches gopacket).
+// capture, interop} → analyze, {server, interop} → pb. analyze stays a
+// standard-library leaf, and the server builds without libpcap (it never
+// reaches gopacket). The interop client shares only the verifier and the
+// wire types with the server it judges, and it runs where nothing may
+// capture; only cmd imports it.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string
@@ -18,9 +21,10 @@ func TestImportGraph(t *testing.T) {
 		onlyStd   bool     // standard library only
 	}{
 		{pkg: "analyze", onlyStd: true},
-		{pkg: "pb", forbidden: []string{module + "/analyze", module + "/server", module + "/capture", "github.com/gopacket/"}},
-		{pkg: "server", forbidden: []string{module + "/capture", "github.com/gopacket/", "github.com/google/gopacket"}},
-		{pkg: "capture", forbidden: []string{module + "/server", module + "/pb", "google.golang.org/grpc"}},
+		{pkg: "pb", forbidden: []string{module + "/analyze", module + "/server", module + "/capture", module + "/interop", "github.com/gopacket/"}},
+		{pkg: "server", forbidden: []string{module + "/capture", module + "/interop", "github.com/gopacket/", "github.com/google/gopacket"}},
+		{pkg: "capture", forbidden: []string{module + "/server", module + "/pb", module + "/interop", "google.golang.org/grpc"}},
+		{pkg: "interop", forbidden: []string{module + "/capture", module + "/server", "github.com/gopacket/", "github.com/google/gopacket"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/interop"
 	"github.com/backoff-audit/audit/server"
 )
 
@@ -167,11 +168,11 @@ func parseLiveReports(t *testing.T, lines []string) ([]liveJSON, []map[string]js
 }
 
 // runLiveClient runs the interop client against ports with the short cap.
-func runLiveClient(t *testing.T, control, retry int, deadline time.Duration) *interopReport {
+func runLiveClient(t *testing.T, control, retry int, deadline time.Duration) *interop.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline+30*time.Second)
 	defer cancel()
-	rep, err := runInterop(ctx, interopConfig{
+	rep, err := interop.Run(ctx, interop.Config{
 		ServerHost: "127.0.0.1", ControlPort: control, RetryPort: retry,
 		MaxReconnectBackoffMS: liveMaxMS, InitialBackoffMS: 1000, Deadline: deadline,
 	})
@@ -384,7 +385,7 @@ func TestLiveForeignPeer(t *testing.T) {
 		}
 	}
 	r := startLive(t, cfg)
-	clientDone := make(chan *interopReport, 1)
+	clientDone := make(chan *interop.Report, 1)
 	go func() { clientDone <- runLiveClient(t, r.control, r.retry, 4500*time.Millisecond) }()
 
 	// Mid-session, a second source address connects once.
@@ -573,7 +574,7 @@ func TestLiveInterrupt(t *testing.T) {
 
 	clientCtx, stopClient := context.WithCancel(ctx)
 	defer stopClient()
-	go runInterop(clientCtx, interopConfig{ServerHost: "127.0.0.1", ControlPort: control, RetryPort: retry,
+	go interop.Run(clientCtx, interop.Config{ServerHost: "127.0.0.1", ControlPort: control, RetryPort: retry,
 		MaxReconnectBackoffMS: liveMaxMS, InitialBackoffMS: 1000, Deadline: 30 * time.Second})
 	r.waitFor(t, "the third attempt", func() bool { return strings.Contains(stdout.String(), "#3 ") })
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {

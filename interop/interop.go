@@ -1,8 +1,8 @@
-package main
-
-// The interop client: the five steps of SPEC.md §1 run with grpc-go, after
-// the C++ reconnect_interop_client. It lives in package main because the
-// fixed layout (STYLE.md) has no client package; client.go only wires flags.
+// Package interop is the interop client of the connection backoff test: the
+// five steps of SPEC.md §1 run with grpc-go, after the C++
+// reconnect_interop_client. It judges with analyze's verifier and never
+// imports the server it judges, so that its own check stays independent of it.
+package interop
 
 import (
 	"context"
@@ -40,9 +40,10 @@ const serverNameOverride = "foo.test.google.fr"
 // the server's session ends and the next one can start.
 const stopTimeout = 10 * time.Second
 
-// interopConfig is one run of the interop client: the C++ client's flags,
+// Config is one run of the interop client: the C++ client's flags,
 // plus the retry RPC's deadline and the base delay grpc-go is told to use.
-type interopConfig struct {
+// Validation errors name the fields by those flags, which audit client keeps.
+type Config struct {
 	ServerHost  string
 	ControlPort int
 	RetryPort   int
@@ -56,15 +57,15 @@ type interopConfig struct {
 	Deadline time.Duration
 }
 
-func (c interopConfig) controlAddr() string {
+func (c Config) controlAddr() string {
 	return net.JoinHostPort(c.ServerHost, strconv.Itoa(c.ControlPort))
 }
 
-func (c interopConfig) retryAddr() string {
+func (c Config) retryAddr() string {
 	return net.JoinHostPort(c.ServerHost, strconv.Itoa(c.RetryPort))
 }
 
-func (c interopConfig) validate() error {
+func (c Config) validate() error {
 	var errs []error
 	if c.ServerHost == "" {
 		errs = append(errs, errors.New("--server_host: must not be empty"))
@@ -92,7 +93,7 @@ func (c interopConfig) validate() error {
 // policy is the policy the server holds this session to: the spec's, with
 // the cap sent in Start. The client's own check uses it, never the
 // (possibly deliberately wrong) policy grpc-go was given.
-func (c interopConfig) policy() analyze.Policy {
+func (c Config) policy() analyze.Policy {
 	return analyze.ReferencePolicy(c.MaxReconnectBackoffMS)
 }
 
@@ -100,7 +101,7 @@ func (c interopConfig) policy() analyze.Policy {
 // set: a ConnectParams left partly zero is not grpc-go's default but a
 // zero multiplier, no jitter, a zero MaxDelay (retry at once, SPEC.md §6)
 // and a zero MinConnectTimeout.
-func (c interopConfig) connectParams() grpc.ConnectParams {
+func (c Config) connectParams() grpc.ConnectParams {
 	ref := c.policy()
 	return grpc.ConnectParams{
 		Backoff: backoff.Config{
@@ -113,25 +114,25 @@ func (c interopConfig) connectParams() grpc.ConnectParams {
 	}
 }
 
-// interopReport is what one run saw.
-type interopReport struct {
-	Config  interopConfig
+// Report is what one run saw.
+type Report struct {
+	Config  Config
 	Connect grpc.ConnectParams
-	Retry   retryOutcome
+	Retry   RetryOutcome
 	// Server is Stop's answer.
 	Server *pb.ReconnectInfo
 	// Own is the client's own check of Server.BackoffMs.
 	Own analyze.Result
 }
 
-// runInterop runs the five steps of SPEC.md §1. An error means nothing was
+// Run runs the five steps of SPEC.md §1. An error means nothing was
 // judged (the control port is unreachable, Start or Stop failed); a judged
 // run returns a report whose verdict says whether it passed.
-func runInterop(ctx context.Context, cfg interopConfig) (*interopReport, error) {
+func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	rep := &interopReport{Config: cfg, Connect: cfg.connectParams()}
+	rep := &Report{Config: cfg, Connect: cfg.connectParams()}
 
 	control, err := grpc.NewClient(cfg.controlAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -176,9 +177,9 @@ func runInterop(ctx context.Context, cfg interopConfig) (*interopReport, error) 
 	return rep, nil
 }
 
-// retryOutcome is how the retry RPC ended; the code must be
+// RetryOutcome is how the retry RPC ended; the code must be
 // DeadlineExceeded.
-type retryOutcome struct {
+type RetryOutcome struct {
 	Code codes.Code
 	Err  error
 	Took time.Duration
@@ -186,16 +187,16 @@ type retryOutcome struct {
 
 // retryRPC opens the TLS retry channel and makes one wait-for-ready RPC
 // that can only end at its deadline.
-func retryRPC(ctx context.Context, cfg interopConfig, cp grpc.ConnectParams) retryOutcome {
+func retryRPC(ctx context.Context, cfg Config, cp grpc.ConnectParams) RetryOutcome {
 	creds, err := retryCredentials()
 	if err != nil {
-		return retryOutcome{Code: codes.Internal, Err: err}
+		return RetryOutcome{Code: codes.Internal, Err: err}
 	}
 	conn, err := grpc.NewClient(cfg.retryAddr(),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(cp))
 	if err != nil {
-		return retryOutcome{Code: codes.Internal, Err: fmt.Errorf("retry channel %s: %w", cfg.retryAddr(), err)}
+		return RetryOutcome{Code: codes.Internal, Err: fmt.Errorf("retry channel %s: %w", cfg.retryAddr(), err)}
 	}
 	defer conn.Close()
 
@@ -206,7 +207,7 @@ func retryRPC(ctx context.Context, cfg interopConfig, cp grpc.ConnectParams) ret
 	_, err = pb.NewReconnectServiceClient(conn).Start(rctx,
 		&pb.ReconnectParams{MaxReconnectBackoffMs: cfg.MaxReconnectBackoffMS},
 		grpc.WaitForReady(true))
-	return retryOutcome{Code: status.Code(err), Err: err, Took: time.Since(start)}
+	return RetryOutcome{Code: status.Code(err), Err: err, Took: time.Since(start)}
 }
 
 // retryCredentials trusts one certificate made in memory for
@@ -256,10 +257,10 @@ func checkBackoffs(p analyze.Policy, backoffMS []int32) analyze.Result {
 	return analyze.Verify(p, times)
 }
 
-// verdict is the run's outcome: it passes only when the retry RPC ended in
+// Verdict is the run's outcome: it passes only when the retry RPC ended in
 // DEADLINE_EXCEEDED, the server said passed and the own check agrees.
 // reason names what failed first.
-func (r *interopReport) verdict() (passed bool, reason string) {
+func (r *Report) Verdict() (passed bool, reason string) {
 	switch {
 	case r.Retry.Code != codes.DeadlineExceeded:
 		return false, fmt.Sprintf("retry RPC ended in %v, want DeadlineExceeded: %v", r.Retry.Code, r.Retry.Err)
@@ -273,9 +274,9 @@ func (r *interopReport) verdict() (passed bool, reason string) {
 	return true, ""
 }
 
-// write prints the run for a person: the setup, the retry RPC, one row per
+// Write prints the run for a person: the setup, the retry RPC, one row per
 // interval and both verdicts.
-func (r *interopReport) write(w io.Writer) error {
+func (r *Report) Write(w io.Writer) error {
 	b := r.Connect.Backoff
 	ew := &errWriter{w: w}
 	ew.printf("control %s, retry %s (TLS, server name %s)\n",
@@ -307,7 +308,7 @@ func (r *interopReport) write(w io.Writer) error {
 	return ew.err
 }
 
-// errWriter keeps the first write error, so write can print freely.
+// errWriter keeps the first write error, so Write can print freely.
 type errWriter struct {
 	w   io.Writer
 	err error

@@ -55,7 +55,19 @@ type Config struct {
 	InitialBackoffMS int32
 	// Deadline is the retry RPC's deadline (the reference uses 540 s).
 	Deadline time.Duration
+	// Progress, when not nil, gets a line per connectivity-state change of
+	// the retry channel while the retry RPC waits, and a line every
+	// ProgressEvery while the state holds: the RPC can only end at its
+	// deadline, minutes away, and would otherwise give no sign of life.
+	Progress io.Writer
+	// ProgressEvery is the longest silence on Progress; 0 means
+	// DefaultProgressEvery.
+	ProgressEvery time.Duration
 }
+
+// DefaultProgressEvery is often enough to show the client is alive, rare
+// enough that a 540 s run prints about a hundred lines.
+const DefaultProgressEvery = 5 * time.Second
 
 func (c Config) controlAddr() string {
 	return net.JoinHostPort(c.ServerHost, strconv.Itoa(c.ControlPort))
@@ -203,11 +215,54 @@ func retryRPC(ctx context.Context, cfg Config, cp grpc.ConnectParams) RetryOutco
 	rctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
 	defer cancel()
 	start := time.Now()
+	stopWatch := func() {}
+	if cfg.Progress != nil {
+		stopWatch = watchRetry(rctx, conn, cfg.Progress, cfg.progressEvery(), start, cfg.Deadline)
+	}
 	// Any method does; the reference calls Start on the retry port.
 	_, err = pb.NewReconnectServiceClient(conn).Start(rctx,
 		&pb.ReconnectParams{MaxReconnectBackoffMs: cfg.MaxReconnectBackoffMS},
 		grpc.WaitForReady(true))
-	return RetryOutcome{Code: status.Code(err), Err: err, Took: time.Since(start)}
+	took := time.Since(start)
+	// No progress line may follow the RPC's end: the caller prints the
+	// report next, and Close would add a SHUTDOWN line.
+	stopWatch()
+	return RetryOutcome{Code: status.Code(err), Err: err, Took: took}
+}
+
+func (c Config) progressEvery() time.Duration {
+	if c.ProgressEvery <= 0 {
+		return DefaultProgressEvery
+	}
+	return c.ProgressEvery
+}
+
+// watchRetry writes to w a line per state change of conn, and a line after
+// every span of silence, until stop is called or ctx is done; stop returns
+// once the last line is written. Write errors are ignored: progress is a
+// courtesy and must not end the run.
+func watchRetry(ctx context.Context, conn *grpc.ClientConn, w io.Writer, every time.Duration, start time.Time, deadline time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		state := conn.GetState()
+		for {
+			wctx, wcancel := context.WithTimeout(ctx, every)
+			changed := conn.WaitForStateChange(wctx, state)
+			wcancel()
+			if ctx.Err() != nil {
+				return
+			}
+			still := "still "
+			if changed {
+				state, still = conn.GetState(), ""
+			}
+			fmt.Fprintf(w, "retry channel %s%v after %.1f s of %s s\n",
+				still, state, time.Since(start).Seconds(), strconv.FormatFloat(deadline.Seconds(), 'f', -1, 64))
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // retryCredentials trusts one certificate made in memory for

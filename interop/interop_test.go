@@ -3,7 +3,10 @@ package interop
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -266,4 +269,105 @@ func startClosing(t *testing.T) (port int) {
 	}()
 	t.Cleanup(func() { retry.Close(); accepted.Wait() })
 	return retry.Addr().(*net.TCPAddr).Port
+}
+
+// closedPort is a loopback port that nothing listens on (it was free a
+// moment ago).
+func closedPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return port
+}
+
+var progressLine = regexp.MustCompile(`^retry channel (still )?(IDLE|CONNECTING|READY|TRANSIENT_FAILURE|SHUTDOWN) after (\d+\.\d) s of 1\.5 s$`)
+
+// TestRunProgress holds the retry RPC to its sign of life: with a retry
+// port nothing listens on, a line when the channel reaches
+// TRANSIENT_FAILURE and lines while the state holds, in time order, none
+// past the deadline and none once the RPC has ended.
+func TestRunProgress(t *testing.T) {
+	t.Parallel()
+	srv := &cannedServer{info: &pb.ReconnectInfo{Passed: true, BackoffMs: []int32{1000}}}
+	var progress syncBuffer
+	cfg := Config{
+		ServerHost:       "127.0.0.1",
+		ControlPort:      startCanned(t, srv),
+		RetryPort:        closedPort(t),
+		InitialBackoffMS: 1000,
+		Deadline:         1500 * time.Millisecond,
+		Progress:         &progress,
+		ProgressEvery:    400 * time.Millisecond,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rep.Retry.Code != codes.DeadlineExceeded {
+		t.Errorf("retry RPC ended in %v (%v), want DeadlineExceeded", rep.Retry.Code, rep.Retry.Err)
+	}
+	out := progress.String()
+	t.Logf("progress:\n%s", out)
+	var states []string
+	var still int
+	last := -1.0
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		m := progressLine.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("progress line %q does not match %v", l, progressLine)
+		}
+		var elapsed float64
+		fmt.Sscan(m[3], &elapsed)
+		if elapsed < last || elapsed > 1.5 {
+			t.Errorf("line %q: elapsed %.1f s after %.1f s; want time order within the 1.5 s deadline", l, elapsed, last)
+		}
+		last = elapsed
+		if m[1] != "" {
+			still++
+		} else {
+			states = append(states, m[2])
+		}
+	}
+	// A state may be missed (IDLE to CONNECTING to TRANSIENT_FAILURE can
+	// pass between two looks), but a change line names a new state.
+	if !slices.Contains(states, "TRANSIENT_FAILURE") {
+		t.Errorf("state changes %v; want TRANSIENT_FAILURE among them", states)
+	}
+	for i := 1; i < len(states); i++ {
+		if states[i] == states[i-1] {
+			t.Errorf("state changes %v: %s twice in a row", states, states[i])
+		}
+	}
+	if still == 0 {
+		t.Errorf("no line while the state held, with a line due every %v", cfg.ProgressEvery)
+	}
+	// The watcher would have written again by now, had Run left it running.
+	time.Sleep(2 * cfg.ProgressEvery)
+	if after := progress.String(); after != out {
+		t.Errorf("progress after Run returned: %q", after[len(out):])
+	}
+}
+
+// syncBuffer is a bytes.Buffer the watcher may write while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -19,6 +19,7 @@ func newClientCmd() *cobra.Command {
 		InitialBackoffMS: 1000,
 		Deadline:         540 * time.Second,
 	}
+	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "client --server_control_port=PORT --server_retry_port=PORT",
 		Short: "Run the interop client (grpc-go) against a reconnect server",
@@ -27,11 +28,18 @@ grpc-go: Start on the control port, one wait-for-ready RPC on a TLS channel to
 the retry port until its deadline, Stop, then the server's verdict and the
 client's own check of backoff_ms with the same verifier.
 
+While the retry RPC waits, stderr gets a line per state change of the retry
+channel and one every ` + interop.DefaultProgressEvery.String() + ` otherwise, each with the time so far and the
+deadline; --quiet leaves them out. The report goes to stdout.
+
 Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if !quiet {
+				cfg.Progress = cmd.ErrOrStderr()
+			}
 			rep, err := interop.Run(ctx, cfg)
 			if err != nil {
 				return usageError(err)
@@ -54,6 +62,7 @@ Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 	f.Int32Var(&cfg.InitialBackoffMS, "initial_backoff_ms", cfg.InitialBackoffMS,
 		"grpc-go's initial backoff; anything but 1000 is a deliberately wrong client")
 	f.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "deadline of the wait-for-ready RPC on the retry port")
+	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr while the retry RPC waits")
 	cmd.MarkFlagRequired("server_control_port")
 	cmd.MarkFlagRequired("server_retry_port")
 	return cmd

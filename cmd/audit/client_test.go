@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,4 +58,51 @@ func closedPort(t *testing.T) string {
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	ln.Close()
 	return port
+}
+
+// progressLine is a line of `audit client`'s progress while the retry RPC
+// waits, against a 6 s deadline.
+var progressLine = regexp.MustCompile(`(?m)^retry channel (still )?([A-Z_]+) after (\d+\.\d) s of 6 s$`)
+
+// TestE2EClientProgress runs `audit client` against `audit server` with a
+// deadline past the first 5 s of silence: stderr shows the retry channel's
+// state when it changes and again while it holds, and the report on stdout
+// has none of it.
+func TestE2EClientProgress(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	out, stderr, code := runClient(t, time.Minute, auditBin,
+		append(append([]string{"client"}, ports(s)...), "--max_reconnect_backoff_ms=2000", "--deadline=6s")...)
+	if code != exitOK {
+		t.Fatalf("audit client exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, out, stderr)
+	}
+	t.Logf("audit client stderr:\n%s", stderr)
+	var changes, still int
+	for _, m := range progressLine.FindAllStringSubmatch(stderr, -1) {
+		if m[1] == "" {
+			changes++
+		} else {
+			still++
+		}
+	}
+	if changes == 0 || still == 0 {
+		t.Errorf("%d state-change and %d still lines on stderr, want both:\n%s", changes, still, stderr)
+	}
+	if strings.Contains(out, "retry channel") {
+		t.Errorf("progress on stdout:\n%s", out)
+	}
+}
+
+// TestE2EClientQuiet: --quiet leaves stderr empty on a passing run.
+func TestE2EClientQuiet(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	out, stderr, code := runClient(t, time.Minute, auditBin,
+		append(append([]string{"client"}, ports(s)...), "--max_reconnect_backoff_ms=2000", "--deadline=3s", "--quiet")...)
+	if code != exitOK {
+		t.Fatalf("audit client exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, out, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("stderr with --quiet: %q, want nothing", stderr)
+	}
 }

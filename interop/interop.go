@@ -244,9 +244,10 @@ func (c Config) progressEvery() time.Duration {
 func watchRetry(ctx context.Context, conn *grpc.ClientConn, w io.Writer, every time.Duration, start time.Time, deadline time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	// Read before the RPC leaves IDLE, so that its first change is a line.
+	state := conn.GetState()
 	go func() {
 		defer close(done)
-		state := conn.GetState()
 		for {
 			wctx, wcancel := context.WithTimeout(ctx, every)
 			changed := conn.WaitForStateChange(wctx, state)

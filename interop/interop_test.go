@@ -329,6 +329,9 @@ func TestRunProgress(t *testing.T) {
 		}
 		last = elapsed
 		if m[1] != "" {
+			if len(states) == 0 {
+				t.Errorf("line %q before any state change; the first line must name the state the RPC's start led to", l)
+			}
 			still++
 		} else {
 			states = append(states, m[2])

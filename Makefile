@@ -69,9 +69,11 @@ bench: build
 fuzz:
 	./.ci/fuzz.sh
 
-# corpus-table: outcome and peak RSS of `audit pcap` on every corpus file.
+# corpus-table: outcome and peak RSS of `audit pcap` on every file of the
+# capture corpus (CORPUS=DIR, by default shared/corpus/pcap beside the
+# repository's directory), written to docs/corpus-table.md.
 corpus-table: build
-	./.ci/corpus-table.sh
+	./.ci/corpus-table.sh -o docs/corpus-table.md
 
 # fixtures: rewrite the generated captures in testdata/ (byte-for-byte
 # reproducible; TestFixturesAreReproducible checks them).

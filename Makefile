@@ -60,7 +60,7 @@ lint: proto-check
 demo: build
 	./.ci/demo.sh $(BIN)
 
-# bench: issue 3's speed comparison (cat, tcpdump, tshark, audit pcap) on
+# bench: the speed comparison (cat, tcpdump, tshark, audit pcap) on
 # generated captures, plus the Go benchmarks. Results go to BENCHMARKS.md by hand.
 bench: build
 	./.ci/bench.sh

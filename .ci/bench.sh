@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: issue 3's speed targets. Generates three benchmark captures with
+# make bench: the speed targets of BENCHMARKS.md. Generates three benchmark captures with
 # the project's generator (reused when the generator and its parameters are
 # unchanged), warms the page cache, then times side by side, round-robin so a
 # burst of load hits every tool alike:
@@ -43,7 +43,7 @@ pkts_per_peer=200
 port=$(sed -n 's/^[[:space:]]*retryPort[[:space:]]*=[[:space:]]*\([0-9][0-9]*\).*/\1/p' capture/internal/gen/fixtures.go)
 [ -n "$port" ] || { echo "bench: cannot find retryPort in capture/internal/gen/fixtures.go" >&2; exit 2; }
 
-# BPF tcp[] offsets address IPv4 only (SPEC.md §5): the IPv6 clause reads the
+# BPF tcp[] offsets address IPv4 only (docs/spec.md §5.5): the IPv6 clause reads the
 # TCP header at its fixed offset behind a 40-byte header with no extension
 # header (next header 6): flags at 40+13, destination port at 40+2.
 bpf="(ip and (tcp[tcpflags] & (tcp-syn|tcp-ack)) == tcp-syn and dst port $port) or (ip6 and ip6[6] == 6 and ip6[53] & 0x12 == 0x02 and ip6[42:2] == $port)"
@@ -245,7 +245,7 @@ missed=0
 verdict() { # verdict OK TEXT
 	if [ "$1" = 1 ]; then echo "- PASS $2"; else echo "- MISS $2"; missed=1; fi
 }
-# targets TOOL: issue 3's targets for one audit row.
+# targets TOOL: the speed targets for one audit row.
 targets() {
 	local t=$1 n a x mb lo hi per_lo per_hi fit growth
 	for n in "${sizes[@]}"; do

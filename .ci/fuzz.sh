@@ -10,7 +10,7 @@
 #
 # A failing target leaves its minimised input under the package's
 # testdata/fuzz/<Target>/, where plain `go test` replays it: commit it with
-# the fix as the regression test (STYLE.md 9). The exit status is non-zero
+# the fix as the regression test. The exit status is non-zero
 # when any target failed. Full logs stay in $FUZZLOG (default a fresh
 # temporary directory, printed at the end).
 set -uo pipefail

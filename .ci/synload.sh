@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SYNs per second that `audit live` captures without loss (issue 5, item 5).
+# SYNs per second that `audit live` captures without loss (RELIABILITY.md).
 # For each rate: `audit live --attach --iface lo --retry_port P --format json
 # --idle 2s` watches a closed loopback port while capture/internal/synload
 # sends crafted SYNs to it (IPv4 from 127.77.0.0/16 and IPv6 from ::1,

@@ -35,6 +35,7 @@ const (
 	DefaultSessionTimeout = 15 * time.Minute
 	DefaultMaxAttempts    = 10000
 	DefaultKeepSessions   = 16
+	DefaultMaxWaiting     = 64
 )
 
 // Config configures a Server. The zero value is usable.
@@ -58,6 +59,11 @@ type Config struct {
 	// KeepSessions is how many finished sessions Session can still return.
 	// Default DefaultKeepSessions.
 	KeepSessions int
+	// MaxWaiting bounds the Starts waiting for the running session to end;
+	// a Start beyond it gets RESOURCE_EXHAUSTED at once, so callers cannot
+	// pile up without limit (each waiting Start holds an RPC and its
+	// goroutine). Default DefaultMaxWaiting.
+	MaxWaiting int
 	// Record, when set, receives one JSON line per event (the format is
 	// described in analyze/record.go). Writes are serialised; the first
 	// write error stops recording and is returned by Close.
@@ -100,8 +106,8 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	wg        sync.WaitGroup
-	// waiting counts Starts blocked on sem (for tests to know a Start
-	// really waits).
+	// waiting counts Starts blocked on sem; it is bounded by
+	// Config.MaxWaiting (tests read it to know a Start really waits).
 	waiting atomic.Int32
 
 	mu      sync.Mutex
@@ -138,6 +144,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.KeepSessions <= 0 {
 		cfg.KeepSessions = DefaultKeepSessions
+	}
+	if cfg.MaxWaiting <= 0 {
+		cfg.MaxWaiting = DefaultMaxWaiting
 	}
 	s := &Server{
 		cfg:    cfg,

@@ -81,9 +81,10 @@ func TestVerdict(t *testing.T) {
 func TestStartsSerialise(t *testing.T) {
 	h := start(t, Config{})
 	h.startSession(0)
+	other := h.client("127.0.0.1") // a caller of its own: another port
 	second := make(chan error, 1)
 	go func() {
-		_, err := h.rpc.Start(h.ctx, &pb.ReconnectParams{})
+		_, err := other.Start(h.ctx, &pb.ReconnectParams{})
 		second <- err
 	}()
 	h.waitFor("the second Start to wait", func() bool { return h.s.waiting.Load() == 1 })
@@ -110,10 +111,11 @@ func TestStartsSerialise(t *testing.T) {
 func TestCancelledWaitingStartReturns(t *testing.T) {
 	h := start(t, Config{})
 	h.startSession(0)
+	other := h.client("127.0.0.1")
 	ctx, cancel := context.WithCancel(h.ctx)
 	second := make(chan error, 1)
 	go func() {
-		_, err := h.rpc.Start(ctx, &pb.ReconnectParams{})
+		_, err := other.Start(ctx, &pb.ReconnectParams{})
 		second <- err
 	}()
 	h.waitFor("the second Start to wait", func() bool { return h.s.waiting.Load() == 1 })
@@ -266,8 +268,9 @@ func TestRecordHoldsEveryConnection(t *testing.T) {
 func TestSessionTimeoutFreesNextStart(t *testing.T) {
 	h := start(t, Config{SessionTimeout: 50 * time.Millisecond})
 	h.startSession(0)
-	// The first client never calls Stop; this Start must not wait for ever.
-	if _, err := h.rpc.Start(h.ctx, &pb.ReconnectParams{}); err != nil {
+	// The first client never calls Stop; another's Start must not wait for
+	// ever.
+	if _, err := h.client("127.0.0.1").Start(h.ctx, &pb.ReconnectParams{}); err != nil {
 		t.Fatalf("Start after a vanished session: %v", err)
 	}
 	exp := h.waitEvent(analyze.EventExpire)
@@ -361,9 +364,10 @@ func TestCloseWhileStartWaits(t *testing.T) {
 	var rec syncBuffer
 	h := start(t, Config{Record: &rec})
 	h.startSession(0)
+	other := h.client("127.0.0.1")
 	second := make(chan error, 1)
 	go func() {
-		_, err := h.rpc.Start(h.ctx, &pb.ReconnectParams{})
+		_, err := other.Start(h.ctx, &pb.ReconnectParams{})
 		second <- err
 	}()
 	h.waitFor("the second Start to wait", func() bool { return h.s.waiting.Load() == 1 })

@@ -23,26 +23,53 @@ var errClosing = status.Error(codes.Unavailable, "reconnect server is shutting d
 
 // Start begins a session once the previous one has ended. While it waits it
 // returns early with the caller's context error, or UNAVAILABLE when the
-// server closes (the reference blocks for ever; SPEC.md §4).
+// server closes (the reference blocks for ever; SPEC.md §4). It refuses at
+// once what could never work: a negative max_reconnect_backoff_ms
+// (INVALID_ARGUMENT; the record could not hold it), a Start from the caller
+// that holds the running session (FAILED_PRECONDITION: it would wait for
+// its own session to time out), and a Start beyond Config.MaxWaiting
+// waiting ones (RESOURCE_EXHAUSTED).
 func (v service) Start(ctx context.Context, req *pb.ReconnectParams) (*pb.Empty, error) {
 	s := v.s
+	maxMS := req.GetMaxReconnectBackoffMs()
+	if maxMS < 0 {
+		return nil, status.Errorf(codes.InvalidArgument,
+			"max_reconnect_backoff_ms %d: must not be negative (0 is the default, 120000)", maxMS)
+	}
 	select {
 	case <-s.closed:
 		return nil, errClosing
 	default:
 	}
-	s.waiting.Add(1)
-	select {
-	case s.sem <- struct{}{}:
-		s.waiting.Add(-1)
-	case <-ctx.Done():
-		s.waiting.Add(-1)
-		return nil, status.FromContextError(ctx.Err()).Err()
-	case <-s.closed:
-		s.waiting.Add(-1)
-		return nil, errClosing
+	caller := callerOf(ctx)
+	s.mu.Lock()
+	if cur := s.cur; cur != nil && caller.IsValid() && cur.Peer == caller {
+		id := cur.ID
+		s.mu.Unlock()
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"Start from %s, which holds the running session %d: call Stop first", caller, id)
 	}
-	if s.begin(callerOf(ctx), req.GetMaxReconnectBackoffMs()) == nil {
+	s.mu.Unlock()
+	select {
+	case s.sem <- struct{}{}: // no session runs
+	default:
+		if n := s.waiting.Add(1); int(n) > s.cfg.MaxWaiting {
+			s.waiting.Add(-1)
+			return nil, status.Errorf(codes.ResourceExhausted,
+				"%d Starts already wait for the running session (max_waiting %d); try again later", n-1, s.cfg.MaxWaiting)
+		}
+		select {
+		case s.sem <- struct{}{}:
+			s.waiting.Add(-1)
+		case <-ctx.Done():
+			s.waiting.Add(-1)
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-s.closed:
+			s.waiting.Add(-1)
+			return nil, errClosing
+		}
+	}
+	if s.begin(caller, maxMS) == nil {
 		return nil, errClosing
 	}
 	return &pb.Empty{}, nil

@@ -28,6 +28,7 @@ type serverFlags struct {
 	retryPort      int
 	sessionTimeout time.Duration
 	maxAttempts    int
+	maxWaiting     int
 	record         string
 }
 
@@ -57,6 +58,11 @@ On start it prints one line per port to stdout, e.g.
 and then logs to stderr, one line per backoff interval as connections
 arrive. A port of 0 picks a free port. SIGINT or SIGTERM shuts it down
 cleanly: waiting Starts get UNAVAILABLE and the record file is complete.
+
+One session runs at a time; other callers' Starts wait for it, up to
+--max_waiting of them (more get RESOURCE_EXHAUSTED). A Start from the
+caller that holds the running session is FAILED_PRECONDITION, and a
+negative max_reconnect_backoff_ms INVALID_ARGUMENT.
 
 --record FILE appends one JSON line per event (session start, every accepted
 connection, session end) for 'audit' to cross-check against the packets.`,
@@ -90,6 +96,8 @@ func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
 		"end a session this long after its Start if no Stop came, so the next Start can run")
 	f.IntVar(&fl.maxAttempts, "max_attempts", server.DefaultMaxAttempts,
 		"connections one session keeps; more are counted and fail the session as 'too many attempts'")
+	f.IntVar(&fl.maxWaiting, "max_waiting", server.DefaultMaxWaiting,
+		"Starts that may wait while a session runs; more are refused at once with RESOURCE_EXHAUSTED")
 	f.StringVar(&fl.record, "record", "", "append one JSON line per event of the server to this file (format: analyze/record.go)")
 }
 
@@ -111,6 +119,9 @@ func (fl serverFlags) config() (server.Config, error) {
 	if fl.maxAttempts <= 0 {
 		errs = append(errs, fmt.Errorf("--max_attempts=%d: must be positive", fl.maxAttempts))
 	}
+	if fl.maxWaiting <= 0 {
+		errs = append(errs, fmt.Errorf("--max_waiting=%d: must be positive", fl.maxWaiting))
+	}
 	return server.Config{
 		// Every interface, as the C++ server's 0.0.0.0; Go's ":port" is
 		// dual-stack, so IPv6 clients reach both ports too.
@@ -118,6 +129,7 @@ func (fl serverFlags) config() (server.Config, error) {
 		RetryAddr:      net.JoinHostPort("", strconv.Itoa(fl.retryPort)),
 		SessionTimeout: fl.sessionTimeout,
 		MaxAttempts:    fl.maxAttempts,
+		MaxWaiting:     fl.maxWaiting,
 	}, errors.Join(errs...)
 }
 

@@ -29,11 +29,11 @@ func loadSources(n int) []netip.Addr {
 	return out
 }
 
-// latencyProbe measures accept-to-record: BeforeStamp runs on the accept
-// loop right after Accept returns, and the same goroutine then stamps,
-// closes, records (Record's line is written before OnEvent is called) and
-// calls OnEvent with the accept event. Both hooks run on that one
-// goroutine, so the probe needs no lock for the pair; the slice is read
+// latencyProbe measures accept-to-record: BeforeStamp runs right after
+// accept, and the same goroutine then stamps, records (Record's line is
+// written before OnEvent is called), calls OnEvent with the accept event
+// and closes. Both hooks run under the server's accept lock, one connection
+// at a time, so the probe needs no lock for the pair; the slice is read
 // after the run.
 type latencyProbe struct {
 	accepted time.Time

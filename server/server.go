@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -79,14 +80,17 @@ type Config struct {
 	// expire event, the same values (in the same order) that Record
 	// receives. Calls are made one at a time from the server's goroutines
 	// (the retry accept loop, RPC handlers, the session timer); a slow
-	// OnEvent delays the retry port. It may call Session and the address
-	// methods, but not Close.
+	// OnEvent delays the retry port and the end of sessions. It may call
+	// Session and the address methods, but not Close.
 	OnEvent func(analyze.RecordEvent)
 	// BeforeStamp, when set, is called for each retry connection after
-	// accept and before its time is taken with Now, from the accept loop.
-	// It is a test hook: blocking in it for one chosen peer delays that
-	// connection's server timestamp (and every later accept), which is how
-	// a test makes the server's list disagree with the kernel's.
+	// accept and before its time is taken with Now, from the accept loop
+	// or from whatever ends a session (Stop, the session timeout, Close)
+	// while it takes the connections still queued; calls are made one at a
+	// time. It is a test hook: blocking in it for one chosen peer delays
+	// that connection's server timestamp (and every later accept, and the
+	// end of the session), which is how a test makes the server's list
+	// disagree with the kernel's.
 	BeforeStamp func(peer netip.AddrPort)
 }
 
@@ -109,6 +113,23 @@ type Server struct {
 	// waiting counts Starts blocked on sem; it is bounded by
 	// Config.MaxWaiting (tests read it to know a Start really waits).
 	waiting atomic.Int32
+
+	// acceptMu serialises taking connections from the retry port's accept
+	// queue with the end of sessions: the accept loop takes, stamps and
+	// closes connections only while holding it, and whatever ends a
+	// session holds it, takes what is still queued, then ends the session.
+	// So a connection the kernel completed before a Stop is filed in the
+	// session that Stop ends, never in the next one or in none. It is
+	// taken before mu.
+	acceptMu sync.Mutex
+	// retryDone is set, under acceptMu, when Close begins: no connection
+	// is recorded after it.
+	retryDone bool
+	// retryFile, where set, is a second descriptor of the retry listener
+	// and retryRaw its raw connection: the accept loop waits on it and
+	// takes connections from it, as does the end of a session.
+	retryFile *os.File
+	retryRaw  syscall.RawConn
 
 	mu      sync.Mutex
 	closing bool
@@ -169,6 +190,11 @@ func New(cfg Config) (*Server, error) {
 		s.control.Close()
 		return nil, err
 	}
+	if err := s.initRetry(); err != nil {
+		s.control.Close()
+		s.retry.Close()
+		return nil, err
+	}
 	// WaitForHandlers: even a forced Stop returns only after every handler,
 	// so no event is emitted after Close.
 	s.grpc = grpc.NewServer(grpc.WaitForHandlers(true))
@@ -209,26 +235,38 @@ func (s *Server) RetryAddr() string { return s.retry.Addr().String() }
 // RetryPort is the retry port's number.
 func (s *Server) RetryPort() int { return s.retry.Addr().(*net.TCPAddr).Port }
 
-// Close stops serving: Starts still waiting for a session get UNAVAILABLE, a
-// running session ends as "expire" with cause "server closed", and when
-// Close returns every event has been written to Record. It waits for every
-// goroutine of the server and returns the first Record write error. Calls
-// after the first return the same result.
+// Close stops serving: the connections already complete in the retry
+// port's queue are recorded and no later one is, Starts still waiting for a
+// session get UNAVAILABLE, a running session ends as "expire" with cause
+// "server closed", and when Close returns every event has been written to
+// Record. It waits for every goroutine of the server and returns the first
+// Record write error. Calls after the first return the same result.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.acceptMu.Lock()
+		s.drainQueueLocked()
+		s.retryDone = true
 		s.mu.Lock()
 		s.closing = true
 		s.mu.Unlock()
+		s.acceptMu.Unlock()
 		close(s.closed) // waiting Starts return UNAVAILABLE
 		stopGRPC(s.grpc)
+		// Never under acceptMu: closing waits for the accept loop to let
+		// go of the descriptor, and the loop may be waiting for acceptMu.
 		s.retry.Close()
+		if s.retryFile != nil {
+			s.retryFile.Close()
+		}
 		s.wg.Wait()
+		s.acceptMu.Lock()
 		s.mu.Lock()
 		if sess := s.cur; sess != nil {
 			s.endLocked(sess, analyze.CauseClosed, netip.AddrPort{}) // unlocks mu
 		} else {
 			s.mu.Unlock()
 		}
+		s.acceptMu.Unlock()
 		s.emitMu.Lock()
 		s.closeErr = s.recErr
 		s.emitMu.Unlock()
@@ -254,39 +292,27 @@ func stopGRPC(g *grpc.Server) {
 	}
 }
 
-// acceptLoop accepts, stamps and closes every retry connection until the
-// listener is closed.
-func (s *Server) acceptLoop() {
-	var delay time.Duration // after a temporary Accept error, as net/http does
-	for {
-		c, err := s.retry.Accept()
-		if err != nil {
-			select {
-			case <-s.closed:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			s.log.Warn("retry port accept failed", "err", err, "retry_in", delay)
-			t := time.NewTimer(delay)
-			select {
-			case <-s.closed:
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			continue
-		}
-		delay = 0
-		peer := addrPortOf(c.RemoteAddr())
-		if s.cfg.BeforeStamp != nil {
-			s.cfg.BeforeStamp(peer)
-		}
-		s.accepted(peer)
-		c.Close()
+// take records one connection taken from the retry port's queue; the
+// caller holds acceptMu.
+func (s *Server) take(peer netip.AddrPort) {
+	if s.cfg.BeforeStamp != nil {
+		s.cfg.BeforeStamp(peer)
+	}
+	s.accepted(peer)
+}
+
+// acceptBackoff is the wait after a failed accept that is not about one
+// connection (e.g. EMFILE), as net/http does: it doubles up to a second.
+func (s *Server) acceptBackoff(delay time.Duration, err error) (time.Duration, bool) {
+	delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+	s.log.Warn("retry port accept failed", "err", err, "retry_in", delay)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-s.closed:
+		return delay, false
+	case <-t.C:
+		return delay, true
 	}
 }
 

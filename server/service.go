@@ -77,9 +77,15 @@ func (v service) Start(ctx context.Context, req *pb.ReconnectParams) (*pb.Empty,
 
 // Stop ends the running session and answers its verdict: passed is the
 // reference reading with our fixes (too few attempts and overflow fail),
-// backoff_ms the verified chain's intervals.
+// backoff_ms the verified chain's intervals. Connections the kernel
+// completed before the Stop may still wait in the retry port's accept
+// queue: they are taken and filed in the session first, since the client
+// made them before it called Stop.
 func (v service) Stop(ctx context.Context, _ *pb.Empty) (*pb.ReconnectInfo, error) {
 	s := v.s
+	s.acceptMu.Lock()
+	defer s.acceptMu.Unlock()
+	s.drainQueueLocked()
 	s.mu.Lock()
 	sess := s.cur
 	if sess == nil {

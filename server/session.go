@@ -173,6 +173,10 @@ func (s *Server) watch(sess *session) {
 	defer t.Stop()
 	select {
 	case <-t.C:
+		// Connections complete before the timeout belong to the session.
+		s.acceptMu.Lock()
+		defer s.acceptMu.Unlock()
+		s.drainQueueLocked()
 		s.mu.Lock()
 		if s.cur != sess {
 			s.mu.Unlock()

@@ -1,0 +1,50 @@
+//go:build !linux
+
+package server
+
+import (
+	"errors"
+	"net"
+	"time"
+)
+
+// initRetry has nothing to prepare: without accept4 on the listener's
+// descriptor, the accept loop uses Accept.
+func (s *Server) initRetry() error { return nil }
+
+// acceptLoop accepts, stamps and closes every retry connection until the
+// listener is closed. Here a connection accepted just before a Stop may
+// still be stamped after it; the Linux loop takes connections under
+// acceptMu and has no such window.
+func (s *Server) acceptLoop() {
+	var delay time.Duration
+	for {
+		c, err := s.retry.Accept()
+		if err != nil {
+			select {
+			case <-s.closed:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ok bool
+			if delay, ok = s.acceptBackoff(delay, err); !ok {
+				return
+			}
+			continue
+		}
+		delay = 0
+		s.acceptMu.Lock()
+		if !s.retryDone {
+			s.take(addrPortOf(c.RemoteAddr()))
+		}
+		c.Close()
+		s.acceptMu.Unlock()
+	}
+}
+
+// drainQueueLocked takes nothing: connections are only taken by the accept
+// loop here.
+func (s *Server) drainQueueLocked() {}

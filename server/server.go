@@ -94,12 +94,17 @@ type Config struct {
 	BeforeStamp func(peer netip.AddrPort)
 }
 
+// gracefulStopWait bounds how long Close lets running RPCs answer before it
+// closes every control connection: shutdown must not wait for a client
+// that keeps a channel open.
+const gracefulStopWait = 300 * time.Millisecond
+
 // Server is a running reference server.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	now     func() time.Time
-	control net.Listener
+	control *controlListener
 	retry   net.Listener
 	grpc    *grpc.Server
 
@@ -182,16 +187,17 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	var err error
-	if s.control, err = listen("control", cfg.ControlAddr); err != nil {
+	control, err := listen("control", cfg.ControlAddr)
+	if err != nil {
 		return nil, err
 	}
+	s.control = newControlListener(control)
 	if s.retry, err = listen("retry", cfg.RetryAddr); err != nil {
-		s.control.Close()
+		control.Close()
 		return nil, err
 	}
 	if err := s.initRetry(); err != nil {
-		s.control.Close()
+		control.Close()
 		s.retry.Close()
 		return nil, err
 	}
@@ -202,17 +208,32 @@ func New(cfg Config) (*Server, error) {
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
-		// Serve returns nil after Stop/GracefulStop; any other error means
-		// the control port died, which the log must show.
-		if err := s.grpc.Serve(s.control); err != nil {
-			s.log.Error("control port stopped", "addr", s.control.Addr().String(), "err", err)
-		}
+		s.serveControl()
 	}()
 	go func() {
 		defer s.wg.Done()
 		s.acceptLoop()
 	}()
 	return s, nil
+}
+
+// serveControl runs gRPC on the control port until Close. Close stops it
+// before or while it serves: ErrServerStopped (Close came before Serve
+// began) and the listener closed under it are the normal end; any other
+// error means the control port died, which the log must show.
+func (s *Server) serveControl() {
+	err := s.grpc.Serve(s.control)
+	if err == nil || errors.Is(err, grpc.ErrServerStopped) {
+		return
+	}
+	select {
+	case <-s.closed:
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+	default:
+	}
+	s.log.Error("control port stopped", "addr", s.control.Addr().String(), "err", err)
 }
 
 func listen(what, addr string) (net.Listener, error) {
@@ -235,12 +256,14 @@ func (s *Server) RetryAddr() string { return s.retry.Addr().String() }
 // RetryPort is the retry port's number.
 func (s *Server) RetryPort() int { return s.retry.Addr().(*net.TCPAddr).Port }
 
-// Close stops serving: the connections already complete in the retry
-// port's queue are recorded and no later one is, Starts still waiting for a
-// session get UNAVAILABLE, a running session ends as "expire" with cause
-// "server closed", and when Close returns every event has been written to
-// Record. It waits for every goroutine of the server and returns the first
-// Record write error. Calls after the first return the same result.
+// Close stops serving: both ports stop accepting at once (the connections
+// already complete in the retry port's queue are recorded first), Starts
+// still waiting for a session get UNAVAILABLE, running RPCs get a moment to
+// answer, a running session ends as "expire" with cause "server closed",
+// and when Close returns every event has been written to Record. No client
+// can hold it up: it waits at most gracefulStopWait for running RPCs. It
+// waits for every goroutine of the server and returns the first Record
+// write error. Calls after the first return the same result.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.acceptMu.Lock()
@@ -251,13 +274,14 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		s.acceptMu.Unlock()
 		close(s.closed) // waiting Starts return UNAVAILABLE
-		stopGRPC(s.grpc)
 		// Never under acceptMu: closing waits for the accept loop to let
 		// go of the descriptor, and the loop may be waiting for acceptMu.
 		s.retry.Close()
 		if s.retryFile != nil {
 			s.retryFile.Close()
 		}
+		s.control.shutdown()
+		s.stopGRPC()
 		s.wg.Wait()
 		s.acceptMu.Lock()
 		s.mu.Lock()
@@ -275,19 +299,23 @@ func (s *Server) Close() error {
 }
 
 // stopGRPC lets running RPCs answer (a waiting Start returns at once when
-// closed is closed), but never waits more than a few seconds for them.
-func stopGRPC(g *grpc.Server) {
+// closed is closed) for at most gracefulStopWait, then closes every
+// control connection. A client that does not acknowledge the GOAWAY ping
+// would hold GracefulStop for 5 s. gRPC's Stop would still wait for a
+// connection in its HTTP/2 handshake, up to its 120 s connection timeout;
+// the control listener has closed those already.
+func (s *Server) stopGRPC() {
 	done := make(chan struct{})
 	go func() {
-		g.GracefulStop()
+		s.grpc.GracefulStop()
 		close(done)
 	}()
-	t := time.NewTimer(5 * time.Second)
+	t := time.NewTimer(gracefulStopWait)
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
-		g.Stop()
+		s.grpc.Stop()
 		<-done
 	}
 }

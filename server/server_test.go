@@ -221,6 +221,12 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 func TestRecordHoldsEveryConnection(t *testing.T) {
 	var rec syncBuffer
 	h := start(t, Config{Record: &rec})

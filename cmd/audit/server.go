@@ -57,7 +57,8 @@ On start it prints one line per port to stdout, e.g.
 
 and then logs to stderr, one line per backoff interval as connections
 arrive. A port of 0 picks a free port. SIGINT or SIGTERM shuts it down
-cleanly: waiting Starts get UNAVAILABLE and the record file is complete.
+cleanly within a second: both ports stop accepting at once, waiting Starts
+get UNAVAILABLE, and the record file is complete.
 
 One session runs at a time; other callers' Starts wait for it, up to
 --max_waiting of them (more get RESOURCE_EXHAUSTED). A Start from the

@@ -92,12 +92,20 @@ type Config struct {
 	// end of the session), which is how a test makes the server's list
 	// disagree with the kernel's.
 	BeforeStamp func(peer netip.AddrPort)
+
+	// outsideEvery replaces outsideLogEvery when set (tests).
+	outsideEvery time.Duration
 }
 
 // gracefulStopWait bounds how long Close lets running RPCs answer before it
 // closes every control connection: shutdown must not wait for a client
 // that keeps a channel open.
 const gracefulStopWait = 300 * time.Millisecond
+
+// outsideLogEvery is the period of the log's summary of connections outside
+// any session: a client that keeps connecting between sessions must not
+// flood the log (every connection is still in the record).
+const outsideLogEvery = time.Second
 
 // Server is a running reference server.
 type Server struct {
@@ -140,6 +148,15 @@ type Server struct {
 	closing bool
 	cur     *session
 	lastID  int
+	// outside counts the connections outside any session not yet in the
+	// log, outsideSince is when the first of them came (real time) and
+	// outsidePeer the last of them; outsideKick wakes the goroutine that
+	// summarises them.
+	outside      int
+	outsideSince time.Time
+	outsidePeer  netip.AddrPort
+	outsideKick  chan struct{}
+	outsideEvery time.Duration
 
 	// finishedMu guards finished. It is never held while taking another
 	// lock, so OnEvent (called under emitMu) may call Session.
@@ -175,17 +192,22 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxWaiting = DefaultMaxWaiting
 	}
 	s := &Server{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		now:    cfg.Now,
-		sem:    make(chan struct{}, 1),
-		closed: make(chan struct{}),
+		cfg:          cfg,
+		log:          cfg.Logger,
+		now:          cfg.Now,
+		sem:          make(chan struct{}, 1),
+		closed:       make(chan struct{}),
+		outsideKick:  make(chan struct{}, 1),
+		outsideEvery: outsideLogEvery,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if cfg.outsideEvery > 0 {
+		s.outsideEvery = cfg.outsideEvery
 	}
 	control, err := listen("control", cfg.ControlAddr)
 	if err != nil {
@@ -205,7 +227,7 @@ func New(cfg Config) (*Server, error) {
 	// so no event is emitted after Close.
 	s.grpc = grpc.NewServer(grpc.WaitForHandlers(true))
 	pb.RegisterReconnectServiceServer(s.grpc, service{s: s})
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go func() {
 		defer s.wg.Done()
 		s.serveControl()
@@ -213,6 +235,10 @@ func New(cfg Config) (*Server, error) {
 	go func() {
 		defer s.wg.Done()
 		s.acceptLoop()
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.logOutside()
 	}()
 	return s, nil
 }
@@ -291,6 +317,7 @@ func (s *Server) Close() error {
 			s.mu.Unlock()
 		}
 		s.acceptMu.Unlock()
+		s.flushOutside()
 		s.emitMu.Lock()
 		s.closeErr = s.recErr
 		s.emitMu.Unlock()

@@ -111,14 +111,26 @@ func (s *Server) accepted(peer netip.AddrPort) {
 	}
 	var startAddr netip.Addr
 	var dropped int
+	kick := false
 	if sess != nil {
 		startAddr, dropped = sess.Peer.Addr(), sess.End.Dropped
+	} else {
+		s.outside++
+		s.outsidePeer = peer
+		if kick = s.outside == 1; kick {
+			s.outsideSince = time.Now()
+		}
 	}
 	s.emitLocked(e)
 
 	switch {
 	case sess == nil:
-		s.log.Info("connection outside any session", "peer", peer.String())
+		if kick { // the first since the last summary: one is due
+			select {
+			case s.outsideKick <- struct{}{}:
+			default:
+			}
+		}
 	case e.Overflow:
 		if dropped == 1 { // later ones are only counted: a flood must not flood the log
 			s.log.Warn("connection not kept: the session holds its maximum of attempts; the verdict will be overflow",
@@ -130,6 +142,40 @@ func (s *Server) accepted(peer netip.AddrPort) {
 	default:
 		s.log.Info("first connection", "session", e.Session, "peer", peer.String(),
 			"from_start_addr", peer.Addr() == startAddr)
+	}
+}
+
+// logOutside summarises the connections outside any session: the first
+// after a quiet spell starts a period of outsideEvery, at whose end one
+// line gives their count. Close logs what is left.
+func (s *Server) logOutside() {
+	for {
+		select {
+		case <-s.outsideKick:
+		case <-s.closed:
+			return
+		}
+		t := time.NewTimer(s.outsideEvery)
+		select {
+		case <-t.C:
+		case <-s.closed:
+			t.Stop()
+			return
+		}
+		s.flushOutside()
+	}
+}
+
+// flushOutside logs the connections outside any session counted since the
+// last summary, if any.
+func (s *Server) flushOutside() {
+	s.mu.Lock()
+	n, last, since := s.outside, s.outsidePeer, s.outsideSince
+	s.outside = 0
+	s.mu.Unlock()
+	if n > 0 {
+		s.log.Info("connections outside any session", "count", n, "last_peer", last.String(),
+			"over", time.Since(since).Round(time.Millisecond))
 	}
 }
 
@@ -278,9 +324,13 @@ func (s *Server) logEnd(ss Session) {
 	if !end.Passed {
 		lvl = slog.LevelWarn
 	}
+	chain := "" // no chain chosen (ChainNone); the zero Addr prints "invalid IP"
+	if end.Chain.IsValid() {
+		chain = end.Chain.String()
+	}
 	s.log.Log(context.Background(), lvl, "session ended", "session", ss.ID, "cause", end.Cause,
 		"verdict", string(end.Verdict), "passed", end.Passed, "reason", end.Reason,
-		"chain", end.Chain.String(), "chain_reason", string(end.ChainReason),
+		"chain", chain, "chain_reason", string(end.ChainReason),
 		"chain_attempts", end.ChainAttempts, "attempts", end.Attempts, "dropped", end.Dropped,
 		"foreign_chains", len(end.Foreign), "backoff_ms", end.BackoffMS)
 }

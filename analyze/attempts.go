@@ -14,7 +14,7 @@ import (
 
 // Attempt is one TCP connection attempt: the first SYN of a (src, dst, ISN)
 // tuple, with the kernel's retransmissions of it counted, never verified as
-// backoffs (SPEC.md §5).
+// backoffs (docs/spec.md §5).
 type Attempt struct {
 	// Time is the earliest SYN of the tuple, wherever in the input it came.
 	Time time.Time
@@ -29,7 +29,7 @@ type Attempt struct {
 // Chain is one peer's attempts in time order: what the verifier judges.
 type Chain struct {
 	// Peer is the client address; an IPv4-mapped IPv6 address is the IPv4
-	// address, while ::1 and 127.0.0.1 stay distinct peers (SPEC.md §5).
+	// address, while ::1 and 127.0.0.1 stay distinct peers (docs/spec.md §5).
 	Peer     netip.Addr
 	Attempts []Attempt
 }
@@ -449,7 +449,7 @@ type stamp struct {
 func (t *Tracker) Chains() *Chains {
 	t.settle()
 	// As16 makes 127.0.0.1 and ::ffff:127.0.0.1 one peer, and ::1 another
-	// (SPEC.md §5).
+	// (docs/spec.md §5).
 	for ; t.grouped < t.attempts.n; t.grouped++ {
 		r := t.rec(t.grouped)
 		p, ok := t.peers[r.key.src]
@@ -649,13 +649,13 @@ func (pt *PortTracker) OnlyPort() (uint16, error) {
 	}
 	list := make([]string, len(pcs))
 	for i, pc := range pcs {
-		list[i] = fmt.Sprintf("%d (%s)", pc.Port, plural(pc.SYNs, "SYN"))
+		list[i] = fmt.Sprintf("%d (%s)", pc.Port, Plural(pc.SYNs, "SYN"))
 	}
 	return 0, fmt.Errorf("the capture holds SYNs to %d ports, choose the retry port with --port: %s",
 		len(pcs), strings.Join(list, ", "))
 }
 
-// unmapPort returns ap with an IPv4-mapped address unmapped.
-func unmapPort(ap netip.AddrPort) netip.AddrPort {
+// UnmapPort returns ap with an IPv4-mapped address unmapped.
+func UnmapPort(ap netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }

@@ -206,7 +206,7 @@ func wantChains(syns []SYN) []Chain {
 	byKey := map[key]*Attempt{}
 	var order []key
 	for _, s := range syns {
-		k := key{unmapPort(s.Src), unmapPort(s.Dst), s.Seq}
+		k := key{UnmapPort(s.Src), UnmapPort(s.Dst), s.Seq}
 		if a := byKey[k]; a != nil {
 			a.Retransmits++
 			if s.Time.Before(a.Time) {

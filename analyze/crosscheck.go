@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The cross-check (SPEC.md §5, "Pairing"): the kernel's SYN timestamps and
+// The cross-check (docs/spec.md §5, "Pairing"): the kernel's SYN timestamps and
 // the server's accept timestamps describe the same attempts. An attempt is
 // the same on both sides when peer ip and peer port match; the accept time
 // minus the SYN time is that attempt's app delay, which the server's list
@@ -79,9 +79,7 @@ type CrossInput struct {
 }
 
 // inSession reports whether t falls between Start and End.
-func (in CrossInput) inSession(t time.Time) bool {
-	return !t.Before(in.Start) && (in.End.IsZero() || !t.After(in.End))
-}
+func (in CrossInput) inSession(t time.Time) bool { return InSession(t, in.Start, in.End) }
 
 // late maps the index (into kernel) of each attempt inside the session
 // that one of in.Late accepted to that accept's time: per ip and port, the
@@ -89,9 +87,9 @@ func (in CrossInput) inSession(t time.Time) bool {
 func (in CrossInput) late(kernel []Attempt) map[int]time.Time {
 	out := map[int]time.Time{}
 	for _, la := range in.Late {
-		ap, best := unmapPort(la.Peer), -1
+		ap, best := UnmapPort(la.Peer), -1
 		for i, a := range kernel {
-			if _, taken := out[i]; !taken && unmapPort(a.Src) == ap && in.inSession(a.Time) && !a.Time.After(la.Time) &&
+			if _, taken := out[i]; !taken && UnmapPort(a.Src) == ap && in.inSession(a.Time) && !a.Time.After(la.Time) &&
 				(best < 0 || a.Time.After(kernel[best].Time)) {
 				best = i
 			}
@@ -111,9 +109,9 @@ func (in CrossInput) uncaptured(ap netip.AddrPort, t time.Time) Lone {
 	}
 	switch {
 	case !in.CaptureStart.IsZero() && t.Before(in.CaptureStart):
-		l.Detail = "accepted before the capture started at " + in.CaptureStart.UTC().Format(timeLayout)
+		l.Detail = "accepted before the capture started at " + in.CaptureStart.UTC().Format(TimeLayout)
 	case !in.CaptureEnd.IsZero() && !t.Before(in.CaptureEnd):
-		l.Detail = "accepted after the capture stopped at " + in.CaptureEnd.UTC().Format(timeLayout)
+		l.Detail = "accepted after the capture stopped at " + in.CaptureEnd.UTC().Format(TimeLayout)
 		if in.CaptureEndCause != "" {
 			l.Detail += " (" + in.CaptureEndCause + ")"
 		}
@@ -234,11 +232,11 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 	lateAt := in.late(kernel)
 	ks := make([]side, len(kernel))
 	for i, a := range kernel {
-		ks[i] = side{t: a.Time, ap: unmapPort(a.Src), pair: -1, late: lateAt[i]}
+		ks[i] = side{t: a.Time, ap: UnmapPort(a.Src), pair: -1, late: lateAt[i]}
 	}
 	ss := make([]side, len(server))
 	for i, a := range server {
-		ss[i] = side{t: a.Time, ap: unmapPort(a.Peer), pair: -1}
+		ss[i] = side{t: a.Time, ap: UnmapPort(a.Peer), pair: -1}
 	}
 	byTime := func(a, b side) int { return cmp.Or(a.t.Compare(b.t), a.ap.Compare(b.ap)) }
 	slices.SortFunc(ks, byTime)
@@ -286,11 +284,11 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 		case !k.late.IsZero():
 			l.Reason = ReasonOutside
 			l.Detail = fmt.Sprintf("SYN inside the session, but the server accepted it at %s, after the session ended (%s): in neither list",
-				k.late.UTC().Format(timeLayout), endText(in.End))
+				k.late.UTC().Format(TimeLayout), endText(in.End))
 		case !inSession(k.t):
 			l.Reason = ReasonOutside
 			l.Detail = fmt.Sprintf("SYN %s the session (%s – %s)", beforeAfter(k.t, in.Start),
-				in.Start.UTC().Format(timeLayout), endText(in.End))
+				in.Start.UTC().Format(TimeLayout), endText(in.End))
 		case k.ap.Addr() != in.Chain && !serverAddrs[k.ap.Addr()]:
 			l.Reason = ReasonForeign
 			l.Detail = fmt.Sprintf("%s is not the session's peer %s, and the server recorded nothing from it", k.ap.Addr(), chainText(in.Chain))
@@ -449,7 +447,7 @@ func endText(end time.Time) string {
 	if end.IsZero() {
 		return "open"
 	}
-	return end.UTC().Format(timeLayout)
+	return end.UTC().Format(TimeLayout)
 }
 
 func chainText(a netip.Addr) string {
@@ -475,8 +473,8 @@ type pairJSON struct {
 func (p Pair) MarshalJSON() ([]byte, error) {
 	return json.Marshal(pairJSON{
 		Peer: p.Peer, SrcPort: p.SrcPort,
-		KernelTime: p.KernelTime.UTC().Format(timeLayout),
-		AcceptTime: p.AcceptTime.UTC().Format(timeLayout),
+		KernelTime: p.KernelTime.UTC().Format(TimeLayout),
+		AcceptTime: p.AcceptTime.UTC().Format(TimeLayout),
 		DelayUS:    float64(p.Delay) / float64(time.Microsecond),
 		Foreign:    p.Foreign,
 	})
@@ -511,7 +509,7 @@ type loneJSON struct {
 
 // MarshalJSON writes {"peer","src_port","time","reason","detail"}.
 func (l Lone) MarshalJSON() ([]byte, error) {
-	return json.Marshal(loneJSON{Peer: l.Peer, SrcPort: l.SrcPort, Time: l.Time.UTC().Format(timeLayout), Reason: l.Reason, Detail: l.Detail})
+	return json.Marshal(loneJSON{Peer: l.Peer, SrcPort: l.SrcPort, Time: l.Time.UTC().Format(TimeLayout), Reason: l.Reason, Detail: l.Detail})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -597,7 +595,7 @@ func (c *CrossCheck) UnmarshalJSON(b []byte) error {
 func (c CrossCheck) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "cross-check, kernel SYN against server accept by peer ip and port: %s, %d kernel only, %d server only\n",
-		plural(len(c.Pairs), "pair"), len(c.KernelOnly), len(c.ServerOnly))
+		Plural(len(c.Pairs), "pair"), len(c.KernelOnly), len(c.ServerOnly))
 	if len(c.Pairs) > 0 {
 		fmt.Fprintf(bw, "  %-24s %-30s  %-30s  %12s\n", "peer", "kernel time", "accept time", "app delay")
 	}
@@ -607,18 +605,18 @@ func (c CrossCheck) WriteText(w io.Writer) error {
 			mark = "  (foreign peer)"
 		}
 		fmt.Fprintf(bw, "  %-24s %-30s  %-30s  %9.1f µs%s\n", netip.AddrPortFrom(p.Peer, p.SrcPort),
-			p.KernelTime.UTC().Format(timeLayout), p.AcceptTime.UTC().Format(timeLayout),
+			p.KernelTime.UTC().Format(TimeLayout), p.AcceptTime.UTC().Format(TimeLayout),
 			float64(p.Delay)/float64(time.Microsecond), mark)
 	}
 	for _, l := range c.KernelOnly {
-		fmt.Fprintf(bw, "  kernel only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(timeLayout), l.Reason, l.Detail)
+		fmt.Fprintf(bw, "  kernel only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(TimeLayout), l.Reason, l.Detail)
 	}
 	for _, l := range c.ServerOnly {
-		fmt.Fprintf(bw, "  server only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(timeLayout), l.Reason, l.Detail)
+		fmt.Fprintf(bw, "  server only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(TimeLayout), l.Reason, l.Detail)
 	}
 	if d := c.Delay; d.Count > 0 {
 		fmt.Fprintf(bw, "app delay over %s: min %.1f µs, median %.1f µs, p99 %.1f µs, max %.1f µs\n",
-			plural(d.Count, "pair"), d.MinUS, d.MedianUS, d.P99US, d.MaxUS)
+			Plural(d.Count, "pair"), d.MinUS, d.MedianUS, d.P99US, d.MaxUS)
 	}
 	for _, d := range c.Disagreements {
 		fmt.Fprintf(bw, "DISAGREE interval %d: %s\n", d.K, d.Cause)
@@ -688,27 +686,23 @@ func ServerSessions(events []RecordEvent) []ServerSession {
 
 // Chain is the address whose attempts the server verifies: the one its
 // outcome names or, for a session still open, the rule the server applies
-// (SPEC.md §4): the Start caller's address if anything came from it, else
+// (docs/spec.md §4): the Start caller's address if anything came from it, else
 // the only address that connected, else none.
 func (s ServerSession) Chain() netip.Addr {
 	if s.End != nil {
 		return s.End.Chain
 	}
-	start := s.Peer.Addr().Unmap()
-	others := map[netip.Addr]bool{}
+	var connected []netip.Addr
 	for _, a := range s.Accepts {
-		addr := a.Peer.Addr().Unmap()
-		if addr == start {
-			return start
-		}
-		others[addr] = true
-	}
-	if len(others) == 1 {
-		for a := range others {
-			return a
+		if addr := a.Peer.Addr().Unmap(); !slices.Contains(connected, addr) {
+			connected = append(connected, addr)
 		}
 	}
-	return netip.Addr{}
+	if len(connected) == 0 {
+		return netip.Addr{} // nothing to verify yet
+	}
+	chain, _ := ChooseChain(s.Peer.Addr(), connected)
+	return chain
 }
 
 // Input describes the session for NewCrossCheck.
@@ -730,9 +724,7 @@ func SplitAttempts(sessions []ServerSession, attempts []Attempt) [][]Attempt {
 		return out
 	}
 	for _, a := range attempts {
-		i := slices.IndexFunc(sessions, func(s ServerSession) bool {
-			return !a.Time.Before(s.Start) && (s.EndTime.IsZero() || !a.Time.After(s.EndTime))
-		})
+		i := slices.IndexFunc(sessions, func(s ServerSession) bool { return InSession(a.Time, s.Start, s.EndTime) })
 		if i < 0 {
 			i = slices.IndexFunc(sessions, func(s ServerSession) bool { return s.Start.After(a.Time) })
 		}

@@ -1,6 +1,6 @@
 // Package analyze is the backoff arithmetic of gRPC's connection backoff
 // interop test: the policy of doc/connection-backoff.md and the one verifier
-// (SPEC.md §3) that both the reference server's Stop and the packet auditor
+// (docs/spec.md §3) that both the reference server's Stop and the packet auditor
 // run. It imports only the standard library and takes timestamps, never a
 // clock, so anyone can read and test it in one sitting.
 //
@@ -16,7 +16,7 @@ import (
 )
 
 // Policy is a connection backoff policy. Field names follow grpc-go's
-// backoff.Config; the defaults are the spec's (SPEC.md §1).
+// backoff.Config; the defaults are the spec's (docs/spec.md §1).
 type Policy struct {
 	// BaseDelay is INITIAL_BACKOFF, the expected wait after the first
 	// failure. The reference verifier never caps it.
@@ -37,7 +37,7 @@ type Policy struct {
 	Tolerance time.Duration
 }
 
-// Spec defaults (SPEC.md §1 and §3).
+// Spec defaults (docs/spec.md §1 and §3).
 const (
 	DefaultBaseDelay         = time.Second
 	DefaultMultiplier        = 1.6
@@ -114,7 +114,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func (p Policy) first() float64 { return ms(p.BaseDelay) }
 
 // next returns the expected backoff after e: multiplied, then capped, in
-// float64 and in that order (SPEC.md §3.2).
+// float64 and in that order (docs/spec.md §3.2).
 func (p Policy) next(e float64) float64 {
 	e *= p.Multiplier
 	if c := ms(p.MaxDelay); e > c {

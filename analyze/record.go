@@ -119,10 +119,6 @@ const (
 	ChainNone ChainReason = "none"
 )
 
-// RecordTimeLayout is the record file's time format: RFC 3339, always nine
-// fractional digits, so lines sort and diff as text.
-const RecordTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
-
 // RecordEvent is one line of the record file (see the format above); the
 // server hands the same values to its in-process observers.
 type RecordEvent struct {
@@ -186,7 +182,7 @@ type recordJSON struct {
 func (e RecordEvent) MarshalJSON() ([]byte, error) {
 	j := recordJSON{
 		Event:     e.Event,
-		Time:      e.Time.UTC().Format(RecordTimeLayout),
+		Time:      e.Time.UTC().Format(TimeLayout),
 		Session:   e.Session,
 		Peer:      netip.AddrPortFrom(e.Peer.Addr().Unmap(), e.Peer.Port()),
 		RetryPort: e.RetryPort,

@@ -36,7 +36,7 @@ import (
 //	  },
 //	  "peers": [{                          // failing peers first
 //	    "peer": "127.0.0.1",               // client address
-//	    "passed": false,                   // the reference reading (SPEC.md §3,
+//	    "passed": false,                   // the reference reading (docs/spec.md §3,
 //	    "verdict": "failed",               //   too few attempts fails, §4):
 //	                                       //   "passed" | "failed" | "too few attempts"
 //	    "reason": "interval 3: …",         // why it did not pass ("" when it did)
@@ -52,12 +52,33 @@ import (
 //	  }],
 //	  "summary": {"peers", "passed", "failed", "too_few", "passed_all"}
 //	}
+//
+// A reading beyond one capture's SYNs adds sections after "summary" (see
+// sections.go); each is absent when the reading has none:
+//
+//	"session":    SessionInfo: the session the report judges
+//	"live":       LiveInfo: the live capture and libpcap's counters
+//	"foreign":    [{"addr", "attempts"}]: addresses of the session outside
+//	              the verdict
+//	"server":     ServerVerdict: what the server's Stop answered (absent
+//	              when the session ended without Stop)
+//	"crosscheck": CrossCheck: the server's list against the SYNs
+//	"record":     RecordInfo: the record file a capture was read with
+//	"sessions":   [RecordSession]: each session of that record judged
 type Report struct {
 	Port    uint16       `json:"port"`
 	Policy  Policy       `json:"policy"`
 	Capture CaptureInfo  `json:"capture"`
 	Peers   []PeerReport `json:"peers"`
 	Summary Summary      `json:"summary"`
+
+	Session    *SessionInfo    `json:"session,omitempty"`
+	Live       *LiveInfo       `json:"live,omitempty"`
+	Foreign    []PeerCount     `json:"foreign,omitzero"`
+	Server     *ServerVerdict  `json:"server,omitempty"`
+	CrossCheck *CrossCheck     `json:"crosscheck,omitempty"`
+	Record     *RecordInfo     `json:"record,omitempty"`
+	Sessions   []RecordSession `json:"sessions,omitzero"`
 }
 
 // CaptureInfo describes the input of a report.
@@ -86,7 +107,7 @@ type FileInfo struct {
 // PeerReport is the verdict on one peer's chain of attempts.
 type PeerReport struct {
 	Peer netip.Addr `json:"peer"`
-	// Passed and Verdict are the reference reading (SPEC.md §3 with the
+	// Passed and Verdict are the reference reading (docs/spec.md §3 with the
 	// fixes of §4).
 	Passed  bool    `json:"passed"`
 	Verdict Verdict `json:"verdict"`
@@ -109,9 +130,10 @@ type AttemptReport struct {
 	Retransmits int       `json:"retransmits"`
 }
 
-// timeLayout is RFC 3339 with all nine fraction digits, so that the
-// timestamps of a report line up and sort as text.
-const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+// TimeLayout is the one time format of every report and of the record
+// file: RFC 3339 in UTC with all nine fraction digits, so that timestamps
+// line up, sort and diff as text.
+const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 type attemptJSON struct {
 	Time        string `json:"time"`
@@ -123,7 +145,7 @@ type attemptJSON struct {
 // MarshalJSON writes the time in UTC with nanoseconds.
 func (a AttemptReport) MarshalJSON() ([]byte, error) {
 	return json.Marshal(attemptJSON{
-		Time:        a.Time.UTC().Format(timeLayout),
+		Time:        a.Time.UTC().Format(TimeLayout),
 		SrcPort:     a.SrcPort,
 		Seq:         a.Seq,
 		Retransmits: a.Retransmits,
@@ -579,23 +601,106 @@ func (r Report) Only(peers ...netip.Addr) Report {
 // WriteText writes the report for a person: a capture header, then per
 // peer a header line and the reference-style interval table, then a
 // summary line.
+//
+// A session's report (Session set) starts with the session's heading and
+// ends with its sections; a report read with a record file gives each
+// session its section, with the kernel verdict of its chain, before the
+// summary.
 func (r Report) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	writeTextHeader(bw, r.Port, r.Policy, r.Capture)
 	var b []byte
-	for _, p := range r.Peers {
-		b = append(b[:0], '\n')
-		bw.Write(appendPeerText(b, p))
+	peers := func(ps []PeerReport) {
+		for _, p := range ps {
+			b = append(b[:0], '\n')
+			bw.Write(appendPeerText(b, p))
+		}
+	}
+	switch {
+	case r.Session != nil:
+		writeSessionHeading(bw, r.Session)
+		if r.Live != nil {
+			fmt.Fprintf(bw, "kernel verdict, from SYN timestamps (%s):\n", r.Live.Timestamps)
+			c := r.Capture
+			fmt.Fprintf(bw, "port %d: %d SYNs captured on %s, %d attempts, %d retransmits\n",
+				r.Port, c.SYNs, r.Live.Iface, c.Attempts, c.Retransmits)
+			fmt.Fprintf(bw, "policy: %v\n", r.Policy)
+		} else {
+			writeTextHeader(bw, r.Port, r.Policy, r.Capture)
+		}
+		peers(r.Peers)
+	case r.Record != nil:
+		writeTextHeader(bw, r.Port, r.Policy, r.Capture)
+		r.writeRecordText(bw, peers)
+	default:
+		writeTextHeader(bw, r.Port, r.Policy, r.Capture)
+		peers(r.Peers)
 	}
 	bw.WriteByte('\n')
 	fmt.Fprintln(bw, r.Summary.String())
+	if s := r.Session; s != nil {
+		if s.Dropped > 0 {
+			fmt.Fprintf(bw, "%d more attempts than the session's maximum of %d were counted, not kept: the verdict is %s\n",
+				s.Dropped, s.MaxAttempts, Overflow)
+		}
+		if s.OutsideDropped > 0 {
+			fmt.Fprintf(bw, "%d older attempts outside any session were counted, not kept: the cross-check does not list them\n",
+				s.OutsideDropped)
+		}
+	}
+	for _, f := range r.Foreign {
+		fmt.Fprintf(bw, "foreign peer %s: %d attempts, not in the verdict\n", f.Addr, f.Attempts)
+	}
+	if r.CrossCheck != nil {
+		writeServerText(bw, r.Server)
+		if err := r.CrossCheck.WriteText(bw); err != nil {
+			return err
+		}
+	}
+	if r.Live != nil {
+		fmt.Fprintln(bw, r.Live.StatsLine())
+	}
 	return bw.Flush()
+}
+
+// writeRecordText writes, for a capture read with a record file, where the
+// policy came from, what the record holds, and each session: its heading,
+// its chain's kernel verdict (written by peers), the server's verdict and
+// the cross-check.
+func (r Report) writeRecordText(bw *bufio.Writer, peers func([]PeerReport)) {
+	rec := r.Record
+	if rec.Policy == PolicyFromRecord {
+		fmt.Fprintln(bw, "policy source: each session's own, from its Start line in the record")
+	} else {
+		fmt.Fprintln(bw, "policy source: the command line; it overrides each session's Start line")
+	}
+	fmt.Fprintf(bw, "server record %s: %s judged", rec.Path, Plural(len(r.Sessions), "session"))
+	for i, o := range rec.Outside {
+		if i == 0 {
+			bw.WriteString("; outside the capture, not judged:")
+		}
+		fmt.Fprintf(bw, " session %d (%s – %s)", o.Number, o.Start, cmp.Or(o.End, "open"))
+	}
+	bw.WriteString("\n")
+	for _, s := range r.Sessions {
+		writeSessionHeading(bw, &s.Session)
+		fmt.Fprintf(bw, "kernel verdict, from SYN timestamps (policy %v):", s.Policy)
+		var ps []PeerReport
+		if s.peer >= 0 && s.peer < len(r.Peers) {
+			ps = r.Peers[s.peer : s.peer+1]
+		} else {
+			bw.WriteString(" no attempt of its chain is in the capture")
+		}
+		bw.WriteString("\n")
+		peers(ps)
+		writeServerText(bw, s.Server)
+		s.CrossCheck.WriteText(bw)
+	}
 }
 
 func writeTextHeader(w *bufio.Writer, port uint16, p Policy, c CaptureInfo) {
 	fmt.Fprintf(w, "port %d: %d packets in %s, %s, %s, %s\n",
-		port, c.Packets, plural(len(c.Files), "file"), plural(int(c.SYNs), "SYN"),
-		plural(c.Attempts, "attempt"), plural(c.Retransmits, "retransmit"))
+		port, c.Packets, Plural(len(c.Files), "file"), Plural(int(c.SYNs), "SYN"),
+		Plural(c.Attempts, "attempt"), Plural(c.Retransmits, "retransmit"))
 	fmt.Fprintf(w, "policy: %v\n", p)
 }
 
@@ -606,7 +711,7 @@ func (s Summary) String() string {
 		verdict = "PASS"
 	}
 	return fmt.Sprintf("%s: %s: %d passed, %d failed, %d too few attempts",
-		verdict, plural(s.Peers, "peer"), s.Passed, s.Failed, s.TooFew)
+		verdict, Plural(s.Peers, "peer"), s.Passed, s.Failed, s.TooFew)
 }
 
 // appendPeerText appends a peer's header line, first attempt and interval
@@ -616,7 +721,7 @@ func appendPeerText(b []byte, p PeerReport) []byte {
 	b = append(b, '\n')
 	if len(p.Attempts) > 0 {
 		b = append(b, "  first attempt "...)
-		b = p.Attempts[0].Time.UTC().AppendFormat(b, timeLayout)
+		b = p.Attempts[0].Time.UTC().AppendFormat(b, TimeLayout)
 		b = append(b, " from port "...)
 		b = strconv.AppendUint(b, uint64(p.Attempts[0].SrcPort), 10)
 		b = append(b, '\n')
@@ -740,7 +845,9 @@ func appendPlural(b []byte, n int, word string) []byte {
 	return b
 }
 
-func plural(n int, word string) string {
+// Plural is n with word, made plural when n is not 1: "1 session", "2
+// sessions".
+func Plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}
@@ -876,13 +983,13 @@ func appendIntervalJSON(b []byte, iv *Interval) ([]byte, error) {
 	return append(b, '}'), cmp.Or(err1, err2, err3, err4, err5)
 }
 
-// appendTime appends t.UTC().AppendFormat(b, timeLayout), twice as fast:
+// appendTime appends t.UTC().AppendFormat(b, TimeLayout), twice as fast:
 // a report has a time per attempt.
 func appendTime(b []byte, t time.Time) []byte {
 	t = t.UTC()
 	year, month, day := t.Date()
 	if year < 0 || year > 9999 {
-		return t.AppendFormat(b, timeLayout)
+		return t.AppendFormat(b, TimeLayout)
 	}
 	hour, minute, second := t.Clock()
 	b = appendDigits(b, year, 4)

@@ -95,7 +95,7 @@ func TestReportOnly(t *testing.T) {
 	}
 }
 
-// TestReportJSONSchema pins the member names the issue documents: scripts
+// TestReportJSONSchema pins the documented member names: scripts
 // depend on them.
 func TestReportJSONSchema(t *testing.T) {
 	b, err := json.Marshal(sampleReport())
@@ -394,7 +394,7 @@ func TestAppendTime(t *testing.T) {
 		times = append(times, time.Unix(rng.Int64N(1<<35)-1<<34, rng.Int64N(1e9)))
 	}
 	for _, tm := range times {
-		if got, want := string(appendTime(nil, tm)), tm.UTC().Format(timeLayout); got != want {
+		if got, want := string(appendTime(nil, tm)), tm.UTC().Format(TimeLayout); got != want {
 			t.Errorf("appendTime(%v) = %q, want %q", tm, got, want)
 		}
 	}

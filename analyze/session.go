@@ -2,7 +2,10 @@ package analyze
 
 import (
 	"bufio"
+	"fmt"
 	"io"
+	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -29,4 +32,45 @@ func (s ServerSession) Overlaps(port uint16, first, last time.Time) bool {
 		return false
 	}
 	return !s.Start.After(last) && (s.EndTime.IsZero() || !s.EndTime.Before(first))
+}
+
+// The rules of a session, which the server, the live auditor and the
+// offline cross-check all apply (docs/spec.md §4).
+
+// ChooseChain says whose attempts a session verifies: the address that
+// called Start when anything came from it (or nothing came at all), else
+// the only address that connected, else none. connected lists the
+// addresses that connected, in order of first connection.
+func ChooseChain(start netip.Addr, connected []netip.Addr) (netip.Addr, ChainReason) {
+	start = start.Unmap()
+	switch {
+	case len(connected) == 0 || slices.Contains(connected, start):
+		return start, ChainStartPeer
+	case len(connected) == 1:
+		return connected[0], ChainSolePeer
+	}
+	return netip.Addr{}, ChainNone
+}
+
+// InSession reports whether t falls in a session that started at start and
+// ended at end (a zero end: still open), bounds included.
+func InSession(t, start, end time.Time) bool {
+	return !t.Before(start) && (end.IsZero() || !t.After(end))
+}
+
+// Overflowed gives r the verdict of a session that kept its maximum of
+// attempts and only counted the rest: its list is incomplete, so no
+// reading of it can pass. The reason says so.
+func Overflowed(r Result, kept, dropped, maxAttempts int) (Result, string) {
+	r.Reference = Reading{Verdict: Overflow}
+	r.Strict = Reading{Verdict: Overflow}
+	return r, fmt.Sprintf("too many attempts: %d kept, %d more dropped (max attempts %d)", kept, dropped, maxAttempts)
+}
+
+// Overflowed gives p the verdict of a session that kept its maximum of
+// attempts (see Overflowed).
+func (p *PeerReport) Overflowed(kept, dropped, maxAttempts int) {
+	var r Result
+	r, p.Reason = Overflowed(r, kept, dropped, maxAttempts)
+	p.Passed, p.Verdict, p.Strict = false, r.Reference.Verdict, r.Strict
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // SYN is one TCP segment with SYN set and ACK clear, as a capture source
-// saw it: a connection attempt or a kernel retransmission of one (SPEC.md §5).
+// saw it: a connection attempt or a kernel retransmission of one (docs/spec.md §5).
 type SYN struct {
 	// Time is the capture timestamp (the kernel's, for a live capture).
 	Time time.Time

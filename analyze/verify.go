@@ -22,14 +22,14 @@ const (
 	Passed Verdict = "passed"
 	Failed Verdict = "failed"
 	// TooFew is a chain of fewer than two attempts: nothing shows that the
-	// client backs off at all. The reference calls it a pass (SPEC.md §4).
+	// client backs off at all. The reference calls it a pass (docs/spec.md §4).
 	TooFew Verdict = "too few attempts"
 	// Overflow is a session that recorded more attempts than it may keep.
 	Overflow Verdict = "too many attempts"
 )
 
 // Interval is one gap between consecutive attempts, judged as the reference
-// judges it (SPEC.md §3).
+// judges it (docs/spec.md §3).
 type Interval struct {
 	K int `json:"k"` // 1 for the gap between the first and second attempt
 	// Measured is the exact gap; the verdict uses BackoffMS, its whole

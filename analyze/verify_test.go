@@ -24,7 +24,7 @@ func chain(gaps ...time.Duration) []time.Time {
 func msd(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 
 func TestExpectedSequenceIsTheReferences(t *testing.T) {
-	// SPEC.md §3.5: the float64 values the C++ verifier computes, to the bit.
+	// docs/spec.md §3.5: the float64 values the C++ verifier computes, to the bit.
 	want := []float64{1000, 1600, 2560, 4096, 6553.6, 10485.760000000002,
 		16777.216000000004, 26843.54560000001, 42949.67296000002, 68719.47673600003,
 		109951.16277760005, 120000, 120000}
@@ -126,7 +126,7 @@ func TestVerifyWindows(t *testing.T) {
 
 func TestVerifyEdgesAreInclusive(t *testing.T) {
 	// Every bound of the first 12 windows, to the millisecond: the bound
-	// itself passes, one ms beyond it fails (SPEC.md §3.3).
+	// itself passes, one ms beyond it fails (docs/spec.md §3.3).
 	p := DefaultPolicy()
 	for k := 1; k <= 12; k++ {
 		iv := p.Check(k, 0)
@@ -159,7 +159,7 @@ func TestTooFewAttempts(t *testing.T) {
 			t.Errorf("%d attempts: passed=%v verdict=%q strict=%q, want too few", n, r.Passed(), r.Reference.Verdict, r.Strict.Verdict)
 		}
 		if !r.ReferencePassed {
-			t.Errorf("%d attempts: the C++ reference passes this (SPEC.md §4); ReferencePassed should say so", n)
+			t.Errorf("%d attempts: the C++ reference passes this (docs/spec.md §4); ReferencePassed should say so", n)
 		}
 		if !strings.Contains(r.Reason(), "too few") {
 			t.Errorf("reason %q", r.Reason())

@@ -72,7 +72,7 @@ func LinkTypeSupported(lt layers.LinkType) bool {
 // that rejects nearly every packet comes before anything else is built.
 // BenchmarkDecode measures both on a mix of frames: 17 ns a frame against
 // 250 ns for DecodingLayerParser with preallocated layers, neither
-// allocating; in a file read the parser is the bottleneck (SPEC.md §6:
+// allocating; in a file read the parser is the bottleneck (docs/spec.md §6:
 // pcapgo + DecodingLayerParser 0.39–0.55 s against 0.17 s).
 //
 // A Decoder is not safe for concurrent use.

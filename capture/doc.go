@@ -1,5 +1,5 @@
 // Package capture turns packet captures into TCP SYN events for the
-// auditor (SPEC.md §5): classic pcap, pcapng and gzip-compressed files
+// auditor (docs/spec.md §5): classic pcap, pcapng and gzip-compressed files
 // here, a live libpcap source beside them. It is the only package that
 // imports gopacket.
 //

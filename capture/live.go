@@ -26,7 +26,7 @@ const (
 	// DefaultLiveBuffer is the kernel ring for a live capture: the slack
 	// the reader has while it is descheduled. A frame of the ring takes
 	// about 600 bytes whatever the packet (the snap length and libpcap's
-	// header), and on lo each SYN takes two (see LiveStats), so 64 MiB
+	// header), and on lo each SYN takes two (see analyze.LiveStats), so 64 MiB
 	// holds about 56 000 SYNs on lo, over half a second at 100 000 SYN/s.
 	// 8 MiB (140 ms at 50 000 SYN/s) lost SYNs at 75 000 SYN/s on two
 	// shared cores, 64 MiB none up to 118 000 (RELIABILITY.md, "Live
@@ -78,7 +78,7 @@ type LiveConfig struct {
 
 // Live is a libpcap capture of the SYNs to one port. Its timestamps are
 // the kernel's, taken when a packet crosses the interface, free of the
-// accept-scheduling delay of the server's own list (SPEC.md §5).
+// accept-scheduling delay of the server's own list (docs/spec.md §5).
 type Live struct {
 	h     *pcap.Handle
 	port  uint16
@@ -100,30 +100,8 @@ type Live struct {
 	closed bool
 }
 
-// LiveStats are libpcap's counters since the capture opened.
-type LiveStats struct {
-	// Received counts packets that passed the filter (pcap_stats ps_recv).
-	// On a loopback interface (lo) the kernel's capture sees each packet
-	// twice, leaving and arriving, and libpcap drops the leaving copy only
-	// after the ring: there Received and Dropped count two per SYN, while
-	// a report's SYNs count one. The filter cannot keep the leaving copy
-	// out: libpcap 1.10 runs a new filter in userland on the first packet
-	// after it is set, where "inbound" matches nothing, so the capture's
-	// first SYN would be lost (libpcap issues 1254 and 1482).
-	Received uint64 `json:"received"`
-	// Dropped counts packets the kernel dropped because the capture buffer
-	// was full (ps_drop): SYNs the report cannot see.
-	Dropped uint64 `json:"dropped"`
-	// IfDropped counts packets the interface or its driver dropped
-	// (ps_ifdrop).
-	IfDropped uint64 `json:"if_dropped"`
-}
-
-// Lost is every packet the capture is known to have missed.
-func (s LiveStats) Lost() uint64 { return s.Dropped + s.IfDropped }
-
 // SYNFilter returns the BPF filter for SYN-without-ACK segments to port over
-// IPv4 and IPv6. BPF's tcp[...] offsets address IPv4 only (SPEC.md §5), so
+// IPv4 and IPv6. BPF's tcp[...] offsets address IPv4 only (docs/spec.md §5), so
 // IPv6 has a clause of its own that reads the TCP header right after a
 // fixed 40-byte IPv6 header; a SYN behind extension headers is not matched
 // there, which no client of this test sends.
@@ -273,17 +251,17 @@ func (l *Live) LinkType() layers.LinkType { return l.lt }
 func (l *Live) Iface() string { return l.iface }
 
 // Stats returns libpcap's counters. After Close it returns an error.
-func (l *Live) Stats() (LiveStats, error) {
+func (l *Live) Stats() (analyze.LiveStats, error) {
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
 	if l.closed {
-		return LiveStats{}, fmt.Errorf("capture statistics on %s: capture closed", l.iface)
+		return analyze.LiveStats{}, fmt.Errorf("capture statistics on %s: capture closed", l.iface)
 	}
 	s, err := l.h.Stats()
 	if err != nil {
-		return LiveStats{}, fmt.Errorf("capture statistics on %s: %w", l.iface, err)
+		return analyze.LiveStats{}, fmt.Errorf("capture statistics on %s: %w", l.iface, err)
 	}
-	return LiveStats{
+	return analyze.LiveStats{
 		Received:  uint64(uint32(s.PacketsReceived)),
 		Dropped:   uint64(uint32(s.PacketsDropped)),
 		IfDropped: uint64(uint32(s.PacketsIfDropped)),

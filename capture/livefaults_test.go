@@ -1,6 +1,6 @@
 package capture
 
-// Live capture under SYN load (issue 5, item 5): the crafted SYNs of
+// Live capture under SYN load: the crafted SYNs of
 // internal/synload on lo, counted by a live capture: sent, captured, and
 // what libpcap says it dropped. The test is small enough to hold on any
 // machine; the figures come from the benchmarks here and from
@@ -35,7 +35,7 @@ type loadRun struct {
 	// every other SYN to the port (none expected).
 	got   map[loadKey]int
 	other int
-	stats LiveStats
+	stats analyze.LiveStats
 }
 
 func (r loadRun) captured() int {

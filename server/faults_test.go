@@ -1,6 +1,6 @@
 package server
 
-// Fault tests (issue 5, item 3): many callers at once, callers that vanish,
+// Fault tests: many callers at once, callers that vanish,
 // Stops that race, retry clients that do what a backoff client never does,
 // and a flood of connections into one session. RELIABILITY.md records what
 // each found.
@@ -433,7 +433,7 @@ func TestRudeRetryClients(t *testing.T) {
 	}
 }
 
-// floodConns is item 3's count: connections into one session bounded at
+// floodConns is the flood's count: connections into one session bounded at
 // floodMaxAttempts. Under the race detector (`make test`) the test makes
 // floodConnsRace, to stay near 15 s on two loaded cores, and -short a tenth
 // of either; RELIABILITY.md has the times and the full-count command.

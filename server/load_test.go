@@ -150,7 +150,7 @@ func TestLoadgenSmoke(t *testing.T) {
 		loadgen.Percentile(r.probe.lat, 99), loadgen.Percentile(r.res.Latencies, 99))
 }
 
-// BenchmarkRetryLoad is item 5's figure: connections per second that the
+// BenchmarkRetryLoad measures the connections per second that the
 // retry port accepts, stamps, records (a record file on disk, or none) and
 // closes under a loopback load generator in the same process, with the
 // p50/p99 of accept-to-record (BeforeStamp to OnEvent on the accept loop)

@@ -1,7 +1,7 @@
 // Package server is the reference server of gRPC's connection backoff
-// interop test (SPEC.md §1): grpc.testing.ReconnectService on a control port
+// interop test (docs/spec.md §1): grpc.testing.ReconnectService on a control port
 // and a retry port that accepts and closes every connection, recording when
-// each arrived and from where. It fixes the C++ reference's bugs (SPEC.md §4)
+// each arrived and from where. It fixes the C++ reference's bugs (docs/spec.md §4)
 // and verifies each session with analyze.Verify, the one verifier the packet
 // auditor also runs.
 //
@@ -170,7 +170,7 @@ type Server struct {
 }
 
 // New listens on the control and retry ports and starts serving. The retry
-// port is open from this moment (SPEC.md §4); connections that arrive while
+// port is open from this moment (docs/spec.md §4); connections that arrive while
 // no session runs are recorded as session 0.
 func New(cfg Config) (*Server, error) {
 	if cfg.ControlAddr == "" {
@@ -372,7 +372,7 @@ func (s *Server) acceptBackoff(delay time.Duration, err error) (time.Duration, b
 }
 
 // addrPortOf converts a connection's address, with an IPv4-mapped IPv6
-// address written as IPv4 (SPEC.md §5, Peers).
+// address written as IPv4 (docs/spec.md §5, Peers).
 func addrPortOf(a net.Addr) netip.AddrPort {
 	var ap netip.AddrPort
 	switch a := a.(type) {

@@ -23,7 +23,7 @@ var errClosing = status.Error(codes.Unavailable, "reconnect server is shutting d
 
 // Start begins a session once the previous one has ended. While it waits it
 // returns early with the caller's context error, or UNAVAILABLE when the
-// server closes (the reference blocks for ever; SPEC.md §4). It refuses at
+// server closes (the reference blocks for ever; docs/spec.md §4). It refuses at
 // once what could never work: a negative max_reconnect_backoff_ms
 // (INVALID_ARGUMENT; the record could not hold it), a Start from the caller
 // that holds the running session (FAILED_PRECONDITION: it would wait for

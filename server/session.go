@@ -263,7 +263,7 @@ func (s *Server) endLocked(sess *session, cause string, stopPeer netip.AddrPort)
 	return out
 }
 
-// verdict chooses the chain to verify (SPEC.md §4: the Start caller's
+// verdict chooses the chain to verify (docs/spec.md §4: the Start caller's
 // address, else the only address that connected) and verifies it.
 func (s *Server) verdict(sess *session) {
 	end := &sess.End

@@ -11,8 +11,6 @@ import (
 	"github.com/backoff-audit/audit/interop"
 )
 
-func init() { commands = append(commands, newClientCmd) }
-
 func newClientCmd() *cobra.Command {
 	cfg := interop.Config{
 		ServerHost:       "localhost",

@@ -1,6 +1,6 @@
 package main
 
-// End-to-end and interop tests of issue 2: `audit server` and a client as
+// End-to-end and interop tests: `audit server` and a client as
 // real processes on loopback. Each test starts its own server, since the
 // sessions of one server serialise, and runs in parallel with the others.
 
@@ -33,7 +33,7 @@ import (
 var auditBin string
 
 // systemPython is Debian's interpreter, the one python3-grpcio installs for
-// (SPEC.md §6); a python3 earlier on PATH may lack grpc.
+// (docs/spec.md §6); a python3 earlier on PATH may lack grpc.
 const systemPython = "/usr/bin/python3"
 
 func TestMain(m *testing.M) {

@@ -8,7 +8,7 @@ import (
 
 const module = "github.com/backoff-audit/audit"
 
-// TestImportGraph keeps the package graph of STYLE.md: cmd → {server,
+// TestImportGraph keeps the package graph the README's Layout describes: cmd → {server,
 // capture, interop} → analyze, {server, interop} → pb. analyze stays a
 // standard-library leaf, and the server builds without libpcap (it never
 // reaches gopacket). The interop client shares only the verifier and the
@@ -42,7 +42,7 @@ func TestImportGraph(t *testing.T) {
 				}
 				for _, f := range tt.forbidden {
 					if strings.HasPrefix(path, f) {
-						t.Errorf("%s reaches %s; the import graph forbids it (STYLE.md)", tt.pkg, path)
+						t.Errorf("%s reaches %s; the import graph forbids it", tt.pkg, path)
 					}
 				}
 			}

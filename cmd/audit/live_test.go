@@ -1,6 +1,6 @@
 package main
 
-// Tests of `audit live` (issue 4): the auditor on lo with the project's
+// Tests of `audit live`: the auditor on lo with the project's
 // server and the grpc-go interop client, in process. They need to capture:
 // as root (CI) they all run; elsewhere they skip, loudly. Each test has its
 // own server and ports and runs in parallel with the others.
@@ -32,6 +32,7 @@ import (
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/interop"
+	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/server"
 )
 
@@ -63,7 +64,7 @@ var liveAddrs = regexp.MustCompile(`control port \S+:(\d+), retry port \S+:(\d+)
 
 // startLive runs runLive with cfg (JSON reports, on lo, loopback ports
 // unless set) until the test stops it or ends.
-func startLive(t *testing.T, cfg liveConfig) *liveRun {
+func startLive(t *testing.T, cfg live.Config) *liveRun {
 	t.Helper()
 	requireCapture(t)
 	r := &liveRun{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan error, 1)}
@@ -138,15 +139,15 @@ func (r *liveRun) stop(t *testing.T) error {
 
 // liveJSON reads a report line.
 type liveJSON struct {
-	Port       uint16               `json:"port"`
-	Capture    analyze.CaptureInfo  `json:"capture"`
-	Peers      []analyze.PeerReport `json:"peers"`
-	Summary    analyze.Summary      `json:"summary"`
-	Session    sessionInfo          `json:"session"`
-	Live       liveInfo             `json:"live"`
-	Foreign    []analyze.PeerCount  `json:"foreign"`
-	Server     *serverVerdict       `json:"server"`
-	CrossCheck *analyze.CrossCheck  `json:"crosscheck"`
+	Port       uint16                 `json:"port"`
+	Capture    analyze.CaptureInfo    `json:"capture"`
+	Peers      []analyze.PeerReport   `json:"peers"`
+	Summary    analyze.Summary        `json:"summary"`
+	Session    analyze.SessionInfo    `json:"session"`
+	Live       analyze.LiveInfo       `json:"live"`
+	Foreign    []analyze.PeerCount    `json:"foreign"`
+	Server     *analyze.ServerVerdict `json:"server"`
+	CrossCheck *analyze.CrossCheck    `json:"crosscheck"`
 }
 
 func parseLiveReports(t *testing.T, lines []string) ([]liveJSON, []map[string]json.RawMessage) {
@@ -252,7 +253,7 @@ func checkPairing(t *testing.T, rep liveJSON) {
 	}
 }
 
-// The JSON members the issue names, beside the `audit pcap` schema.
+// The JSON members of a session report, beside the `audit pcap` schema.
 func checkLiveJSONFields(t *testing.T, raw map[string]json.RawMessage) {
 	t.Helper()
 	want := map[string][]string{
@@ -293,7 +294,7 @@ func TestLiveEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer record.Close()
-	cfg := liveConfig{Write: pcapPath}
+	cfg := live.Config{Write: pcapPath}
 	cfg.Server.Record = record
 	r := startLive(t, cfg)
 	client := runLiveClient(t, r.control, r.retry, 4500*time.Millisecond)
@@ -331,12 +332,12 @@ func TestLiveEndToEnd(t *testing.T) {
 	stdout, stderr, _ = runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--port="+strconv.Itoa(r.retry),
 		"--server-log="+recordPath, pcapPath)
 	var withLog struct {
-		Sessions []recordSession `json:"sessions"`
+		Sessions []analyze.RecordSession `json:"sessions"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &withLog); err != nil || len(withLog.Sessions) != 1 {
 		t.Fatalf("audit pcap --server-log: %d sessions, %v\n%s\n%s", len(withLog.Sessions), err, stdout, stderr)
 	}
-	if diff := cmp.Diff(*rep.CrossCheck, withLog.Sessions[0].CrossCheck, netipEq, cmpopts.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(*rep.CrossCheck, *withLog.Sessions[0].CrossCheck, netipEq, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("cross-check: live vs audit pcap --server-log (-live +offline):\n%s", diff)
 	}
 }
@@ -348,8 +349,8 @@ func TestPcapServerLog(t *testing.T) {
 	const capFile, record = "../../testdata/real-grpc-go.pcap", "../../testdata/real-grpc-go.record.jsonl"
 	stdout, stderr, _ := runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--server-log="+record, capFile)
 	var rep struct {
-		Peers    []analyze.PeerReport `json:"peers"`
-		Sessions []recordSession      `json:"sessions"`
+		Peers    []analyze.PeerReport    `json:"peers"`
+		Sessions []analyze.RecordSession `json:"sessions"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Sessions) != 1 || len(rep.Peers) != 1 {
 		t.Fatalf("%v: %d sessions, %d peers\n%s\n%s", err, len(rep.Sessions), len(rep.Peers), stdout, stderr)
@@ -375,7 +376,7 @@ func TestPcapServerLog(t *testing.T) {
 func TestLiveForeignPeer(t *testing.T) {
 	t.Parallel()
 	firstAccept := make(chan struct{}, 1)
-	cfg := liveConfig{}
+	cfg := live.Config{}
 	cfg.Server.BeforeStamp = func(peer netip.AddrPort) {
 		if peer.Addr() == loopback {
 			select {
@@ -426,11 +427,11 @@ func TestLiveDelayedAcceptDisagrees(t *testing.T) {
 	// The server's accept of attempt 3 is stamped 600 ms late (the
 	// tolerance is 100 ms). Closing that connection late also delays
 	// grpc-go's next attempt, which counts its backoff from the end of the
-	// failed one (SPEC.md §4): interval 2 is late by the server's clock,
+	// failed one (docs/spec.md §4): interval 2 is late by the server's clock,
 	// interval 3 late by the kernel's.
 	const delayed = 3
 	var n atomic.Int32
-	cfg := liveConfig{}
+	cfg := live.Config{}
 	cfg.Server.BeforeStamp = func(peer netip.AddrPort) {
 		if peer.Addr() == loopback && n.Add(1) == delayed {
 			time.Sleep(600 * time.Millisecond)
@@ -471,8 +472,8 @@ func TestLiveDelayedAcceptDisagrees(t *testing.T) {
 func TestLiveAttach(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t) // `audit server --record`, another process
-	withLog := startLive(t, liveConfig{Attach: true, RetryPort: srv.Retry, ServerLog: srv.Record})
-	sniff := startLive(t, liveConfig{Attach: true, RetryPort: srv.Retry, MaxMS: liveMaxMS, Idle: 2500 * time.Millisecond})
+	withLog := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, Record: srv.Record})
+	sniff := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, MaxMS: liveMaxMS, Idle: 2500 * time.Millisecond})
 	runLiveClient(t, srv.Control, srv.Retry, 4500*time.Millisecond)
 	end, times := srv.session(t)
 
@@ -489,7 +490,7 @@ func TestLiveAttach(t *testing.T) {
 	if sreps[0].Server != nil || sreps[0].CrossCheck != nil {
 		t.Errorf("sniff-only report has a server side: %+v %+v", sreps[0].Server, sreps[0].CrossCheck)
 	}
-	if sreps[0].Session.Cause != causeIdle || len(sreps[0].Peers) != 1 {
+	if sreps[0].Session.Cause != analyze.CauseIdle || len(sreps[0].Peers) != 1 {
 		t.Fatalf("sniff-only: cause %q, peers %+v", sreps[0].Session.Cause, sreps[0].Peers)
 	}
 	// Two captures timestamp each packet on their own, a µs or so apart:
@@ -506,7 +507,7 @@ func TestLiveAttach(t *testing.T) {
 func TestLiveMaxAttempts(t *testing.T) {
 	t.Parallel()
 	const maxAttempts = 2
-	cfg := liveConfig{}
+	cfg := live.Config{}
 	cfg.Server.MaxAttempts = maxAttempts
 	r := startLive(t, cfg)
 	runLiveClient(t, r.control, r.retry, 4500*time.Millisecond) // 4 or 5 attempts
@@ -615,14 +616,14 @@ func TestLiveUsageErrors(t *testing.T) {
 	defer busy.Close()
 	tests := []struct {
 		name string
-		cfg  liveConfig
+		cfg  live.Config
 		want []string
 	}{
-		{"port in use", liveConfig{Iface: "lo", Server: serverConfig("127.0.0.1:0", busy.Addr().String())},
+		{"port in use", live.Config{Iface: "lo", Server: serverConfig("127.0.0.1:0", busy.Addr().String())},
 			[]string{"address already in use", busy.Addr().String()}},
-		{"unknown interface", liveConfig{Iface: "nosuch0", Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")},
+		{"unknown interface", live.Config{Iface: "nosuch0", Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")},
 			[]string{"unknown interface", "lo"}},
-		{"attach without port", liveConfig{Iface: "lo", Attach: true}, []string{"--retry_port"}},
+		{"attach without port", live.Config{Iface: "lo", Attach: true}, []string{"--retry_port"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

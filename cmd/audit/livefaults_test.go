@@ -1,6 +1,6 @@
 package main
 
-// Live faults (issue 5, item 4): the capture interface disappears in the
+// Live faults: the capture interface disappears in the
 // middle of a session, and SIGINT or SIGTERM ends an --attach session; and
 // SYN floods, which must not grow the auditor's memory. The interface
 // is one end of a veth pair whose two ends live in network namespaces the
@@ -34,6 +34,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/live"
 )
 
 // The veth pair's addresses: a link-local /30 that exists only inside the
@@ -161,13 +162,13 @@ func TestLiveFaults(t *testing.T) {
 	}{
 		{name: "interface gone mid-session, attach", attach: true, syns: 5, fault: ifaceGone, exit: exitUsage,
 			stderr: []string{"audit: read capture on %s: The interface disappeared"},
-			cause:  causeCaptureError + ": read capture on %s: The interface disappeared"},
+			cause:  analyze.CauseCaptureError + ": read capture on %s: The interface disappeared"},
 		{name: "interface gone before any SYN, attach", attach: true, syns: 0, fault: ifaceGone, exit: exitUsage,
 			stderr: []string{"audit: read capture on %s: The interface disappeared"}},
 		{name: "interface gone, in-process server", syns: 3, fault: ifaceGone, exit: exitUsage,
 			stderr: []string{"audit: read capture on %s: The interface disappeared", "3 attempts came outside any session"}},
-		{name: "SIGINT mid-session, attach", attach: true, syns: 5, fault: sigint, exit: exitFail, cause: causeInterrupted},
-		{name: "SIGTERM mid-session, attach", attach: true, syns: 5, fault: sigterm, exit: exitFail, cause: causeInterrupted},
+		{name: "SIGINT mid-session, attach", attach: true, syns: 5, fault: sigint, exit: exitFail, cause: analyze.CauseInterrupted},
+		{name: "SIGTERM mid-session, attach", attach: true, syns: 5, fault: sigterm, exit: exitFail, cause: analyze.CauseInterrupted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -385,7 +386,7 @@ func heapAlloc() uint64 {
 	return ms.HeapAlloc
 }
 
-// A SYN flood (L3): a sniff-only session keeps --max_attempts attempts,
+// A SYN flood: a sniff-only session keeps --max_attempts attempts,
 // counts the rest, and its verdict is "too many attempts", as the server's
 // would be; the auditor's heap stays bounded meanwhile. Before the bound,
 // it held every attempt three times over (the tracker, the pending list,
@@ -401,7 +402,7 @@ func TestLiveFlood(t *testing.T) {
 		// and the queue at most maxQueued items (8 MiB) in two arrays.
 		heapBound = 40 << 20
 	)
-	cfg := liveConfig{Attach: true, RetryPort: int(closedPortLive(t)), Idle: time.Second}
+	cfg := live.Config{Attach: true, RetryPort: int(closedPortLive(t)), Idle: time.Second}
 	cfg.Server.MaxAttempts = maxAttempts
 	r := startLive(t, cfg)
 	before := heapAlloc()
@@ -446,13 +447,13 @@ func TestLiveFlood(t *testing.T) {
 	}
 }
 
-// A flood outside any session (L3): with the in-process server and no
+// A flood outside any session: with the in-process server and no
 // Start, the auditor keeps only the newest attempts, and says at exit how
 // many came and how many it forgot.
 func TestLiveFloodOutsideSessions(t *testing.T) {
 	t.Parallel()
-	syns := 2*outsideKeep + 2000
-	r := startLive(t, liveConfig{})
+	syns := 2*live.OutsideKeep + 2000
+	r := startLive(t, live.Config{})
 	sent := synFlood(t, netip.AddrPortFrom(loopback, uint16(r.retry)), syns)
 	// Stop once the capture has caught up: nothing comes for a while.
 	time.Sleep(500 * time.Millisecond)
@@ -466,9 +467,9 @@ func TestLiveFloodOutsideSessions(t *testing.T) {
 	}
 	came, forgot := atoi(t, m[1]), atoi(t, m[2])
 	t.Logf("sent %d; %d came outside any session, %d not kept", sent, came, forgot)
-	if came > sent || came < sent*9/10 || came-forgot < outsideKeep || came-forgot > 2*outsideKeep {
+	if came > sent || came < sent*9/10 || came-forgot < live.OutsideKeep || came-forgot > 2*live.OutsideKeep {
 		t.Errorf("%d came, %d forgotten, of %d sent; want (nearly) all counted and %d to %d kept",
-			came, forgot, sent, outsideKeep, 2*outsideKeep)
+			came, forgot, sent, live.OutsideKeep, 2*live.OutsideKeep)
 	}
 }
 

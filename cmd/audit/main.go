@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 
+	"github.com/backoff-audit/audit/analyze"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes scripts can rely on.
@@ -30,6 +33,35 @@ func (e *exitError) Unwrap() error { return e.err }
 // usageError marks err as a usage or input problem (exit 2).
 func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
 
+// sessionsVerdict is the error of a run whose sessions did not all pass:
+// how many failed, and what failed first (which verdict, and why).
+func sessionsVerdict(failed, total int, first string) error {
+	if failed == 0 {
+		return nil
+	}
+	return verdictError("%d of %s failed; %s", failed, analyze.Plural(total, "session"), first)
+}
+
+// openRecord opens the record file the server appends its events to.
+func openRecord(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open record file: %w", err)
+	}
+	return f, nil
+}
+
+// recordAlias lets --server-log, the record flag's former name on the
+// auditing verbs, still name --record.
+func recordAlias(f *pflag.FlagSet) {
+	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "server-log" {
+			name = "record"
+		}
+		return pflag.NormalizedName(name)
+	})
+}
+
 // verdictError marks a failed verdict (exit 1); the report is already printed.
 func verdictError(format string, a ...any) error {
 	return &exitError{code: exitFail, err: fmt.Errorf(format, a...)}
@@ -39,25 +71,60 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "audit",
 		Short: "Check that gRPC clients reconnect with the backoff the spec demands",
-		Long: `audit serves and audits gRPC's connection backoff interop test.
+		Long: `audit serves and audits gRPC's connection backoff interop test
+(docs/spec.md).
 
   audit server   the reference ReconnectService and retry port (drop-in for the C++ server)
   audit client   the interop client: runs the five steps against a server
+  audit live     the server and a libpcap capture of its retry port: each session
+                 judged from the kernel's SYN timestamps and cross-checked
+  audit pcap     the same verdicts from capture files, with or without the
+                 server's record file
 
-Every verdict uses one verifier, bit for bit the reference's, with its bugs fixed.`,
+Every verdict uses one verifier, bit for bit the reference's, with its bugs fixed.
+Exit codes: 0 every verdict passed, 1 a verdict failed, 2 nothing could be judged.`,
+		Version:       version(),
+		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Without a verb there is nothing to do: say what there is, and
+		// fail as a usage error.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(cmd.ErrOrStderr())
+			cmd.Help()
+			return usageError(errors.New("no verb given: audit server, client, live or pcap"))
+		},
 	}
+	root.SetVersionTemplate("audit {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
-	for _, add := range commands {
-		root.AddCommand(add())
-	}
+	root.AddCommand(newServerCmd(), newClientCmd(), newLiveCmd(), newPcapCmd())
 	return root
 }
 
-// commands is filled by each verb's file in its init, so adding a verb
-// touches only its own file.
-var commands []func() *cobra.Command
+// version is the module version and the VCS revision the binary was built
+// from, as the Go toolchain recorded them.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown: built without module information)"
+	}
+	v := bi.Main.Version
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev != "" {
+		v += fmt.Sprintf(" (revision %s%s)", rev, modified)
+	}
+	return v
+}
 
 func main() {
 	os.Exit(run(os.Args[1:]))

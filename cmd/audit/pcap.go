@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/netip"
@@ -13,17 +14,16 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/live"
 )
 
-func init() { commands = append(commands, newPcapCmd) }
-
 type pcapConfig struct {
-	port      uint16
-	policy    analyze.Policy
-	format    string
-	peers     []string
-	serverLog string
-	verbose   bool
+	port    uint16
+	policy  analyze.Policy
+	format  string
+	peers   []string
+	record  string
+	verbose bool
 }
 
 func newPcapCmd() *cobra.Command {
@@ -32,7 +32,7 @@ func newPcapCmd() *cobra.Command {
 		Use:   "pcap FILE...",
 		Short: "Audit reconnect backoff from the SYNs of capture files",
 		Long: `pcap verifies every client's reconnect backoff from the kernel timestamps of
-its SYNs to the retry port (SPEC.md §5), with the reference verifier.
+its SYNs to the retry port (docs/spec.md §5), with the reference verifier.
 
 Files may be pcap or pcapng, gzip-compressed or not; several files (a rotated
 tcpdump -C set) are merged by timestamp. A SYN sent again with the same ISN is
@@ -68,7 +68,7 @@ Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
 			}
 			tr := pt.Tracker(port)
 			info.SYNs = uint64(tr.SYNs())
-			if cfg.serverLog != "" {
+			if cfg.record != "" {
 				var override *analyze.Policy
 				if policyFlagsSet(cmd.Flags()) {
 					override = &cfg.policy
@@ -89,12 +89,13 @@ Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
 	f.StringVar(&cfg.format, "format", cfg.format, "output format: text or json")
 	f.StringArrayVar(&cfg.peers, "peer", nil, "report only this client address (repeatable)")
 	f.BoolVarP(&cfg.verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
-	f.StringVar(&cfg.serverLog, "server-log", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
+	f.StringVar(&cfg.record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
+	recordAlias(f)
 	return cmd
 }
 
 // addPolicyFlags binds the policy the clients are held to, with the spec's
-// defaults (SPEC.md §1, §3).
+// defaults (docs/spec.md §1, §3).
 func addPolicyFlags(f *pflag.FlagSet, p *analyze.Policy) {
 	f.DurationVar(&p.BaseDelay, "initial-backoff", p.BaseDelay, "INITIAL_BACKOFF: expected wait after the first failure")
 	f.Float64Var(&p.Multiplier, "multiplier", p.Multiplier, "MULTIPLIER: growth of the backoff per attempt")
@@ -120,39 +121,29 @@ func policyFlagsSet(f *pflag.FlagSet) bool {
 // overlaps the capture, each judged by its own policy unless override is
 // set, and maps the sessions' verdicts to the exit status.
 func pcapWithRecord(out, stderr io.Writer, cfg pcapConfig, port uint16, chains []analyze.Chain, info analyze.CaptureInfo, override *analyze.Policy) error {
-	ra, err := auditRecord(cfg.serverLog, port, chains, override)
+	rep, err := live.AuditRecord(live.RecordOptions{Path: cfg.record, Port: port, Policy: override, DefaultPolicy: cfg.policy}, chains, info)
 	if err != nil {
 		return usageError(err)
 	}
-	for _, w := range ra.Info.Warnings {
+	for _, w := range rep.Record.Warnings {
 		fmt.Fprintf(stderr, "audit: warning: %s\n", w)
 	}
-	if n := len(ra.Info.Outside); n > 0 {
+	if n := len(rep.Record.Outside); n > 0 {
 		fmt.Fprintf(stderr, "audit: warning: %s of %s lie outside the capture (another time or retry port): not judged\n",
-			plural(n, "session"), cfg.serverLog)
+			analyze.Plural(n, "session"), cfg.record)
 	}
-	p := cfg.policy
-	if override != nil {
-		p = *override
+	if cfg.format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteText(out)
 	}
-	info.Attempts, info.Retransmits = 0, 0
-	for _, c := range chains {
-		info.Attempts += len(c.Attempts)
-		info.Retransmits += c.Retransmits()
-	}
-	if err := ra.write(out, ra.kernelReport(port, p, info), cfg.format); err != nil {
+	if err != nil {
 		return usageError(err)
 	}
-	failed, first := 0, ""
-	for _, r := range ra.Reports {
-		if !r.Passed() {
-			if failed == 0 {
-				first = r.failure()
-			}
-			failed++
-		}
-	}
-	return sessionsVerdict(failed, len(ra.Reports), first)
+	failed, total, first := rep.Failures()
+	return sessionsVerdict(failed, total, first)
 }
 
 // validate checks the flags and parses --peer.

@@ -19,8 +19,6 @@ import (
 	"github.com/backoff-audit/audit/server"
 )
 
-func init() { commands = append(commands, newServerCmd) }
-
 // serverFlags are audit server's flags; the port names are the C++
 // reference server's, so its scripts work unchanged.
 type serverFlags struct {

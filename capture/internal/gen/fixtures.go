@@ -15,7 +15,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 )
 
-// Ports of the interop test (SPEC.md §1) as the fixtures use them.
+// Ports of the interop test (docs/spec.md §1) as the fixtures use them.
 const (
 	controlPort = 50051
 	retryPort   = 50052
@@ -168,7 +168,7 @@ var fixtures = []fixture{
 	}},
 	{"null.pcap", func(dir, name string) error {
 		// A C-core client on a Mac resolving localhost: one chain per
-		// address family, interleaved (SPEC.md §6).
+		// address family, interleaved (docs/spec.md §6).
 		ps := append(passing(6, lo4, retry4, 6), passing(7, lo6, retry6, 6)...)
 		return writePcap(dir, name, linkNull, false, ps)
 	}},
@@ -219,7 +219,7 @@ var fixtures = []fixture{
 			chain{client: lo4, server: retry4, start: epoch, gaps: specBackoff.gaps(r, 7)}.packets(r))
 	}},
 	{"zero-backoff.pcap", func(dir, name string) error {
-		// grpc-go with a zero Backoff.MaxDelay (SPEC.md §6): one second,
+		// grpc-go with a zero Backoff.MaxDelay (docs/spec.md §6): one second,
 		// then a reconnect storm.
 		r := rng(15)
 		gaps := []time.Duration{ms(1000.35)}

@@ -1,0 +1,192 @@
+package live
+
+// The report of each session: the kernel's verdict (the `audit pcap`
+// report of the session's chain), the server's, and the cross-check of the
+// two lists, as sections of analyze.Report.
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/backoff-audit/audit/analyze"
+)
+
+// liveSession is one session as the auditor follows it: from the server's
+// events when there is a server side, else from the SYNs alone.
+type liveSession struct {
+	number int
+	// server is false for a sniff-only session, delimited by --idle.
+	server bool
+	// offline is set for a session of a record file, cross-checked
+	// against capture files.
+	offline   bool
+	start     time.Time
+	startPeer netip.AddrPort
+	maxMS     int32
+	policy    analyze.Policy
+	accepts   []analyze.Accept
+	// late are the accepts just after the session ended (session 0).
+	late    []analyze.Accept
+	end     *analyze.SessionEnd
+	endTime time.Time
+	cause   string
+	// maxAttempts caps the attempts the session keeps; dropped counts
+	// the later ones, which make its verdict analyze.Overflow.
+	maxAttempts, dropped int
+	// captureEnd is when the capture stopped while the session was open
+	// (a capture error), captureEndCause why.
+	captureEnd      time.Time
+	captureEndCause string
+	// outsideDropped counts the attempts outside any session that were
+	// forgotten before this report (see OutsideKeep).
+	outsideDropped int
+	// peer is the address the live lines treat as the session's own: the
+	// Start caller's, or for a sniff-only session the first SYN's.
+	peer netip.Addr
+	seen map[netip.Addr]peerProgress
+}
+
+type peerProgress struct {
+	n    int
+	last time.Time
+}
+
+func newServerSession(e analyze.RecordEvent, maxAttempts int) *liveSession {
+	s := &liveSession{number: e.Session, server: true, start: e.Time, startPeer: e.Peer, maxAttempts: maxAttempts,
+		peer: e.Peer.Addr().Unmap(), policy: analyze.DefaultPolicy(), seen: map[netip.Addr]peerProgress{}}
+	if e.Params != nil {
+		s.maxMS, s.policy = e.Params.MaxReconnectBackoffMS, e.Params.Policy
+	}
+	return s
+}
+
+func newSniffSession(number int, p analyze.Policy, maxAttempts int, first analyze.Attempt) *liveSession {
+	return &liveSession{number: number, start: first.Time, policy: p, maxAttempts: maxAttempts,
+		peer: first.Src.Addr().Unmap(), seen: map[netip.Addr]peerProgress{}}
+}
+
+// serverSession is the session as analyze's cross-check reads it.
+func (s *liveSession) serverSession() analyze.ServerSession {
+	return analyze.ServerSession{
+		Number: s.number, Start: s.start, Peer: s.startPeer,
+		Params:  analyze.SessionParams{MaxReconnectBackoffMS: s.maxMS, Policy: s.policy},
+		Accepts: s.accepts, End: s.end, EndTime: s.endTime, Late: s.late,
+	}
+}
+
+// contains reports whether t falls in the session; a sniff-only session
+// holds every attempt handed to it.
+func (s *liveSession) contains(t time.Time) bool {
+	return !s.server || analyze.InSession(t, s.start, s.endTime)
+}
+
+// attemptLine is the line printed as an attempt arrives: kernel time, peer,
+// interval, expected, ok.
+func (s *liveSession) attemptLine(a analyze.Attempt) string {
+	peer := a.Src.Addr().Unmap()
+	p := s.seen[peer]
+	p.n++
+	line := fmt.Sprintf("attempt %s  %-22s #%-3d", a.Time.UTC().Format(analyze.TimeLayout), analyze.UnmapPort(a.Src), p.n)
+	if p.n == 1 {
+		line += "  first attempt, no interval yet"
+	} else {
+		iv := s.policy.Check(p.n-1, a.Time.Sub(p.last))
+		line += fmt.Sprintf("  interval %-2d %10.3f ms  expected %8.1f ms [%.0f–%.0f]  %s",
+			iv.K, iv.MeasuredMS, iv.ExpectedMS, iv.MinMS, iv.MaxMS, iv.Outcome)
+	}
+	if peer != s.peer {
+		line += "  (foreign peer: not in the verdict)"
+	}
+	p.last = a.Time
+	s.seen[peer] = p
+	return line
+}
+
+// report judges one session. attempts are every attempt handed to the
+// session, of every address and time; those outside it are explained by the
+// cross-check, never judged. live is nil for a session of a record file.
+func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo analyze.CaptureInfo, live *analyze.LiveInfo, captureStart time.Time) analyze.Report {
+	var lost uint64
+	if live != nil {
+		lost = live.Lost()
+	}
+	input := s.serverSession().Input(captureStart, lost)
+	input.Offline = s.offline
+	input.CaptureEnd, input.CaptureEndCause = s.captureEnd, s.captureEndCause
+	inside := slices.Clone(attempts)
+	if s.server {
+		inside = analyze.SessionAttempts(input, attempts)
+	}
+	slices.SortFunc(inside, func(a, b analyze.Attempt) int { return a.Time.Compare(b.Time) })
+	chain, reason := s.peer, analyze.ChainReason("")
+	if s.server {
+		chain = s.serverSession().Chain()
+		if s.end != nil {
+			reason = s.end.ChainReason
+		}
+	} else if len(inside) > 0 {
+		chain = inside[0].Src.Addr().Unmap()
+	}
+	byPeer := map[netip.Addr][]analyze.Attempt{}
+	var order []netip.Addr
+	for _, a := range inside {
+		p := a.Src.Addr().Unmap()
+		if byPeer[p] == nil {
+			order = append(order, p)
+		}
+		byPeer[p] = append(byPeer[p], a)
+	}
+	var chains []analyze.Chain
+	if as := byPeer[chain]; len(as) > 0 {
+		chains = append(chains, analyze.Chain{Peer: chain, Attempts: as})
+	}
+	r := analyze.NewReport(port, s.policy, chains, capInfo)
+	r.Capture.Attempts, r.Capture.Retransmits = len(inside), 0
+	for _, a := range inside {
+		r.Capture.Retransmits += a.Retransmits
+	}
+	if s.dropped > 0 && chain.IsValid() {
+		i := slices.IndexFunc(r.Peers, func(p analyze.PeerReport) bool { return p.Peer == chain })
+		if i < 0 {
+			r.Peers = append(r.Peers, analyze.PeerReport{Peer: chain, Attempts: []analyze.AttemptReport{},
+				Intervals: []analyze.Interval{}, BackoffMS: []int32{}})
+			i = len(r.Peers) - 1
+		}
+		r.Peers[i].Overflowed(len(inside), s.dropped, s.maxAttempts)
+		r.Summary = analyze.Summarize(r.Peers)
+	}
+	r.Live = live
+	r.Foreign = []analyze.PeerCount{}
+	for _, p := range order {
+		if p != chain {
+			r.Foreign = append(r.Foreign, analyze.PeerCount{Addr: p, Attempts: len(byPeer[p])})
+		}
+	}
+	end := s.endTime
+	if !s.server && len(inside) > 0 {
+		end = inside[len(inside)-1].Time
+	}
+	r.Session = &analyze.SessionInfo{
+		Number: s.number, Start: s.start.UTC().Format(analyze.TimeLayout), Cause: s.cause,
+		MaxMS: s.maxMS, ChainReason: reason,
+		MaxAttempts: s.maxAttempts, Dropped: s.dropped, OutsideDropped: s.outsideDropped,
+	}
+	if !end.IsZero() {
+		r.Session.End = end.UTC().Format(analyze.TimeLayout)
+	}
+	if s.startPeer.IsValid() {
+		r.Session.StartPeer = s.startPeer.String()
+	}
+	if chain.IsValid() {
+		r.Session.Chain = chain.String()
+	}
+	if !s.server {
+		return r
+	}
+	r.Server = analyze.NewServerVerdict(s.end)
+	cc := analyze.NewCrossCheck(input, attempts, s.accepts)
+	r.CrossCheck = &cc
+	return r
+}

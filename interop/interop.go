@@ -1,5 +1,5 @@
 // Package interop is the interop client of the connection backoff test: the
-// five steps of SPEC.md §1 run with grpc-go, after the C++
+// five steps of docs/spec.md §1 run with grpc-go, after the C++
 // reconnect_interop_client. It judges with analyze's verifier and never
 // imports the server it judges, so that its own check stays independent of it.
 package interop
@@ -32,7 +32,7 @@ import (
 )
 
 // serverNameOverride is the TLS name the C++ interop client asks for
-// (SPEC.md §2). No handshake ever completes on the retry port; the name is
+// (docs/spec.md §2). No handshake ever completes on the retry port; the name is
 // kept so that the ClientHello looks like the reference client's.
 const serverNameOverride = "foo.test.google.fr"
 
@@ -111,7 +111,7 @@ func (c Config) policy() analyze.Policy {
 
 // connectParams is the grpc-go backoff of the retry channel. Every field is
 // set: a ConnectParams left partly zero is not grpc-go's default but a
-// zero multiplier, no jitter, a zero MaxDelay (retry at once, SPEC.md §6)
+// zero multiplier, no jitter, a zero MaxDelay (retry at once, docs/spec.md §6)
 // and a zero MinConnectTimeout.
 func (c Config) connectParams() grpc.ConnectParams {
 	ref := c.policy()
@@ -137,7 +137,7 @@ type Report struct {
 	Own analyze.Result
 }
 
-// Run runs the five steps of SPEC.md §1. An error means nothing was
+// Run runs the five steps of docs/spec.md §1. An error means nothing was
 // judged (the control port is unreachable, Start or Stop failed); a judged
 // run returns a report whose verdict says whether it passed.
 func Run(ctx context.Context, cfg Config) (*Report, error) {

@@ -247,7 +247,7 @@ func startCanned(t *testing.T, srv *cannedServer) (port int) {
 	return control.Addr().(*net.TCPAddr).Port
 }
 
-// startClosing is a retry port as SPEC.md §1 has it: every connection
+// startClosing is a retry port as docs/spec.md §1 has it: every connection
 // closed at once.
 func startClosing(t *testing.T) (port int) {
 	t.Helper()

@@ -1,4 +1,4 @@
-// Wire names of gRPC's connection backoff interop test (SPEC.md §2).
+// Wire names of gRPC's connection backoff interop test (docs/spec.md §2).
 // The package and message names are gRPC's, not ours: real clients call
 // /grpc.testing.ReconnectService/Start and /Stop, so they must not change.
 

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/backoff-audit/audit/analyze"
 )
 
 // acceptBatch is how many connections the accept loop takes per hold of
@@ -126,13 +128,10 @@ func peerOf(sa syscall.Sockaddr) netip.AddrPort {
 		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
 	case *syscall.SockaddrInet6:
 		a := netip.AddrFrom16(sa.Addr)
-		if a.Is4In6() {
-			return netip.AddrPortFrom(a.Unmap(), uint16(sa.Port))
-		}
-		if sa.ZoneId != 0 {
+		if sa.ZoneId != 0 && !a.Is4In6() {
 			a = a.WithZone(zoneName(sa.ZoneId))
 		}
-		return netip.AddrPortFrom(a, uint16(sa.Port))
+		return analyze.UnmapPort(netip.AddrPortFrom(a, uint16(sa.Port)))
 	}
 	return netip.AddrPort{}
 }

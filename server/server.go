@@ -381,7 +381,7 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 	default:
 		ap, _ = netip.ParseAddrPort(a.String())
 	}
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	return analyze.UnmapPort(ap)
 }
 
 // emitLocked hands e to Record and OnEvent. It is called with mu held and

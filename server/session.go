@@ -11,14 +11,6 @@ import (
 	"github.com/backoff-audit/audit/analyze"
 )
 
-// Accept is one connection to the retry port.
-type Accept struct {
-	Peer netip.AddrPort
-	// Time is the server's timestamp, taken after accept (and after
-	// Config.BeforeStamp).
-	Time time.Time
-}
-
 // Session is the full record of a finished session.
 type Session struct {
 	ID int
@@ -30,7 +22,9 @@ type Session struct {
 	// Accepts are the connections the session kept, from every address, in
 	// the order they arrived; at most Config.MaxAttempts (End.Dropped more
 	// were only counted).
-	Accepts []Accept
+	// Accepts' times are the server's timestamps, taken after accept (and
+	// after Config.BeforeStamp).
+	Accepts []analyze.Accept
 	// End is the outcome as written to the record: verdict, the chosen
 	// chain and why, the foreign chains with their counts.
 	End analyze.SessionEnd
@@ -94,7 +88,7 @@ func (s *Server) accepted(peer netip.AddrPort) {
 			sess.End.Dropped++
 			e.Overflow = true
 		} else {
-			sess.Accepts = append(sess.Accepts, Accept{Peer: peer, Time: t})
+			sess.Accepts = append(sess.Accepts, analyze.Accept{Peer: peer, Time: t})
 			ch := sess.chains[peer.Addr()]
 			if ch == nil {
 				ch = &chainState{}
@@ -269,14 +263,7 @@ func (s *Server) verdict(sess *session) {
 	end := &sess.End
 	end.Attempts = len(sess.Accepts)
 	own := sess.Peer.Addr()
-	switch {
-	case sess.chains[own] != nil || len(sess.order) == 0:
-		end.Chain, end.ChainReason = own, analyze.ChainStartPeer
-	case len(sess.order) == 1:
-		end.Chain, end.ChainReason = sess.order[0], analyze.ChainSolePeer
-	default:
-		end.ChainReason = analyze.ChainNone
-	}
+	end.Chain, end.ChainReason = analyze.ChooseChain(own, sess.order)
 	end.Foreign = []analyze.PeerCount{}
 	for _, a := range sess.order {
 		if a != end.Chain {
@@ -295,11 +282,7 @@ func (s *Server) verdict(sess *session) {
 			own, len(sess.order))
 	}
 	if end.Dropped > 0 {
-		// The list is incomplete, so no reading of it can pass.
-		r.Reference = analyze.Reading{Verdict: analyze.Overflow}
-		r.Strict = analyze.Reading{Verdict: analyze.Overflow}
-		end.Reason = fmt.Sprintf("too many attempts: %d kept, %d more dropped (max attempts %d)",
-			end.Attempts, end.Dropped, s.cfg.MaxAttempts)
+		r, end.Reason = analyze.Overflowed(r, end.Attempts, end.Dropped, s.cfg.MaxAttempts)
 	}
 	sess.Result = r
 	end.Verdict = r.Reference.Verdict

@@ -221,30 +221,55 @@ type CrossCheck struct {
 // accept never precedes its SYN.
 func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck {
 	c := CrossCheck{Chain: in.Chain, Tolerance: in.Policy.Tolerance}
-	type side struct {
-		t    time.Time
-		ap   netip.AddrPort
-		pair int // index into c.Pairs, -1 when alone
-		late time.Time
+	ks, ss := crossSides(in, kernel, server)
+	c.pair(in, ks, ss)
+	c.explainKernelOnly(in, ks, ss)
+	c.explainServerOnly(in, ss)
+	c.Delay = delayStats(c.Pairs)
+	lonely := c.diagnose(in, ks, ss)
+	c.Agree = !lonely && len(c.Disagreements) == 0 && c.KernelPassed == c.ServerPassed
+	if c.Pairs == nil {
+		c.Pairs = []Pair{}
 	}
-	// Accepts after the session ended claim their SYNs first: those are in
-	// neither list of the session.
+	if c.Disagreements == nil {
+		c.Disagreements = []Disagreement{}
+	}
+	return c
+}
+
+// crossSide is one attempt as one side saw it.
+type crossSide struct {
+	t    time.Time
+	ap   netip.AddrPort
+	pair int // index into CrossCheck.Pairs, -1 when alone
+	// late is, for a SYN, when the server accepted it after the session
+	// ended (in.Late); zero otherwise.
+	late time.Time
+}
+
+// crossSides returns both lists in time order. Accepts after the session
+// ended claim their SYNs first: those are in neither list of the session.
+func crossSides(in CrossInput, kernel []Attempt, server []Accept) (ks, ss []crossSide) {
 	lateAt := in.late(kernel)
-	ks := make([]side, len(kernel))
+	ks = make([]crossSide, len(kernel))
 	for i, a := range kernel {
-		ks[i] = side{t: a.Time, ap: UnmapPort(a.Src), pair: -1, late: lateAt[i]}
+		ks[i] = crossSide{t: a.Time, ap: UnmapPort(a.Src), pair: -1, late: lateAt[i]}
 	}
-	ss := make([]side, len(server))
+	ss = make([]crossSide, len(server))
 	for i, a := range server {
-		ss[i] = side{t: a.Time, ap: UnmapPort(a.Peer), pair: -1}
+		ss[i] = crossSide{t: a.Time, ap: UnmapPort(a.Peer), pair: -1}
 	}
-	byTime := func(a, b side) int { return cmp.Or(a.t.Compare(b.t), a.ap.Compare(b.ap)) }
+	byTime := func(a, b crossSide) int { return cmp.Or(a.t.Compare(b.t), a.ap.Compare(b.ap)) }
 	slices.SortFunc(ks, byTime)
 	slices.SortFunc(ss, byTime)
+	return ks, ss
+}
 
-	// Per peer ip and port, each accept takes the latest unpaired SYN at or
-	// before it: a source port the client reuses later pairs again, and a
-	// SYN that got no accept stays alone rather than stealing the next one.
+// pair pairs the two lists. Per peer ip and port, each accept takes the
+// latest unpaired SYN at or before it: a source port the client reuses
+// later pairs again, and a SYN that got no accept stays alone rather than
+// stealing the next one.
+func (c *CrossCheck) pair(in CrossInput, ks, ss []crossSide) {
 	kernelBy := map[netip.AddrPort][]int{}
 	for i, k := range ks {
 		kernelBy[k.ap] = append(kernelBy[k.ap], i)
@@ -269,12 +294,14 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 		}
 		next[s.ap] = j
 	}
+}
 
+// explainKernelOnly says why each SYN without an accept has none.
+func (c *CrossCheck) explainKernelOnly(in CrossInput, ks, ss []crossSide) {
 	serverAddrs := map[netip.Addr]bool{}
 	for _, s := range ss {
 		serverAddrs[s.ap.Addr()] = true
 	}
-	inSession := in.inSession
 	for _, k := range ks {
 		if k.pair >= 0 {
 			continue
@@ -285,7 +312,7 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 			l.Reason = ReasonOutside
 			l.Detail = fmt.Sprintf("SYN inside the session, but the server accepted it at %s, after the session ended (%s): in neither list",
 				k.late.UTC().Format(TimeLayout), endText(in.End))
-		case !inSession(k.t):
+		case !in.inSession(k.t):
 			l.Reason = ReasonOutside
 			l.Detail = fmt.Sprintf("SYN %s the session (%s – %s)", beforeAfter(k.t, in.Start),
 				in.Start.UTC().Format(TimeLayout), endText(in.End))
@@ -298,18 +325,24 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 		}
 		c.KernelOnly = append(c.KernelOnly, l)
 	}
-	for _, s := range ss {
-		if s.pair >= 0 {
-			continue
-		}
-		c.ServerOnly = append(c.ServerOnly, in.uncaptured(s.ap, s.t))
-	}
-	c.Delay = delayStats(c.Pairs)
+}
 
-	// The two chains, as each side timed them.
-	var kc, sc []side
+// explainServerOnly says why each accept without a SYN has none.
+func (c *CrossCheck) explainServerOnly(in CrossInput, ss []crossSide) {
+	for _, s := range ss {
+		if s.pair < 0 {
+			c.ServerOnly = append(c.ServerOnly, in.uncaptured(s.ap, s.t))
+		}
+	}
+}
+
+// diagnose verifies the chain as each side timed it and explains every
+// interval whose verdict differs, and every attempt of the chain that one
+// side lacks. It reports whether the chain has such a lone attempt.
+func (c *CrossCheck) diagnose(in CrossInput, ks, ss []crossSide) (lonely bool) {
+	var kc, sc []crossSide
 	for _, k := range ks {
-		if k.ap.Addr() == in.Chain && inSession(k.t) && k.late.IsZero() {
+		if k.ap.Addr() == in.Chain && in.inSession(k.t) && k.late.IsZero() {
 			kc = append(kc, k)
 		}
 	}
@@ -333,7 +366,6 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 	kr, sr := Verify(in.Policy, kTimes), Verify(in.Policy, sTimes)
 	c.KernelPassed, c.ServerPassed = kr.Reference.Passed, sr.Reference.Passed
 
-	lonely := false
 	for i, k := range kc {
 		if k.pair < 0 {
 			lonely = true
@@ -368,14 +400,7 @@ func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck 
 	slices.SortStableFunc(c.Disagreements, func(a, b Disagreement) int {
 		return cmp.Or(cmp.Compare(a.K, b.K), cmp.Compare(a.ServerK, b.ServerK))
 	})
-	c.Agree = !lonely && len(c.Disagreements) == 0 && c.KernelPassed == c.ServerPassed
-	if c.Pairs == nil {
-		c.Pairs = []Pair{}
-	}
-	if c.Disagreements == nil {
-		c.Disagreements = []Disagreement{}
-	}
-	return c
+	return lonely
 }
 
 // moved diagnoses interval k, between attempts k and k+1 of the kernel's
@@ -396,7 +421,7 @@ func (c CrossCheck) moved(kiv, siv Interval, k int, a, b Pair) Disagreement {
 	d.Cause = fmt.Sprintf("attempt %d (port %d) was accepted %.3f ms after its SYN, which %s interval %d by %.3f ms: "+
 		"kernel %d ms is %s, server %d ms is %s (window %.0f–%.0f ms, of which %.0f ms on each side is tolerance)",
 		who, p.SrcPort, ms(p.Delay), verb, k, math.Abs(d.ShiftMS),
-		kiv.BackoffMS, kiv.Outcome, siv.BackoffMS, siv.Outcome, kiv.MinMS, kiv.MaxMS, d.ToleranceMS)
+		kiv.WholeMS(), kiv.Outcome, siv.WholeMS(), siv.Outcome, kiv.MinMS, kiv.MaxMS, d.ToleranceMS)
 	return d
 }
 

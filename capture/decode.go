@@ -51,19 +51,6 @@ const (
 	maxIPv6Ext  = 16 // real stacks send fewer than 8
 )
 
-// LinkTypeSupported reports whether Decode understands frames of lt. Frames
-// of any other link type are skipped with the reason "link type N".
-func LinkTypeSupported(lt layers.LinkType) bool {
-	switch lt {
-	case layers.LinkTypeEthernet, layers.LinkTypeLinuxSLL, layers.LinkTypeLinuxSLL2,
-		layers.LinkTypeNull, layers.LinkTypeLoop, linkTypeEnc, linkTypePFLog,
-		layers.LinkTypeRaw, layers.LinkTypeIPv4, layers.LinkTypeIPv6,
-		12, linkTypeRawBSDOS: // DLT_RAW as OpenBSD and BSD/OS number it
-		return true
-	}
-	return false
-}
-
 // Decoder turns one link-layer frame into a SYN. It is shared by the file
 // readers and the live source.
 //
@@ -90,7 +77,8 @@ func NewDecoder() *Decoder {
 // Decode returns ok=false and a skip reason ("" for an ordinary non-SYN
 // packet) when the frame is not a SYN. A SYN is a TCP segment with SYN set
 // and ACK clear; ECE and CWR may be set (an ECN-setup SYN). syn.Time is left
-// zero; the caller sets it.
+// zero; the caller sets it. A frame of a link type Decode does not know is
+// skipped with the reason "link type N".
 func (d *Decoder) Decode(lt layers.LinkType, frame []byte) (syn analyze.SYN, ok bool, skip string) {
 	ip, tcp, skip := d.find(lt, frame)
 	if len(tcp) == 0 {

@@ -3,7 +3,6 @@ package capture
 import (
 	"encoding/binary"
 	"slices"
-	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -173,17 +172,6 @@ func TestDecodeNoAllocs(t *testing.T) {
 	for _, f := range frames {
 		if n := testing.AllocsPerRun(100, func() { d.Decode(f.lt, f.frame) }); n != 0 {
 			t.Errorf("Decode(%v) allocates %v times per frame, want 0", f.lt, n)
-		}
-	}
-}
-
-func TestLinkTypeSupported(t *testing.T) {
-	d := NewDecoder()
-	for lt := range layers.LinkType(300) {
-		_, _, skip := d.Decode(lt, nil)
-		unknown := skip == "link type "+strconv.Itoa(int(lt))
-		if LinkTypeSupported(lt) == unknown {
-			t.Errorf("LinkTypeSupported(%d) = %v, but Decode says %q", lt, LinkTypeSupported(lt), skip)
 		}
 	}
 }

@@ -244,12 +244,6 @@ func availableInterfaces() string {
 // Timestamps says which timestamp source and precision the capture uses.
 func (l *Live) Timestamps() string { return l.ts }
 
-// LinkType is the capture's link-layer type.
-func (l *Live) LinkType() layers.LinkType { return l.lt }
-
-// Iface is the interface captured on.
-func (l *Live) Iface() string { return l.iface }
-
 // Stats returns libpcap's counters. After Close it returns an error.
 func (l *Live) Stats() (analyze.LiveStats, error) {
 	l.hmu.Lock()

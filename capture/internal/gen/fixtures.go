@@ -270,18 +270,6 @@ func writeRotated(dir, name string) error {
 	return nil
 }
 
-// fixtureFiles lists every file writeFixtures makes.
-func fixtureFiles() []string {
-	var names []string
-	for _, f := range fixtures {
-		names = append(names, f.name)
-		if f.name == "rotated.pcap" {
-			names = append(names, "rotated.pcap1", "rotated.pcap2")
-		}
-	}
-	return names
-}
-
 // writeFixtures writes every fixture into dir.
 func writeFixtures(dir string) error {
 	for _, f := range fixtures {

@@ -220,36 +220,59 @@ type liveAuditor struct {
 const catchUp = 500 * time.Millisecond
 
 func (a *liveAuditor) run(ctx context.Context) error {
-	capCtx, stopCapture := context.WithCancel(context.Background())
-	defer stopCapture()
-	capDone := make(chan error, 1)
-	go func() {
-		capDone <- a.live.Run(capCtx, a.q.pushSYN, a.q.pushSkip)
-	}()
-	var tailDone chan error
-	tailCtx, stopTail := context.WithCancel(context.Background())
-	defer stopTail()
-	if a.cfg.Record != "" {
-		tailDone = make(chan error, 1)
-		warn := func(msg string) { a.q.pushWarning(msg) }
-		go func() { tailDone <- tailRecord(tailCtx, a.cfg.Record, a.q.pushEvent, warn) }()
-	}
+	w := a.startFeeds()
+	defer w.stopCapture()
+	defer w.stopTail()
+	end := runEnd{cause: analyze.CauseInterrupted}
+	a.loop(ctx, w, &end)
+	a.shutdown(w, &end)
+	a.reportExit()
+	return end.err
+}
 
+// feeds are the goroutines that fill the auditor's queue besides the
+// in-process server: the capture, and the record file it follows.
+type feeds struct {
+	capDone, tailDone     chan error // nil once read
+	stopCapture, stopTail context.CancelFunc
+}
+
+func (a *liveAuditor) startFeeds() *feeds {
+	w := &feeds{capDone: make(chan error, 1)}
+	var capCtx, tailCtx context.Context
+	capCtx, w.stopCapture = context.WithCancel(context.Background())
+	tailCtx, w.stopTail = context.WithCancel(context.Background())
+	go func() { w.capDone <- a.live.Run(capCtx, a.q.pushSYN, a.q.pushSkip) }()
+	if a.cfg.Record != "" {
+		w.tailDone = make(chan error, 1)
+		go func() { w.tailDone <- tailRecord(tailCtx, a.cfg.Record, a.q.pushEvent, a.q.pushWarning) }()
+	}
+	return w
+}
+
+// runEnd is how a run ends: the error that ends it, if any, and the cause
+// an open session then ends by (Ctrl-C or SIGTERM when there is no error).
+type runEnd struct {
+	err   error
+	cause string
+}
+
+// fail keeps the first error, and makes it the cause.
+func (e *runEnd) fail(what string, err error) {
+	if err != nil && e.err == nil {
+		e.err, e.cause = err, what+": "+err.Error()
+	}
+}
+
+// loop applies what the queue brings, ends sessions (once their lists
+// are complete, after catchUp at most, or after the idle time of a
+// session without a server side), until ctx ends or a feed fails.
+func (a *liveAuditor) loop(ctx context.Context, w *feeds, end *runEnd) {
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
 	waiting := false
-	// runErr is what ends the run with an error; cause is what an open
-	// session then ends by (Ctrl-C or SIGTERM when there is no error).
-	var runErr error
-	cause := analyze.CauseInterrupted
-	fail := func(what string, err error) {
-		if err != nil && runErr == nil {
-			runErr, cause = err, what+": "+err.Error()
-		}
-	}
-loop:
 	for {
 		select {
 		case <-a.q.signal:
@@ -277,38 +300,41 @@ loop:
 				a.sess.cause = analyze.CauseIdle
 				a.finish()
 			}
-		case err := <-capDone:
-			capDone = nil
-			fail(analyze.CauseCaptureError, err)
-			a.captureStopped(cause)
-			break loop
-		case err := <-tailDone:
-			tailDone = nil
-			fail(analyze.CauseRecordError, err)
-			break loop
+		case err := <-w.capDone:
+			w.capDone = nil
+			end.fail(analyze.CauseCaptureError, err)
+			a.captureStopped(end.cause)
+			return
+		case err := <-w.tailDone:
+			w.tailDone = nil
+			end.fail(analyze.CauseRecordError, err)
+			return
 		case <-ctx.Done():
-			break loop
+			return
 		}
 	}
+}
 
-	// Shut down in the order that loses nothing: the server first (its
-	// last session ends and reports "server closed"), then the capture,
-	// which reads what its buffer still holds, then the record file.
+// shutdown stops in the order that loses nothing: the server first (its
+// last session ends and reports "server closed"), then the capture, which
+// reads what its buffer still holds, then the record file; then it reports
+// what is still open.
+func (a *liveAuditor) shutdown(w *feeds, end *runEnd) {
 	if a.srv != nil {
-		if err := a.srv.Close(); err != nil && runErr == nil {
-			runErr = err
+		if err := a.srv.Close(); err != nil && end.err == nil {
+			end.err = err
 		}
 	}
-	stopCapture()
-	if capDone != nil {
-		if err := <-capDone; err != nil {
-			fail(analyze.CauseCaptureError, err)
-			a.captureStopped(cause)
+	w.stopCapture()
+	if w.capDone != nil {
+		if err := <-w.capDone; err != nil {
+			end.fail(analyze.CauseCaptureError, err)
+			a.captureStopped(end.cause)
 		}
 	}
-	stopTail()
-	if tailDone != nil {
-		fail(analyze.CauseRecordError, <-tailDone)
+	w.stopTail()
+	if w.tailDone != nil {
+		end.fail(analyze.CauseRecordError, <-w.tailDone)
 	}
 	a.takeQueue()
 	if a.ending {
@@ -316,10 +342,15 @@ loop:
 	}
 	if a.sess != nil {
 		if a.sess.cause == "" {
-			a.sess.cause = cause
+			a.sess.cause = end.cause
 		}
 		a.finish()
 	}
+}
+
+// reportExit says what the run saw outside every report: attempts outside
+// any session, libpcap's counters, packets not taken in.
+func (a *liveAuditor) reportExit() {
 	// Only with a server side: sniffing, a session holds every SYN.
 	if n := len(a.outside) + a.outsideDropped; n > 0 {
 		fmt.Fprintf(a.errOut, "audit live: %d attempts came outside any session (no Start covered them); not judged", n)
@@ -334,7 +365,6 @@ loop:
 	if n := a.q.dropped(); n > 0 {
 		fmt.Fprintf(a.errOut, "audit live: %d captured packets were not taken in: the auditor was %d behind the capture\n", n, maxQueued)
 	}
-	return runErr
 }
 
 // captureStopped notes that the capture ended with an error: the open

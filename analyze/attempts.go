@@ -300,6 +300,50 @@ func (t *Tracker) Add(s SYN) (a Attempt, isNew bool) {
 	return Attempt{Time: s.Time.UTC(), Src: s.Src, Dst: s.Dst, Seq: s.Seq}, true
 }
 
+// Retransmit counts s as a retransmission when the tracker holds an
+// attempt of its tuple and ISN, and reports whether it did; otherwise it
+// changes nothing. With Add it lets a caller that bounds what it holds
+// tell a retransmission from a new attempt before deciding to hold it.
+func (t *Tracker) Retransmit(s SYN) bool {
+	if t.pushed.n > 0 {
+		t.settle()
+	}
+	if t.indexed < t.attempts.n {
+		t.index()
+	}
+	k := keyOf(s)
+	i, _ := t.find(&k, maphash.Comparable(t.seed, k)>>32)
+	if i < 0 {
+		return false
+	}
+	t.syns++
+	t.retransmit(i, s.Time.Unix(), int32(s.Time.Nanosecond()))
+	return true
+}
+
+// AddAttempt holds a, its retransmits included, as the SYNs that made it
+// would have.
+func (t *Tracker) AddAttempt(a Attempt) {
+	t.Add(SYN{Time: a.Time, Src: a.Src, Dst: a.Dst, Seq: a.Seq})
+	if a.Retransmits > 0 {
+		k := keyOf(SYN{Src: a.Src, Dst: a.Dst, Seq: a.Seq})
+		i, _ := t.find(&k, maphash.Comparable(t.seed, k)>>32)
+		t.rec(i).retrans += a.Retransmits
+		t.syns += a.Retransmits
+		t.retrans += a.Retransmits
+	}
+}
+
+// List returns every attempt, in the order they were opened.
+func (t *Tracker) List() []Attempt {
+	t.settle()
+	out := make([]Attempt, t.attempts.n)
+	for i := range out {
+		out[i] = t.rec(i).attempt()
+	}
+	return out
+}
+
 // open adds the attempt that s opens.
 func (t *Tracker) open(s pushedSYN) {
 	if t.attempts.n == math.MaxInt32 {

@@ -480,3 +480,43 @@ func BenchmarkTrackerAdd(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(syns)), "ns/SYN")
 	})
 }
+
+// The incremental grouping a live auditor does: Retransmit counts a SYN
+// only against an attempt held, AddAttempt carries retransmits over, List
+// gives the attempts in the order they were opened.
+func TestTrackerIncremental(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	dst := netip.MustParseAddrPort("127.0.0.1:50052")
+	syn := func(port uint16, seq uint32, at time.Duration) SYN {
+		return SYN{Time: t0.Add(at), Src: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), Dst: dst, Seq: seq}
+	}
+	tr := NewTracker()
+	if tr.Retransmit(syn(40000, 1, 0)) {
+		t.Fatal("Retransmit on an empty tracker counted a SYN")
+	}
+	tr.AddAttempt(Attempt{Time: t0, Src: syn(40000, 1, 0).Src, Dst: dst, Seq: 1, Retransmits: 2})
+	tr.Add(syn(40001, 7, time.Second))
+	if !tr.Retransmit(syn(40000, 1, 3*time.Second)) {
+		t.Error("a SYN with a held attempt's tuple and ISN is not a retransmission")
+	}
+	// Mapped and plain IPv4 are one attempt.
+	mapped := syn(40001, 7, 2*time.Second)
+	mapped.Src = netip.AddrPortFrom(netip.AddrFrom16(mapped.Src.Addr().As16()), mapped.Src.Port())
+	if !tr.Retransmit(mapped) {
+		t.Error("an IPv4-mapped SYN is not a retransmission of its IPv4 attempt")
+	}
+	if tr.Retransmit(syn(40000, 2, 4*time.Second)) {
+		t.Error("another ISN counted as a retransmission")
+	}
+	got := tr.List()
+	want := []Attempt{
+		{Time: t0, Src: syn(40000, 1, 0).Src, Dst: dst, Seq: 1, Retransmits: 3},
+		{Time: t0.Add(time.Second), Src: syn(40001, 7, 0).Src, Dst: dst, Seq: 7, Retransmits: 1},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.AddrPort{})); diff != "" {
+		t.Errorf("List (-want +got):\n%s", diff)
+	}
+	if tr.SYNs() != 6 || tr.Retransmits() != 4 {
+		t.Errorf("SYNs %d, retransmits %d; want 6 and 4", tr.SYNs(), tr.Retransmits())
+	}
+}

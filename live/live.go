@@ -126,7 +126,7 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 		}
 	}
 	a := &liveAuditor{cfg: cfg, port: uint16(port), live: live, srv: srv, q: q, out: out, errOut: errOut,
-		index: map[attemptID]attemptRef{}, skipped: map[string]uint64{}, captureStart: time.Now(),
+		tr: analyze.NewTracker(), skipped: map[string]uint64{}, captureStart: time.Now(),
 		loopback: isLoopback(cfg.Iface)}
 	if srv != nil {
 		fmt.Fprintf(errOut, "audit live: control port %s, retry port %s\n", srv.ControlAddr(), srv.RetryAddr())
@@ -142,23 +142,6 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 		}
 	}
 	return Outcome{Sessions: a.sessions, Failed: a.failed, FirstFailure: a.firstFailure}, err
-}
-
-// attemptID identifies an attempt: the SYN's addresses (unmapped) and ISN.
-type attemptID struct {
-	src, dst netip.AddrPort
-	seq      uint32
-}
-
-func idOf(at analyze.Attempt) attemptID {
-	return attemptID{analyze.UnmapPort(at.Src), analyze.UnmapPort(at.Dst), at.Seq}
-}
-
-// attemptRef finds an attempt the auditor holds: liveAuditor.inside[i],
-// or outside[i].
-type attemptRef struct {
-	outside bool
-	i       int
 }
 
 // OutsideKeep bounds the attempts kept outside any session: the newest
@@ -185,16 +168,15 @@ type liveAuditor struct {
 	out    io.Writer
 	errOut io.Writer
 
-	// The attempts not yet reported, of every address, each found by its
-	// id in index to count a retransmission. inside holds the open
-	// session's, at most cfg.maxAttempts() (later ones are counted in
-	// sess.dropped, not kept); outside those no session holds: with a
+	// tr holds the attempts not yet reported, of every address, and
+	// tells a retransmission from a new attempt. inside of them are the
+	// open session's, at most cfg.maxAttempts() (later ones are counted in
+	// sess.dropped, not held); outside those no session holds: with a
 	// server side, before a Start or after a Stop. outsideDropped counts
 	// the outside ones forgotten since the last report (see OutsideKeep).
-	inside         []analyze.Attempt
-	outside        []analyze.Attempt
-	index          map[attemptID]attemptRef
-	outsideDropped int
+	tr              *analyze.Tracker
+	inside, outside int
+	outsideDropped  int
 	packets        uint64
 	syns           uint64
 	skipped        map[string]uint64
@@ -352,7 +334,7 @@ func (a *liveAuditor) shutdown(w *feeds, end *runEnd) {
 // any session, libpcap's counters, packets not taken in.
 func (a *liveAuditor) reportExit() {
 	// Only with a server side: sniffing, a session holds every SYN.
-	if n := len(a.outside) + a.outsideDropped; n > 0 {
+	if n := a.outside + a.outsideDropped; n > 0 {
 		fmt.Fprintf(a.errOut, "audit live: %d attempts came outside any session (no Start covered them); not judged", n)
 		if a.outsideDropped > 0 {
 			fmt.Fprintf(a.errOut, "; the %d oldest were not kept", a.outsideDropped)
@@ -416,9 +398,7 @@ func (a *liveAuditor) handle(it *liveItem) bool {
 func (a *liveAuditor) addSYN(s analyze.SYN) {
 	a.packets++
 	a.syns++
-	id := attemptID{analyze.UnmapPort(s.Src), analyze.UnmapPort(s.Dst), s.Seq}
-	if ref, ok := a.index[id]; ok {
-		a.attempt(ref).Retransmits++
+	if a.tr.Retransmit(s) {
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "retransmit %s  %-22s (kernel retransmission, not a backoff)\n",
 				s.Time.UTC().Format(analyze.TimeLayout), analyze.UnmapPort(s.Src))
@@ -433,11 +413,15 @@ func (a *liveAuditor) addSYN(s analyze.SYN) {
 	}
 	switch {
 	case a.sess == nil || !a.sess.contains(at.Time):
-		a.keepOutside(id, at)
+		if a.outside >= 2*OutsideKeep {
+			a.forgetOutside()
+		}
+		a.tr.AddAttempt(at)
+		a.outside++
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "attempt %s  %-22s (outside any session)\n", at.Time.UTC().Format(analyze.TimeLayout), analyze.UnmapPort(at.Src))
 		}
-	case len(a.inside) >= a.sess.maxAttempts:
+	case a.inside >= a.sess.maxAttempts:
 		a.sess.dropped++
 		if a.sess.dropped == 1 && !a.cfg.JSON { // later ones are only counted: a flood must not flood the output
 			fmt.Fprintf(a.out, "attempt %s  %-22s not kept: session %d holds its maximum of %d attempts; "+
@@ -445,65 +429,48 @@ func (a *liveAuditor) addSYN(s analyze.SYN) {
 				at.Time.UTC().Format(analyze.TimeLayout), analyze.UnmapPort(at.Src), a.sess.number, a.sess.maxAttempts, analyze.Overflow)
 		}
 	default:
-		a.index[id] = attemptRef{i: len(a.inside)}
-		a.inside = append(a.inside, at)
+		a.tr.AddAttempt(at)
+		a.inside++
 		if !a.cfg.JSON {
 			fmt.Fprintln(a.out, a.sess.attemptLine(at))
 		}
 	}
 }
 
-func (a *liveAuditor) attempt(ref attemptRef) *analyze.Attempt {
-	if ref.outside {
-		return &a.outside[ref.i]
-	}
-	return &a.inside[ref.i]
-}
-
-// keepOutside holds an attempt outside any session, forgetting the oldest
-// OutsideKeep when 2·OutsideKeep are held.
-func (a *liveAuditor) keepOutside(id attemptID, at analyze.Attempt) {
-	if len(a.outside) >= 2*OutsideKeep {
-		n := len(a.outside) - OutsideKeep
-		a.outsideDropped += n
-		for _, old := range a.outside[:n] {
-			delete(a.index, idOf(old))
-		}
-		a.outside = append(a.outside[:0], a.outside[n:]...)
-		for i, kept := range a.outside {
-			a.index[idOf(kept)] = attemptRef{outside: true, i: i}
+// forgetOutside forgets the oldest attempts outside any session, keeping
+// the newest OutsideKeep of them.
+func (a *liveAuditor) forgetOutside() {
+	held := a.tr.List()
+	var in, out []analyze.Attempt
+	for _, at := range held {
+		if a.sess != nil && a.sess.contains(at.Time) {
+			in = append(in, at)
+		} else {
+			out = append(out, at)
 		}
 	}
-	a.index[id] = attemptRef{outside: true, i: len(a.outside)}
-	a.outside = append(a.outside, at)
+	slices.SortStableFunc(out, func(x, y analyze.Attempt) int { return x.Time.Compare(y.Time) })
+	n := len(out) - OutsideKeep
+	a.outsideDropped += n
+	a.hold(append(in, out[n:]...))
 }
 
 // hold replaces what the auditor holds: the attempts the open session (if
-// any) contains go inside, up to its maximum, and the others outside.
+// any) contains, up to its maximum, and the others outside it.
 func (a *liveAuditor) hold(attempts []analyze.Attempt) {
-	a.inside, a.outside = nil, nil
+	a.tr, a.inside, a.outside = analyze.NewTracker(), 0, 0
 	for _, at := range attempts {
 		switch {
 		case a.sess == nil || !a.sess.contains(at.Time):
-			a.outside = append(a.outside, at)
-		case len(a.inside) < a.sess.maxAttempts:
-			a.inside = append(a.inside, at)
+			a.outside++
+		case a.inside < a.sess.maxAttempts:
+			a.inside++
 		default:
 			a.sess.dropped++
+			continue
 		}
+		a.tr.AddAttempt(at)
 	}
-	a.index = make(map[attemptID]attemptRef, len(a.inside)+len(a.outside))
-	for i, at := range a.inside {
-		a.index[idOf(at)] = attemptRef{i: i}
-	}
-	for i, at := range a.outside {
-		a.index[idOf(at)] = attemptRef{outside: true, i: i}
-	}
-}
-
-// held returns every attempt the auditor holds, in a new slice.
-func (a *liveAuditor) held() []analyze.Attempt {
-	return append(slices.Clone(a.inside), a.outside...)
 }
 
 func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
@@ -523,8 +490,8 @@ func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
 		a.sess = newServerSession(e, a.cfg.maxAttempts())
 		// A record file is read some ms late: SYNs of the session may
 		// have come before its Start.
-		if len(a.outside) > 0 {
-			a.hold(a.held())
+		if a.outside > 0 {
+			a.hold(a.tr.List())
 		}
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "session %d: Start from %s, max_reconnect_backoff_ms %d (%v)\n",
@@ -561,11 +528,10 @@ func (a *liveAuditor) caughtUp() bool {
 	if s.dropped > 0 {
 		return false
 	}
+	held := a.tr.List()
 	syns, accepts := map[netip.AddrPort]bool{}, map[netip.AddrPort]bool{}
-	for _, list := range [][]analyze.Attempt{a.inside, a.outside} {
-		for _, at := range list {
-			syns[analyze.UnmapPort(at.Src)] = true
-		}
+	for _, at := range held {
+		syns[analyze.UnmapPort(at.Src)] = true
 	}
 	for _, acc := range append(slices.Clone(s.accepts), s.late...) {
 		accepts[analyze.UnmapPort(acc.Peer)] = true
@@ -575,11 +541,9 @@ func (a *liveAuditor) caughtUp() bool {
 			return false
 		}
 	}
-	for _, list := range [][]analyze.Attempt{a.inside, a.outside} {
-		for _, at := range list {
-			if s.contains(at.Time) && !accepts[analyze.UnmapPort(at.Src)] {
-				return false
-			}
+	for _, at := range held {
+		if s.contains(at.Time) && !accepts[analyze.UnmapPort(at.Src)] {
+			return false
 		}
 	}
 	return true
@@ -604,7 +568,7 @@ func (a *liveAuditor) finish() {
 		s.captureEnd, s.captureEndCause = cmp.Or(a.lastSYN, a.captureStart), a.capEndCause
 	}
 	capInfo := analyze.CaptureInfo{Packets: a.packets, SYNs: a.syns, Skipped: a.skipped}
-	attempts := a.held()
+	attempts := a.tr.List()
 	info := a.info(st)
 	r := s.report(a.port, attempts, capInfo, &info, a.captureStart)
 	// Attempts after a server session's end may belong to the next one.

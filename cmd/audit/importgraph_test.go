@@ -2,6 +2,7 @@ package main
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,7 +14,8 @@ const module = "github.com/backoff-audit/audit"
 // standard-library leaf, and the server builds without libpcap (it never
 // reaches gopacket). The interop client shares only the verifier and the
 // wire types with the server it judges, and it runs where nothing may
-// capture; only cmd imports it.
+// capture; only cmd imports it. internal/testutil, the tests' shared
+// helpers, reaches no package of the module, so any test may import it.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string
@@ -25,6 +27,7 @@ func TestImportGraph(t *testing.T) {
 		{pkg: "server", forbidden: []string{module + "/capture", module + "/interop", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "capture", forbidden: []string{module + "/server", module + "/pb", module + "/interop", "google.golang.org/grpc"}},
 		{pkg: "interop", forbidden: []string{module + "/capture", module + "/server", "github.com/gopacket/", "github.com/google/gopacket"}},
+		{pkg: "internal/testutil", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {
@@ -47,5 +50,20 @@ func TestImportGraph(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTestutilOnlyInTests keeps internal/testutil out of every package's
+// own code: only _test.go files may import it.
+func TestTestutilOnlyInTests(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../../...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		if slices.Contains(strings.Fields(imports), module+"/internal/testutil") {
+			t.Errorf("%s imports internal/testutil outside its tests", pkg)
+		}
 	}
 }

@@ -1,0 +1,86 @@
+// Package testutil holds the helpers the module's tests share. Only _test.go
+// files import it (cmd/audit's TestImportGraph checks that no package's own
+// code does), and it imports none of the module's packages, so any test may
+// use it without pulling in capture, server or libpcap.
+package testutil
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// ClosedPort returns a TCP port on 127.0.0.1 that nothing listens on: it
+// was free a moment ago, when ClosedPort listened on it and closed the
+// listener again. A connection to it is refused (unless something else
+// takes the port in the meantime).
+func ClosedPort(tb testing.TB) uint16 {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("listen: %v", err)
+	}
+	defer ln.Close()
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// SyncBuffer is a bytes.Buffer that one goroutine may write while another
+// reads it: a server's record or log, a process's output, a capture file.
+// The zero value is ready for use.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// WriteString appends s.
+func (b *SyncBuffer) WriteString(s string) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.WriteString(s)
+}
+
+// String returns what was written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Bytes returns a copy of what was written so far.
+func (b *SyncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.buf.Bytes())
+}
+
+// Golden compares got with the golden file at path and reports the
+// difference as a test error. With update set (the test's -update flag) it
+// first rewrites the file with got, so that a reviewed change of output is
+// one command away.
+func Golden(tb testing.TB, path string, got []byte, update bool) {
+	tb.Helper()
+	if update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatalf("%v (go test -update writes it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		tb.Errorf("%s (-want +got):\n%s", path, diff)
+	}
+}

@@ -1,0 +1,51 @@
+package testutil
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestClosedPort(t *testing.T) {
+	port := ClosedPort(t)
+	if port == 0 {
+		t.Fatal("ClosedPort returned 0")
+	}
+	if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+		c.Close()
+		t.Errorf("connected to port %d; want refused", port)
+	}
+}
+
+// Under -race this also checks that writers and a reader may overlap.
+func TestSyncBuffer(t *testing.T) {
+	var b SyncBuffer
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 100 {
+				b.Write([]byte("ab"))
+				b.WriteString("c")
+				_ = b.String()
+			}
+		})
+	}
+	wg.Wait()
+	if got := b.String(); len(got) != 4*100*3 || strings.Count(got, "c") != 400 {
+		t.Errorf("%d bytes, %d c's; want 1200 and 400", len(got), strings.Count(got, "c"))
+	}
+	bs := b.Bytes()
+	bs[0] = 'x'
+	if b.String()[0] == 'x' {
+		t.Error("Bytes shares the buffer's memory")
+	}
+}
+
+func TestGoldenUpdate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.golden")
+	Golden(t, path, []byte("report\n"), true) // writes the file
+	Golden(t, path, []byte("report\n"), false)
+}

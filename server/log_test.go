@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 // logLines returns the lines of log with msg="msg".
@@ -26,7 +27,7 @@ func logLines(log, msg string) []string {
 // TestLogNoChainChosen: when no chain was verified, the end line's chain is
 // empty, not the zero address's "invalid IP".
 func TestLogNoChainChosen(t *testing.T) {
-	var log syncBuffer
+	var log testutil.SyncBuffer
 	h := start(t, Config{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	h.startSession(0)
 	h.retry("127.0.0.2")
@@ -63,7 +64,7 @@ func TestOutsideConnectionsSummarised(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var log, rec syncBuffer
+			var log, rec testutil.SyncBuffer
 			h := start(t, Config{Record: &rec, Logger: slog.New(slog.NewTextHandler(&log, nil)), outsideEvery: tt.every})
 			t0 := time.Now()
 			for range conns {
@@ -104,7 +105,7 @@ func TestOutsideConnectionsSummarised(t *testing.T) {
 			if single := logLines(log.String(), "connection outside any session"); len(single) != 0 {
 				t.Errorf("%d lines for single connections, want none", len(single))
 			}
-			events, err := analyze.ReadRecord(bytes.NewReader(rec.b.Bytes()))
+			events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
 			if err != nil {
 				t.Fatal(err)
 			}

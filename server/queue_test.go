@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -48,7 +49,7 @@ func TestStopTakesQueuedConnections(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rec syncBuffer
+			var rec testutil.SyncBuffer
 			h := start(t, Config{Record: &rec, Now: time.Now, BeforeStamp: tt.beforeStamp, Logger: slog.New(slog.DiscardHandler)})
 			own := netip.MustParseAddr("127.0.0.1")
 			twos := 0
@@ -89,7 +90,7 @@ func TestStopTakesQueuedConnections(t *testing.T) {
 			if err := h.s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			events, err := analyze.ReadRecord(bytes.NewReader(rec.b.Bytes()))
+			events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
 			if err != nil {
 				t.Fatal(err)
 			}

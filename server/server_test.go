@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -209,26 +209,8 @@ func TestSeveralOtherAddressesAreNotVerified(t *testing.T) {
 	}
 }
 
-// syncBuffer is a Record that the test reads after Close.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRecordHoldsEveryConnection(t *testing.T) {
-	var rec syncBuffer
+	var rec testutil.SyncBuffer
 	h := start(t, Config{Record: &rec})
 	var want []netip.AddrPort
 	want = append(want, h.retry("127.0.0.1")) // before any session
@@ -241,7 +223,7 @@ func TestRecordHoldsEveryConnection(t *testing.T) {
 	if err := h.s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	events, err := analyze.ReadRecord(bytes.NewReader(rec.b.Bytes()))
+	events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +319,7 @@ func TestPortInUse(t *testing.T) {
 }
 
 func TestOverflow(t *testing.T) {
-	var rec syncBuffer
+	var rec testutil.SyncBuffer
 	h := start(t, Config{MaxAttempts: 3, Record: &rec})
 	h.startSession(0)
 	h.chain("127.0.0.1", ms(1000, 1600, 2560, 4096)...)
@@ -351,7 +333,7 @@ func TestOverflow(t *testing.T) {
 		t.Errorf("session kept %d accepts, passed %v; want 3, false", len(ss.Accepts), ss.Result.Passed())
 	}
 	h.s.Close()
-	events, err := analyze.ReadRecord(bytes.NewReader(rec.b.Bytes()))
+	events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +349,7 @@ func TestOverflow(t *testing.T) {
 }
 
 func TestCloseWhileStartWaits(t *testing.T) {
-	var rec syncBuffer
+	var rec testutil.SyncBuffer
 	h := start(t, Config{Record: &rec})
 	h.startSession(0)
 	other := h.client("127.0.0.1")
@@ -386,7 +368,7 @@ func TestCloseWhileStartWaits(t *testing.T) {
 	if err := h.s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	events, err := analyze.ReadRecord(bytes.NewReader(rec.b.Bytes()))
+	events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}

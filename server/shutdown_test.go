@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -118,7 +119,7 @@ func TestClosePrompt(t *testing.T) {
 	late := netip.MustParseAddr("127.0.0.41")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rec syncBuffer
+			var rec testutil.SyncBuffer
 			h := start(t, Config{Record: &rec})
 			h.startSession(0) // the session Close must expire
 			h.retry("127.0.0.1")
@@ -158,7 +159,7 @@ func TestClosePrompt(t *testing.T) {
 			if !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Errorf("retry port after Close: dial %v, want connection refused", err)
 			}
-			events, err := analyze.ReadRecord(bytes.NewReader(rec.b.Bytes()))
+			events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +240,7 @@ func readSettingsAck(c net.Conn) error {
 // ends normally: no ERROR in the log. Serve's start races with Close, so
 // the test makes many.
 func TestCloseBeforeServeLogsNoError(t *testing.T) {
-	var log syncBuffer
+	var log testutil.SyncBuffer
 	for range 50 {
 		s, err := New(Config{RetryAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(&log, nil))})
 		if err != nil {

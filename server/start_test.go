@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -74,7 +75,7 @@ func TestStartRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rec syncBuffer
+			var rec testutil.SyncBuffer
 			cfg := tt.cfg
 			cfg.Record = &rec
 			h := start(t, cfg)
@@ -100,7 +101,7 @@ func TestStartRefuses(t *testing.T) {
 			if err := h.s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			events, err := analyze.ReadRecord(bytes.NewReader(rec.b.Bytes()))
+			events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
 			if err != nil {
 				t.Fatalf("the record does not read back: %v", err)
 			}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +24,7 @@ import (
 	"github.com/gopacket/gopacket/pcap"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 // The filter runs in libpcap without a capture, so it is checked here
@@ -142,24 +142,6 @@ func openLive(t *testing.T, cfg LiveConfig) *Live {
 	return l
 }
 
-// syncWriter is a bytes.Buffer safe for the capture goroutine.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) Bytes() []byte {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.buf.Bytes())
-}
-
 func TestLiveCapture(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -175,7 +157,7 @@ func TestLiveCapture(t *testing.T) {
 	} else {
 		t.Logf("no IPv6 loopback on port %d (%v): IPv4 only", port, err)
 	}
-	var file syncWriter
+	var file testutil.SyncBuffer
 	l := openLive(t, LiveConfig{Iface: "lo", Port: port, Write: &file})
 	t.Logf("timestamps: %s", l.Timestamps())
 
@@ -214,7 +196,7 @@ func TestLiveCapture(t *testing.T) {
 	if ln6 != nil {
 		dial("tcp6", ln6.Addr().String(), false)
 	}
-	if c, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", closedPort(t))); err == nil {
+	if c, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", testutil.ClosedPort(t))); err == nil {
 		c.Close()
 	}
 
@@ -269,7 +251,7 @@ func TestLiveCapture(t *testing.T) {
 
 func TestLiveCloseWakesRun(t *testing.T) {
 	t.Parallel()
-	l := openLive(t, LiveConfig{Iface: "lo", Port: closedPort(t)})
+	l := openLive(t, LiveConfig{Iface: "lo", Port: testutil.ClosedPort(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -296,25 +278,13 @@ func TestLiveCloseWakesRun(t *testing.T) {
 	}
 }
 
-// closedPort returns a loopback port nothing listens on.
-func closedPort(t *testing.T) uint16 {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := uint16(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
-	return p
-}
-
 // A read error names libpcap's reason when the handle is open, and after
 // Close (which frees the handle) only gopacket's status: asking libpcap
 // then would read freed memory. The veth case, where libpcap says "The
 // interface disappeared", is cmd/audit's TestLiveFaults.
 func TestLiveReadErrorAfterClose(t *testing.T) {
 	t.Parallel()
-	l := openLive(t, LiveConfig{Iface: "lo", Port: closedPort(t)})
+	l := openLive(t, LiveConfig{Iface: "lo", Port: testutil.ClosedPort(t)})
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

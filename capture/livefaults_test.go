@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/capture/internal/synload"
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 // loadKey is what makes a SYN one attempt of the load.
@@ -67,7 +67,7 @@ type loadOptions struct {
 // sent is in, or nothing has come for a second.
 func runSYNLoad(tb testing.TB, cfg synload.Config, opt loadOptions) loadRun {
 	tb.Helper()
-	cfg.Port = closedPortTB(tb)
+	cfg.Port = testutil.ClosedPort(tb)
 	l, err := OpenLive(LiveConfig{Iface: "lo", Port: cfg.Port, BufferSize: opt.buffer})
 	if errors.Is(err, os.ErrPermission) {
 		tb.Skipf("SKIPPED, NOT RUN: live capture needs root or CAP_NET_RAW+CAP_NET_ADMIN: %v", err)
@@ -137,17 +137,6 @@ func runSYNLoad(tb testing.TB, cfg synload.Config, opt loadOptions) loadRun {
 	mu.Lock()
 	defer mu.Unlock()
 	return r
-}
-
-// closedPortTB is closedPort for benchmarks too.
-func closedPortTB(tb testing.TB) uint16 {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return uint16(ln.Addr().(*net.TCPAddr).Port)
 }
 
 // A small burst, IPv4 and IPv6, captured whole: every SYN sent is

@@ -5,7 +5,6 @@ package synload
 import (
 	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 // The frames decode with gopacket, checksums and all, to what was asked.
@@ -162,7 +163,7 @@ func TestRunBounded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			tt.cfg.Port = closedPort(t)
+			tt.cfg.Port = testutil.ClosedPort(t)
 			r, err := Run(ctx, tt.cfg)
 			if errors.Is(err, os.ErrPermission) {
 				t.Skipf("SKIPPED, NOT RUN: %v", err)
@@ -195,15 +196,4 @@ func TestRunBounded(t *testing.T) {
 			}
 		})
 	}
-}
-
-// closedPort is a loopback port nothing listens on.
-func closedPort(t *testing.T) uint16 {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return uint16(ln.Addr().(*net.TCPAddr).Port)
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -271,19 +272,6 @@ func startClosing(t *testing.T) (port int) {
 	return retry.Addr().(*net.TCPAddr).Port
 }
 
-// closedPort is a loopback port that nothing listens on (it was free a
-// moment ago).
-func closedPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
-}
-
 var progressLine = regexp.MustCompile(`^retry channel (still )?(IDLE|CONNECTING|READY|TRANSIENT_FAILURE|SHUTDOWN) after (\d+\.\d) s of 1\.5 s$`)
 
 // TestRunProgress holds the retry RPC to its sign of life: with a retry
@@ -293,11 +281,11 @@ var progressLine = regexp.MustCompile(`^retry channel (still )?(IDLE|CONNECTING|
 func TestRunProgress(t *testing.T) {
 	t.Parallel()
 	srv := &cannedServer{info: &pb.ReconnectInfo{Passed: true, BackoffMs: []int32{1000}}}
-	var progress syncBuffer
+	var progress testutil.SyncBuffer
 	cfg := Config{
 		ServerHost:       "127.0.0.1",
 		ControlPort:      startCanned(t, srv),
-		RetryPort:        closedPort(t),
+		RetryPort:        int(testutil.ClosedPort(t)),
 		InitialBackoffMS: 1000,
 		Deadline:         1500 * time.Millisecond,
 		Progress:         &progress,
@@ -355,22 +343,4 @@ func TestRunProgress(t *testing.T) {
 	if after := progress.String(); after != out {
 		t.Errorf("progress after Run returned: %q", after[len(out):])
 	}
-}
-
-// syncBuffer is a bytes.Buffer the watcher may write while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -10,7 +10,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -171,7 +172,7 @@ func TestReportTextGolden(t *testing.T) {
 	if err := sampleReport().WriteText(&buf); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, filepath.Join("testdata", "report.golden"), buf.Bytes())
+	testutil.Golden(t, filepath.Join("testdata", "report.golden"), buf.Bytes(), *update)
 }
 
 func TestCaptureWarnings(t *testing.T) {
@@ -190,23 +191,6 @@ func TestCaptureWarnings(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, c.Warnings()); diff != "" {
 		t.Errorf("Warnings (-want +got):\n%s", diff)
-	}
-}
-
-// golden compares got with the file, or rewrites the file under -update.
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", path, diff)
 	}
 }
 
@@ -331,7 +315,7 @@ func TestAuditTextBrief(t *testing.T) {
 	if err := a.WriteText(&buf, false); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, filepath.Join("testdata", "audit-brief.golden"), buf.Bytes())
+	testutil.Golden(t, filepath.Join("testdata", "audit-brief.golden"), buf.Bytes(), *update)
 }
 
 func TestAuditOnly(t *testing.T) {

@@ -4,8 +4,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 
@@ -127,17 +129,22 @@ func version() string {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
+// run executes the command line args (without the program name), the verbs
+// printing to stdout and stderr, and returns the exit code. Tests call it in
+// process, so that they see the exit codes main would exit with.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
-	err := root.Execute()
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(os.Stderr, "audit: %v\n", err)
+	fmt.Fprintf(stderr, "audit: %v\n", err)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

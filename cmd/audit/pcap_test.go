@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -28,27 +29,14 @@ var fixtures = filepath.Join("..", "..", "testdata")
 
 func fixture(name string) string { return filepath.Join(fixtures, name) }
 
-// runAudit runs the root command in process and returns what run would
-// exit with, and what the command printed.
+// runAudit runs the command line in process through run, the function main
+// exits with, and returns the exit code and what the command printed.
 func runAudit(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	root := newRootCmd()
-	root.SetArgs(args)
 	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := root.ExecuteContext(ctx)
-	code = exitOK
-	if err != nil {
-		errOut.WriteString("audit: " + err.Error() + "\n")
-		code = exitUsage
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-	}
+	code = run(ctx, args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -152,24 +140,8 @@ func TestPcapGolden(t *testing.T) {
 			if stdout == "" {
 				t.Fatalf("no report; stderr:\n%s", stderr)
 			}
-			golden(t, filepath.Join("testdata", tt.golden), stdout)
+			testutil.Golden(t, filepath.Join("testdata", tt.golden), []byte(stdout), *update)
 		})
-	}
-}
-
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -update writes it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", path, diff)
 	}
 }
 

@@ -4,16 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 func TestClientUsageErrors(t *testing.T) {
-	closed := closedPort(t)
+	closed := strconv.Itoa(int(testutil.ClosedPort(t)))
 	tests := []struct {
 		name string
 		args []string
@@ -45,19 +46,6 @@ func TestClientUsageErrors(t *testing.T) {
 			}
 		})
 	}
-}
-
-// closedPort is a loopback port that nothing listens on (it was free a
-// moment ago).
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
-	return port
 }
 
 // progressLine is a line of `audit client`'s progress while the retry RPC

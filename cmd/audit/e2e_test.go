@@ -19,7 +19,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 // auditBin is the audit binary TestMain builds once for every test here.
@@ -61,7 +61,7 @@ func testMain(m *testing.M) int {
 type auditServer struct {
 	Control, Retry int // the chosen ports
 	Record         string
-	log            *syncBuffer
+	log            *testutil.SyncBuffer
 }
 
 var (
@@ -73,7 +73,7 @@ var (
 // for the addresses it prints. The process is interrupted when the test ends.
 func startServer(t *testing.T) *auditServer {
 	t.Helper()
-	s := &auditServer{Record: filepath.Join(t.TempDir(), "record.jsonl"), log: &syncBuffer{}}
+	s := &auditServer{Record: filepath.Join(t.TempDir(), "record.jsonl"), log: &testutil.SyncBuffer{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	cmd := exec.CommandContext(ctx, auditBin, "server", "--control_port=0", "--retry_port=0", "--record="+s.Record)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -391,29 +391,4 @@ func TestInteropPythonWrongPolicy(t *testing.T) {
 	if diff := cmp.Diff(end.BackoffMS, r.BackoffMS, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("backoff_ms (-record +client):\n%s", diff)
 	}
-}
-
-// syncBuffer collects a process's output for failure messages while a
-// goroutine still writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) WriteString(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(s)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/interop"
 	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/server"
@@ -54,7 +55,7 @@ func requireCapture(t *testing.T) {
 
 // liveRun is `audit live` running in this process.
 type liveRun struct {
-	out, errOut    *syncBuffer
+	out, errOut    *testutil.SyncBuffer
 	control, retry int
 	cancel         context.CancelFunc
 	done           chan error
@@ -67,7 +68,7 @@ var liveAddrs = regexp.MustCompile(`control port \S+:(\d+), retry port \S+:(\d+)
 func startLive(t *testing.T, cfg live.Config) *liveRun {
 	t.Helper()
 	requireCapture(t)
-	r := &liveRun{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan error, 1)}
+	r := &liveRun{out: &testutil.SyncBuffer{}, errOut: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	cfg.Iface, cfg.JSON = "lo", true
 	if cfg.Server.ControlAddr == "" {
 		cfg.Server.ControlAddr = "127.0.0.1:0"
@@ -560,7 +561,7 @@ func TestLiveInterrupt(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, auditBin, "live", "--iface=lo", "--write="+pcapPath)
 	cmd.WaitDelay = 5 * time.Second
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

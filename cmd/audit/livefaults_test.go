@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/live"
 )
 
@@ -186,7 +186,7 @@ func TestLiveFaults(t *testing.T) {
 			// ip netns exec execs the command itself: the process is audit's.
 			cmd := exec.CommandContext(ctx, "ip", args...)
 			cmd.WaitDelay = 5 * time.Second
-			stdout, stderr := &syncBuffer{}, &syncBuffer{}
+			stdout, stderr := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
 			cmd.Stdout, cmd.Stderr = stdout, stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -402,7 +402,7 @@ func TestLiveFlood(t *testing.T) {
 		// and the queue at most maxQueued items (8 MiB) in two arrays.
 		heapBound = 40 << 20
 	)
-	cfg := live.Config{Attach: true, RetryPort: int(closedPortLive(t)), Idle: time.Second}
+	cfg := live.Config{Attach: true, RetryPort: int(testutil.ClosedPort(t)), Idle: time.Second}
 	cfg.Server.MaxAttempts = maxAttempts
 	r := startLive(t, cfg)
 	before := heapAlloc()
@@ -490,15 +490,4 @@ func lastLines(s string, n int) string {
 func isExit(err error, code int) bool {
 	var ee *exitError
 	return errors.As(err, &ee) && ee.code == code
-}
-
-// closedPortLive returns a loopback port nothing listens on.
-func closedPortLive(t *testing.T) uint16 {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return uint16(ln.Addr().(*net.TCPAddr).Port)
 }

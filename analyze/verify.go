@@ -43,8 +43,10 @@ type Interval struct {
 	MaxMS      float64       `json:"max_ms"`
 	OK         bool          `json:"ok"`
 	Outcome    Outcome       `json:"outcome"`
-	// JitterPct is the reference log's jitter, (backoff−expected)·100/expected,
-	// of the whole milliseconds (WholeMS, not saturated like BackoffMS).
+	// JitterPct is (measured−expected)·100/expected of the exact gap
+	// (MeasuredMS): whole milliseconds would show 1000.827 ms against
+	// 1000 as +0.00 %. Only the verdict is on whole milliseconds; the
+	// reference's log line keeps its own jitter (LogLine).
 	JitterPct float64 `json:"jitter_pct"`
 	// StrictOK is the stricter reading after the spec text: the first
 	// backoff is not jittered, so interval 1 must lie within
@@ -90,7 +92,7 @@ func (p Policy) Check(k int, d time.Duration) Interval {
 func (p Policy) check(k int, e float64, d time.Duration) Interval {
 	b := floorMS(d)
 	backoff := float64(b)
-	whole := float64(wholeMS(d))
+	measured := ms(d)
 	tol := ms(p.Tolerance)
 	// The same operations in the same order as ReconnectServiceImpl::Verify,
 	// so every bound is the reference's to the last bit.
@@ -99,13 +101,13 @@ func (p Policy) check(k int, e float64, d time.Duration) Interval {
 	iv := Interval{
 		K:          k,
 		Measured:   d,
-		MeasuredMS: ms(d),
+		MeasuredMS: measured,
 		BackoffMS:  b,
 		ExpectedMS: e,
 		MinMS:      lo,
 		MaxMS:      hi,
 		Outcome:    OK,
-		JitterPct:  (whole - e) * 100 / e,
+		JitterPct:  (measured - e) * 100 / e,
 	}
 	switch {
 	case backoff < lo:
@@ -204,7 +206,12 @@ func (r Result) Reason() string {
 
 // LogLine is the reference server's per-interval log line, with the gap's
 // whole milliseconds where the reference would print its saturated int32.
+// Its jitter is the reference's, of those whole milliseconds
+// (docs/spec.md §3.6), not JitterPct: `audit server` logs the line the
+// reference would.
 func (iv Interval) LogLine() string {
+	whole := float64(iv.WholeMS())
+	jitter := (whole - iv.ExpectedMS) * 100 / iv.ExpectedMS
 	return fmt.Sprintf("retry %2d:backoff %6.2fs,expected backoff %6.2fs, jitter %4.2f%%",
-		iv.K, float64(iv.WholeMS())/1000, iv.ExpectedMS/1000, iv.JitterPct)
+		iv.K, whole/1000, iv.ExpectedMS/1000, jitter)
 }

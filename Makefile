@@ -20,7 +20,7 @@ deps:
 	@./.ci/deps.sh
 
 build: deps
-	$(GO) build -o $(BIN) ./cmd/audit
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/audit
 
 test: deps
 	$(GO) vet ./...

@@ -122,10 +122,10 @@ func version() string {
 			}
 		}
 	}
-	if rev != "" {
-		v += fmt.Sprintf(" (revision %s%s)", rev, modified)
+	if rev == "" {
+		return v + " (no VCS revision recorded: built outside a checkout or with -buildvcs=false)"
 	}
-	return v
+	return v + fmt.Sprintf(" (revision %s%s)", rev, modified)
 }
 
 func main() {

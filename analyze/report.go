@@ -50,7 +50,8 @@ import (
 //	                   "max_ms", "ok", "outcome", "jitter_pct", "strict_ok"}],
 //	    "backoff_ms": [1000, 1600]         // ReconnectInfo.backoff_ms
 //	  }],
-//	  "summary": {"peers", "passed", "failed", "too_few", "passed_all"}
+//	  "summary": {"peers", "passed", "failed", "too_few", "passed_all",
+//	              "fits_cap_ms"}          // audit pcap only, absent when 0
 //	}
 //
 // A reading beyond one capture's SYNs adds sections after "summary" (see
@@ -175,6 +176,11 @@ type Summary struct {
 	// PassedAll is true when there is at least one peer and every peer
 	// passed: the condition for exit status 0.
 	PassedAll bool `json:"passed_all"`
+	// FitsCapMS is a cap below the policy's, in whole ms, under which every
+	// failing peer would pass (0 when there is none): the clients likely
+	// ran with it. Only NewAudit looks for one (see capfit.go); a session's
+	// report is judged against the cap its Start asked for.
+	FitsCapMS int64 `json:"fits_cap_ms,omitempty"`
 }
 
 // NewPeerReport verifies one chain against p.
@@ -224,6 +230,7 @@ type Audit struct {
 
 	chains chainSource
 	peers  []auditPeer // in report order
+	fits   bool        // Summary.FitsCapMS is looked for
 }
 
 // auditPeer is what ordering, counting and a one-line report of a peer
@@ -237,7 +244,8 @@ type auditPeer struct {
 	passed    bool
 	refPassed bool
 	strict    Reading
-	maxJitter float64 // the largest |jitter_pct| of its intervals
+	maxJitter float64  // the largest |jitter_pct| of its intervals
+	fit       capRange // for a failing peer: the lower caps it could fit
 }
 
 // chainSource is where an Audit reads chains: a []Chain, or a Tracker's
@@ -270,8 +278,14 @@ func (cs chainSlice) times(i int, buf []time.Time) (netip.Addr, []time.Time, int
 // NewAudit verifies every chain of cs against p and orders the peers as
 // NewReport does. It holds cs: adding SYNs to its Tracker before the Audit
 // is written changes what it writes.
+//
+// It also looks for a lower cap that every failing peer fits
+// (Summary.FitsCapMS).
 func NewAudit(port uint16, p Policy, cs *Chains, capture CaptureInfo) *Audit {
-	return newAudit(port, p, cs, capture)
+	a := newAudit(port, p, cs, capture)
+	a.fits = true
+	a.Summary.FitsCapMS = a.fitCap()
+	return a
 }
 
 // auditBatch is the number of chains below which verifying them on more
@@ -295,6 +309,7 @@ func newAudit(port uint16, p Policy, cs chainSource, capture CaptureInfo) *Audit
 	for w := range workers {
 		wg.Go(func() {
 			var times []time.Time
+			var plateau []float64
 			for i := n * w / workers; i < n*(w+1)/workers; i++ {
 				ap := auditPeer{index: i}
 				ap.addr, times, ap.retrans = cs.times(i, times)
@@ -305,6 +320,9 @@ func newAudit(port uint16, p Policy, cs chainSource, capture CaptureInfo) *Audit
 				res := Verify(p, times)
 				ap.verdict, ap.passed = res.Reference.Verdict, res.Reference.Passed
 				ap.refPassed, ap.strict, ap.maxJitter = res.ReferencePassed, res.Strict, maxJitter(res.Intervals)
+				if ap.verdict == Failed {
+					ap.fit = capRangeOf(p, res.Intervals, res.Reference.FirstFailure, &plateau)
+				}
 				a.peers[i] = ap
 			}
 		})
@@ -356,6 +374,9 @@ func (a *Audit) Only(peers ...netip.Addr) *Audit {
 		}
 	}
 	out.Summary = out.summarize()
+	if out.fits {
+		out.Summary.FitsCapMS = out.fitCap()
+	}
 	return &out
 }
 
@@ -537,6 +558,9 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	}
 	bw.WriteByte('\n')
 	fmt.Fprintln(bw, a.Summary.String())
+	if line := a.Summary.CapLine(); line != "" {
+		fmt.Fprintln(bw, line)
+	}
 	return bw.Flush()
 }
 
@@ -637,6 +661,9 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	bw.WriteByte('\n')
 	fmt.Fprintln(bw, r.Summary.String())
+	if line := r.Summary.CapLine(); line != "" {
+		fmt.Fprintln(bw, line)
+	}
 	if s := r.Session; s != nil {
 		if s.Dropped > 0 {
 			fmt.Fprintf(bw, "%d more attempts than the session's maximum of %d were counted, not kept: the verdict is %s\n",

@@ -42,7 +42,9 @@ the only port the capture has SYNs to.
 The text report gives every peer its interval table when there are at most
 20 peers, when --peer chooses them, with --verbose or --server-log; otherwise
 a passing peer gets one line (its largest jitter included). JSON has every
-peer in full, one peer per line.
+peer in full, one peer per line. When every failing peer would pass under one
+lower cap, the report names it after the summary (JSON: summary.fits_cap_ms):
+a client run with its own cap, read without --max-backoff.
 
 Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
 2 for bad flags or unreadable input.`,

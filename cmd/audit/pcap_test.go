@@ -125,6 +125,9 @@ func TestPcapGolden(t *testing.T) {
 		// A real grpc-go client on lo (testdata/make-real-capture.sh); remaking
 		// the capture needs -update.
 		{"real-grpc-go.txt", []string{"--max-backoff", "2s", "real-grpc-go.pcap"}},
+		// The same run judged against the default cap fails, and names the
+		// 2 s cap the client ran with.
+		{"real-grpc-go-default-cap.txt", []string{"real-grpc-go.pcap"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -182,6 +185,46 @@ func TestPcapJSON(t *testing.T) {
 	}
 	if len(doc.Capture.Files) != 1 || doc.Capture.Files[0].Format != "pcapng" {
 		t.Errorf("files %+v, want one pcapng", doc.Capture.Files)
+	}
+}
+
+// TestPcapFitsCap: when every failing peer would pass under a lower cap,
+// the text says which after the summary and the JSON summary has it in
+// fits_cap_ms; otherwise neither does.
+func TestPcapFitsCap(t *testing.T) {
+	const line = "every failing peer fits a cap of 2s; the run's cap may be --max-backoff 2s\n"
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want int64 // fits_cap_ms
+	}{
+		{name: "real grpc-go run, default cap", args: []string{fixture("real-grpc-go.pcap")}, code: exitFail, want: 2000},
+		{name: "real grpc-go run, its own cap", args: []string{"--max-backoff", "2s", fixture("real-grpc-go.pcap")}, code: exitOK},
+		{name: "too late fits no lower cap", args: []string{fixture("too-late.pcap")}, code: exitFail},
+		{name: "too soon fits none either", args: []string{fixture("too-soon.pcap")}, code: exitFail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runAudit(t, append([]string{"pcap"}, tt.args...)...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
+			}
+			if got := strings.HasSuffix(stdout, " too few attempts\n"+line); got != (tt.want > 0) {
+				t.Errorf("cap line after the summary: %v, want %v:\n%s", got, tt.want > 0, stdout)
+			}
+			_, stdout, _ = runAudit(t, append([]string{"pcap", "--format", "json"}, tt.args...)...)
+			var doc struct {
+				Summary map[string]any `json:"summary"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+				t.Fatalf("decode: %v\n%s", err, stdout)
+			}
+			got, ok := doc.Summary["fits_cap_ms"]
+			if tt.want == 0 && ok || tt.want > 0 && got != float64(tt.want) {
+				t.Errorf("summary.fits_cap_ms = %v (present %v), want %d (absent when 0)", got, ok, tt.want)
+			}
+		})
 	}
 }
 

@@ -31,8 +31,9 @@ import (
 //	    "packets", "syns",                 // read, and SYNs to the port
 //	    "attempts", "retransmits",         // SYNs grouped by (src, dst, ISN)
 //	    "skipped": {"reason": count},      // packets not decoded, by reason
-//	    "files": [{"path", "format", "bytes", "packets", "syns", "truncated",
-//	               "skipped", "warnings"}]  // the last two only when not empty
+//	    "files": [{"path", "format", "bytes", "packets", "syns",
+//	               "skipped": {"reason": count}, "truncated",
+//	               "warnings": ["…"]}]  // {} and [] when empty
 //	  },
 //	  "peers": [{                          // failing peers first
 //	    "peer": "127.0.0.1",               // client address
@@ -100,9 +101,23 @@ type FileInfo struct {
 	Bytes     int64             `json:"bytes"`
 	Packets   uint64            `json:"packets"`
 	SYNs      uint64            `json:"syns"`
-	Skipped   map[string]uint64 `json:"skipped,omitempty"`
+	Skipped   map[string]uint64 `json:"skipped"`
 	Truncated bool              `json:"truncated"`
-	Warnings  []string          `json:"warnings,omitempty"`
+	Warnings  []string          `json:"warnings"`
+}
+
+// MarshalJSON writes Skipped and Warnings as {} and [] when they are
+// empty, never null or absent: a consumer reads every file's members the
+// same way, without checking for them first.
+func (f FileInfo) MarshalJSON() ([]byte, error) {
+	type plain FileInfo // without this method
+	if f.Skipped == nil {
+		f.Skipped = map[string]uint64{}
+	}
+	if f.Warnings == nil {
+		f.Warnings = []string{}
+	}
+	return json.Marshal(plain(f))
 }
 
 // PeerReport is the verdict on one peer's chain of attempts.

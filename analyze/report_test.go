@@ -442,3 +442,68 @@ func TestWritePeersError(t *testing.T) {
 		t.Errorf("%d goroutines left behind", n-before)
 	}
 }
+
+// TestFileInfoJSON: a file's skipped and warnings are always there, {} and
+// [] when empty, in the report of an Audit and in a Report's JSON alike.
+func TestFileInfoJSON(t *testing.T) {
+	tests := []struct {
+		name         string
+		file         FileInfo
+		wantSkipped  string
+		wantWarnings string
+	}{
+		{name: "nothing skipped, no warning", file: FileInfo{Path: "a.pcap", Format: "pcap"},
+			wantSkipped: `{}`, wantWarnings: `[]`},
+		{name: "empty but not nil", file: FileInfo{Path: "a.pcap", Skipped: map[string]uint64{}, Warnings: []string{}},
+			wantSkipped: `{}`, wantWarnings: `[]`},
+		{name: "both", file: FileInfo{Path: "b.pcap", Skipped: map[string]uint64{"not IP": 2}, Truncated: true,
+			Warnings: []string{"b.pcap: record at offset 24: file ends inside it"}},
+			wantSkipped: `{"not IP":2}`, wantWarnings: `["b.pcap: record at offset 24: file ends inside it"]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info := CaptureInfo{Files: []FileInfo{tt.file}}
+			a := NewAudit(50052, DefaultPolicy(), NewTracker().Chains(), info)
+			var js bytes.Buffer
+			if err := a.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			report, err := json.Marshal(a.Report())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, doc := range map[string][]byte{"Audit.WriteJSON": js.Bytes(), "json.Marshal(Report)": report} {
+				var d struct {
+					Capture struct {
+						Files []map[string]json.RawMessage `json:"files"`
+					} `json:"capture"`
+				}
+				if err := json.Unmarshal(doc, &d); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if len(d.Capture.Files) != 1 {
+					t.Fatalf("%s: %d files, want 1", name, len(d.Capture.Files))
+				}
+				f := d.Capture.Files[0]
+				if got := string(compactJSON(t, f["skipped"])); got != tt.wantSkipped {
+					t.Errorf("%s: skipped = %s, want %s", name, got, tt.wantSkipped)
+				}
+				if got := string(compactJSON(t, f["warnings"])); got != tt.wantWarnings {
+					t.Errorf("%s: warnings = %s, want %s", name, got, tt.wantWarnings)
+				}
+			}
+		})
+	}
+}
+
+func compactJSON(t *testing.T, b []byte) []byte {
+	t.Helper()
+	if b == nil {
+		return []byte("(absent)")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}

@@ -62,23 +62,24 @@ type Reading struct {
 	FirstFailure int `json:"first_failure,omitempty"`
 }
 
-// Result is the verification of one chain of attempts.
+// Result is the verification of one chain of attempts. It is not
+// marshalled: reports write a PeerReport, built from it.
 type Result struct {
-	Policy    Policy     `json:"policy"`
-	Attempts  int        `json:"attempt_count"`
-	Intervals []Interval `json:"intervals"`
+	Policy    Policy
+	Attempts  int
+	Intervals []Interval
 	// Reference is the reference verifier's reading, with one fix: fewer
 	// than two attempts is TooFew, not a pass.
-	Reference Reading `json:"reference"`
+	Reference Reading
 	// Strict is the reading after the spec text (interval 1 un-jittered).
 	// It is reported beside Reference, never instead of it.
-	Strict Reading `json:"strict"`
+	Strict Reading
 	// ReferencePassed is what the C++ reference would answer, its bug
 	// included: true for 0 or 1 attempts.
-	ReferencePassed bool `json:"reference_passed"`
+	ReferencePassed bool
 	// BackoffMS is ReconnectInfo.backoff_ms: every interval, in order, even
 	// after a failure.
-	BackoffMS []int32 `json:"backoff_ms"`
+	BackoffMS []int32
 }
 
 // Passed reports the reference reading's verdict.

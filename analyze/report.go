@@ -93,17 +93,26 @@ type CaptureInfo struct {
 	Files       []FileInfo        `json:"files"`
 }
 
-// FileInfo describes one input file. It mirrors capture.FileStats, which
-// analyze cannot import.
+// FileInfo describes what reading one input file found; capture.ReadFile
+// returns it.
 type FileInfo struct {
-	Path      string            `json:"path"`
-	Format    string            `json:"format"`
-	Bytes     int64             `json:"bytes"`
-	Packets   uint64            `json:"packets"`
-	SYNs      uint64            `json:"syns"`
-	Skipped   map[string]uint64 `json:"skipped"`
-	Truncated bool              `json:"truncated"`
-	Warnings  []string          `json:"warnings"`
+	Path string `json:"path"`
+	// Format is "pcap", "pcap (ns)" or "pcapng", with " gzip" appended
+	// when the file was compressed.
+	Format  string `json:"format"`
+	Bytes   int64  `json:"bytes"`   // bytes of capture data read (decompressed)
+	Packets uint64 `json:"packets"` // packet records seen
+	SYNs    uint64 `json:"syns"`    // SYNs to the port read
+	// Skipped counts frames and blocks that could not be examined, by
+	// reason: a capture.Decoder skip reason, "link type N", or a record problem.
+	Skipped map[string]uint64 `json:"skipped"`
+	// Truncated is set when the file ends inside a record or block: what
+	// came before it was analysed.
+	Truncated bool `json:"truncated"`
+	// Warnings name the file and the byte offset of each problem that did
+	// not stop the read. Offsets in a gzip file are into its decompressed
+	// data.
+	Warnings []string `json:"warnings"`
 }
 
 // MarshalJSON writes Skipped and Warnings as {} and [] when they are

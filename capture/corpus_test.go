@@ -131,7 +131,7 @@ func corpusFiles(t testing.TB, dir string) []string {
 }
 
 type corpusResult struct {
-	st     FileStats
+	st     analyze.FileInfo
 	err    error
 	v4, v6 int64
 	panic  any
@@ -249,7 +249,7 @@ func TestCorpus(t *testing.T) {
 				}
 			}
 			if r.st.SYNs != uint64(r.v4+r.v6) {
-				t.Errorf("FileStats.SYNs = %d, fn saw %d", r.st.SYNs, r.v4+r.v6)
+				t.Errorf("FileInfo.SYNs = %d, fn saw %d", r.st.SYNs, r.v4+r.v6)
 			}
 			e, ok := index[name]
 			if !ok {

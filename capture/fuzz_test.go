@@ -117,7 +117,7 @@ func tinyAsync(r io.Reader, _ int64, _ bool) source { return newAsyncSource(r, 7
 // readResult is everything a read reports, for differential checks.
 type readResult struct {
 	SYNs []gotSYN
-	St   FileStats
+	St   analyze.FileInfo
 	Err  string
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/backoff-audit/audit/analyze"
 )
 
 // ngSYN is an Ethernet frame holding a SYN from 10.0.0.1:1000 with seq.
@@ -134,10 +136,10 @@ func TestPcapngInterfacesBeyondBound(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("SYNs (-want +got):\n%s", diff)
 			}
-			want := FileStats{Path: "x", Format: "pcapng", Packets: tt.wantPackets, SYNs: uint64(len(tt.want)),
+			want := analyze.FileInfo{Path: "x", Format: "pcapng", Packets: tt.wantPackets, SYNs: uint64(len(tt.want)),
 				Skipped: tt.wantSkipped, Warnings: f.warnings}
-			if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(FileStats{}, "Bytes")); diff != "" {
-				t.Errorf("FileStats (-want +got):\n%s", diff)
+			if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(analyze.FileInfo{}, "Bytes")); diff != "" {
+				t.Errorf("FileInfo (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -279,10 +281,10 @@ func TestPcapngTrailingLengthMismatch(t *testing.T) {
 				if diff := cmp.Diff(tt.want, got); diff != "" {
 					t.Errorf("SYNs (-want +got):\n%s", diff)
 				}
-				want := FileStats{Path: "x", Format: "pcapng", Packets: tt.wantPackets, SYNs: uint64(len(tt.want)),
+				want := analyze.FileInfo{Path: "x", Format: "pcapng", Packets: tt.wantPackets, SYNs: uint64(len(tt.want)),
 					Skipped: tt.wantSkipped, Warnings: f.warnings}
-				if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(FileStats{}, "Bytes")); diff != "" {
-					t.Errorf("FileStats (-want +got):\n%s", diff)
+				if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(analyze.FileInfo{}, "Bytes")); diff != "" {
+					t.Errorf("FileInfo (-want +got):\n%s", diff)
 				}
 			})
 		}

@@ -27,28 +27,7 @@ type Options struct {
 	Progress func(done, total int64)
 }
 
-// FileStats describes what reading one file found.
-type FileStats struct {
-	Path string
-	// Format is "pcap", "pcap (ns)" or "pcapng", with " gzip" appended
-	// when the file was compressed.
-	Format  string
-	Bytes   int64  // bytes of capture data read (decompressed)
-	Packets uint64 // packet records seen
-	SYNs    uint64 // SYNs passed to fn
-	// Skipped counts frames and blocks that could not be examined, by
-	// reason: a Decoder skip reason, "link type N", or a record problem.
-	Skipped map[string]uint64
-	// Truncated is set when the file ends inside a record or block: what
-	// came before it was analysed.
-	Truncated bool
-	// Warnings name the file and the byte offset of each problem that did
-	// not stop the read. Offsets in a gzip file are into its decompressed
-	// data.
-	Warnings []string
-}
-
-// Record problems counted in FileStats.Skipped.
+// Record problems counted in analyze.FileInfo.Skipped.
 const (
 	SkipBadBlock       = "pcapng corrupt block"
 	SkipNoInterface    = "pcapng packet names a missing interface"
@@ -80,10 +59,10 @@ const maxWarnings = 100
 // is skipped and counted, since block lengths let the reader find the next
 // one; damage a pcap file gives no way past stops the read with an error
 // naming the file and the byte offset. fn sees what came before it.
-func ReadFile(path string, opt Options, fn func(analyze.SYN)) (FileStats, error) {
+func ReadFile(path string, opt Options, fn func(analyze.SYN)) (analyze.FileInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return FileStats{Path: path, Skipped: map[string]uint64{}}, err
+		return analyze.FileInfo{Path: path, Skipped: map[string]uint64{}}, err
 	}
 	defer f.Close()
 	size := int64(-1)
@@ -111,7 +90,7 @@ const asyncMin = 2 * chunkSize
 
 // readStream is ReadFile's core, on any reader; name appears in messages.
 // size is the stream's length when known, else -1.
-func readStream(name string, r io.Reader, size int64, opt Options, fn func(analyze.SYN)) (FileStats, error) {
+func readStream(name string, r io.Reader, size int64, opt Options, fn func(analyze.SYN)) (analyze.FileInfo, error) {
 	return readSource(name, r, size, opt, fn, defaultSource)
 }
 
@@ -127,8 +106,8 @@ func defaultSource(r io.Reader, size int64, gz bool) source {
 // readSource is readStream with the choice of chunk source, so tests can
 // compare sources and force tiny chunks.
 func readSource(name string, r io.Reader, size int64, opt Options, fn func(analyze.SYN),
-	newSource func(r io.Reader, size int64, gz bool) source) (FileStats, error) {
-	st := FileStats{Path: name, Skipped: map[string]uint64{}}
+	newSource func(r io.Reader, size int64, gz bool) source) (analyze.FileInfo, error) {
+	st := analyze.FileInfo{Path: name, Skipped: map[string]uint64{}}
 	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, 512) // to peek at the magic; large reads bypass it
 	var src io.Reader = br
@@ -164,7 +143,7 @@ func readSource(name string, r io.Reader, size int64, opt Options, fn func(analy
 type reader struct {
 	name string
 	b    *buffer
-	st   *FileStats
+	st   *analyze.FileInfo
 	port uint16
 	fn   func(analyze.SYN)
 	dec  *Decoder

@@ -34,7 +34,7 @@ func summarize(s analyze.SYN) gotSYN {
 }
 
 // readBytes runs ReadFile's core on an in-memory file.
-func readBytes(name string, data []byte, opt Options) ([]gotSYN, FileStats, error) {
+func readBytes(name string, data []byte, opt Options) ([]gotSYN, analyze.FileInfo, error) {
 	var got []gotSYN
 	st, err := readStream(name, bytes.NewReader(data), int64(len(data)), opt, func(s analyze.SYN) {
 		got = append(got, summarize(s))
@@ -152,12 +152,12 @@ func TestReadFormats(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("SYNs (-want +got):\n%s", diff)
 			}
-			wantSt := FileStats{Path: "x", Format: tt.wantFormat, Packets: tt.wantPackets, SYNs: uint64(len(tt.want)), Skipped: tt.wantSkipped}
+			wantSt := analyze.FileInfo{Path: "x", Format: tt.wantFormat, Packets: tt.wantPackets, SYNs: uint64(len(tt.want)), Skipped: tt.wantSkipped}
 			if wantSt.Skipped == nil {
 				wantSt.Skipped = map[string]uint64{}
 			}
-			if diff := cmp.Diff(wantSt, st, cmpopts.IgnoreFields(FileStats{}, "Bytes", "Warnings")); diff != "" {
-				t.Errorf("FileStats (-want +got):\n%s", diff)
+			if diff := cmp.Diff(wantSt, st, cmpopts.IgnoreFields(analyze.FileInfo{}, "Bytes", "Warnings")); diff != "" {
+				t.Errorf("FileInfo (-want +got):\n%s", diff)
 			}
 		})
 	}

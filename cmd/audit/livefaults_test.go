@@ -132,7 +132,7 @@ func (v *vethNet) connect(t *testing.T, n int) {
 }
 
 // fileSYNs reads the --write file as `audit pcap` does.
-func fileSYNs(path string) ([]analyze.SYN, capture.FileStats, error) {
+func fileSYNs(path string) ([]analyze.SYN, analyze.FileInfo, error) {
 	var syns []analyze.SYN
 	st, err := capture.ReadFile(path, capture.Options{Port: faultPort}, func(s analyze.SYN) { syns = append(syns, s) })
 	return syns, st, err

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -55,7 +53,7 @@ Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
 				return usageError(err)
 			}
 			stderr := cmd.ErrOrStderr()
-			pt, info, err := readCaptures(files, cfg.port, progressTo(stderr))
+			pt, info, err := capture.ReadFiles(files, capture.Options{Port: cfg.port}, stderr)
 			if err != nil {
 				return usageError(err)
 			}
@@ -168,64 +166,6 @@ func (c pcapConfig) validate(portSet bool) ([]netip.Addr, error) {
 		peers = append(peers, a.Unmap())
 	}
 	return peers, nil
-}
-
-// readCaptures reads every file, SYNs to port only (any port when 0),
-// grouped by destination port. Files may come in any order: the trackers
-// sort by time.
-func readCaptures(files []string, port uint16, progress func(path string) func(done, total int64)) (*analyze.PortTracker, analyze.CaptureInfo, error) {
-	pt := analyze.NewPortTracker()
-	info := analyze.CaptureInfo{Skipped: map[string]uint64{}}
-	for _, path := range files {
-		st, err := capture.ReadFile(path, capture.Options{Port: port, Progress: progress(path)}, pt.Add)
-		if err != nil {
-			return nil, info, err
-		}
-		info.Packets += st.Packets
-		for reason, n := range st.Skipped {
-			info.Skipped[reason] += n
-		}
-		info.Files = append(info.Files, analyze.FileInfo{
-			Path: st.Path, Format: st.Format, Bytes: st.Bytes, Packets: st.Packets, SYNs: st.SYNs,
-			Skipped: st.Skipped, Truncated: st.Truncated, Warnings: st.Warnings,
-		})
-	}
-	return pt, info, nil
-}
-
-// progressTo returns a per-file progress printer for w, or callbacks that do
-// nothing when w is not a terminal.
-func progressTo(w io.Writer) func(path string) func(done, total int64) {
-	f, ok := w.(*os.File)
-	if !ok {
-		return func(string) func(int64, int64) { return nil }
-	}
-	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return func(string) func(int64, int64) { return nil }
-	}
-	return func(path string) func(done, total int64) {
-		start := time.Now()
-		var last time.Time
-		return func(done, total int64) {
-			now := time.Now()
-			if finished := total >= 0 && done >= total; finished {
-				if !last.IsZero() {
-					fmt.Fprint(f, "\r\033[K")
-				}
-				return
-			}
-			// Only long reads show progress, at most five times a second.
-			if now.Sub(start) < time.Second || now.Sub(last) < 200*time.Millisecond {
-				return
-			}
-			last = now
-			if total > 0 {
-				fmt.Fprintf(f, "\r\033[Kreading %s: %3d%% of %d MB", path, done*100/total, total>>20)
-			} else {
-				fmt.Fprintf(f, "\r\033[Kreading %s: %d MB", path, done>>20)
-			}
-		}
-	}
 }
 
 // writeAudit writes the report, one peer at a time; tables asks the text

@@ -1,0 +1,93 @@
+package capture
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/backoff-audit/audit/analyze"
+)
+
+// ReadFiles reads every file with ReadFile, SYNs to opt.Port only (any
+// port when 0), grouped by destination port. Files may come in any order
+// (a rotated tcpdump -C set): the trackers sort by time. info lists each
+// file as ReadFile found it, in the order given, with their packets and
+// skips summed; its SYNs are left to the caller, who knows the port.
+//
+// The first file that cannot be read stops the read with ReadFile's error,
+// which names the file. When progress is a terminal, a read that takes
+// more than a second shows its progress there; opt.Progress, when set, is
+// called as well.
+func ReadFiles(paths []string, opt Options, progress io.Writer) (*analyze.PortTracker, analyze.CaptureInfo, error) {
+	pt := analyze.NewPortTracker()
+	info := analyze.CaptureInfo{Skipped: map[string]uint64{}}
+	show := progressTo(progress)
+	for _, path := range paths {
+		o := opt
+		o.Progress = bothProgress(opt.Progress, show(path))
+		st, err := ReadFile(path, o, pt.Add)
+		if err != nil {
+			return nil, info, err
+		}
+		info.Packets += st.Packets
+		for reason, n := range st.Skipped {
+			info.Skipped[reason] += n
+		}
+		info.Files = append(info.Files, st)
+	}
+	return pt, info, nil
+}
+
+// bothProgress calls a and b, either of which may be nil.
+func bothProgress(a, b func(done, total int64)) func(done, total int64) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(done, total int64) { a(done, total); b(done, total) }
+}
+
+// progressTo returns a per-file progress printer for w, or callbacks that do
+// nothing (nil) when w is not a terminal: a redirected stderr gets no
+// carriage returns.
+func progressTo(w io.Writer) func(path string) func(done, total int64) {
+	f, ok := w.(*os.File)
+	if !ok || f == nil {
+		return func(string) func(int64, int64) { return nil }
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return func(string) func(int64, int64) { return nil }
+	}
+	return progressPrinter(f, time.Now)
+}
+
+// progressPrinter is progressTo's printer for a terminal w, on the clock
+// now.
+func progressPrinter(w io.Writer, now func() time.Time) func(path string) func(done, total int64) {
+	return func(path string) func(done, total int64) {
+		start := now()
+		var last time.Time
+		return func(done, total int64) {
+			t := now()
+			if finished := total >= 0 && done >= total; finished {
+				if !last.IsZero() {
+					fmt.Fprint(w, "\r\033[K")
+				}
+				return
+			}
+			// Only long reads show progress, at most five times a second.
+			if t.Sub(start) < time.Second || t.Sub(last) < 200*time.Millisecond {
+				return
+			}
+			last = t
+			if total > 0 {
+				fmt.Fprintf(w, "\r\033[Kreading %s: %3d%% of %d MB", path, done*100/total, total>>20)
+			} else {
+				fmt.Fprintf(w, "\r\033[Kreading %s: %d MB", path, done>>20)
+			}
+		}
+	}
+}

@@ -67,7 +67,7 @@ fi
 echo "server: control port $control, retry port $retry" >&2
 
 # SYN without ACK to the retry port. tcp[] offsets address IPv4 only; IPv6
-# needs its own clause (SPEC.md §5), here for a header without extensions.
+# needs its own clause (docs/spec.md §5.5), here for a header without extensions.
 filter="(tcp dst port $retry and tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn)"
 filter+=" or (ip6 and ip6[6] == 6 and ip6[42:2] == $retry and ip6[53] & 0x12 == 0x02)"
 tcpdump -i lo -nn -U -s 128 --time-stamp-precision=nano -w "$tmp/capture.pcap" "$filter" 2>"$tmp/tcpdump.log" &

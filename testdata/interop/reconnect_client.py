@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A second, independent reconnect interop client: gRPC C-core via python3-grpcio.
 
-It runs the steps of SPEC.md section 1 against any ReconnectService server
+It runs the steps of docs/spec.md §1 against any ReconnectService server
 (`audit server` or the C++ reference) and prints one JSON line:
 
   {"passed": true, "backoff_ms": [1000, 1721, ...], "retry_status": "DEADLINE_EXCEEDED", ...}
@@ -10,8 +10,8 @@ Exit 0 when the retry RPC ended in DEADLINE_EXCEEDED and the server said
 passed, 1 when not, 2 when nothing could be judged (Start or Stop failed).
 
 Debian's python3-grpcio has no protoc plugin, so the two tiny messages are
-encoded by hand (proto3 varints, SPEC.md section 2). Run it with
-/usr/bin/python3: a python3 earlier on PATH may lack grpc (SPEC.md section 6).
+encoded by hand (proto3 varints, docs/spec.md §2). Run it with
+/usr/bin/python3: a python3 earlier on PATH may lack grpc (docs/spec.md §6).
 """
 
 import argparse

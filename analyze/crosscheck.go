@@ -53,9 +53,9 @@ const (
 type CrossInput struct {
 	// Policy is what the session is verified against.
 	Policy Policy
-	// Chain is the address whose attempts both verdicts judge; other
+	// VerifiedPeer is the address whose attempts both verdicts judge; other
 	// addresses are foreign. The zero Addr means none was judged.
-	Chain netip.Addr
+	VerifiedPeer netip.Addr
 	// Start and End bound the session on the server's clock. A zero End
 	// is a session still open.
 	Start, End time.Time
@@ -199,8 +199,8 @@ type Disagreement struct {
 type CrossCheck struct {
 	// Agree is true when every attempt of the chain inside the session
 	// was paired and both sides reach the same verdict on every interval.
-	Agree bool
-	Chain netip.Addr
+	Agree        bool
+	VerifiedPeer netip.Addr
 	// KernelPassed and ServerPassed are the reference readings over the
 	// chain as each side timed it.
 	KernelPassed  bool
@@ -220,7 +220,7 @@ type CrossCheck struct {
 // clock (libpcap's host timestamps and the server's time.Now are), so an
 // accept never precedes its SYN.
 func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck {
-	c := CrossCheck{Chain: in.Chain, Tolerance: in.Policy.Tolerance}
+	c := CrossCheck{VerifiedPeer: in.VerifiedPeer, Tolerance: in.Policy.Tolerance}
 	ks, ss := crossSides(in, kernel, server)
 	c.pair(in, ks, ss)
 	c.explainKernelOnly(in, ks, ss)
@@ -288,7 +288,7 @@ func (c *CrossCheck) pair(in CrossInput, ks, ss []crossSide) {
 			c.Pairs = append(c.Pairs, Pair{
 				Peer: s.ap.Addr(), SrcPort: s.ap.Port(),
 				KernelTime: k.t, AcceptTime: s.t, Delay: s.t.Sub(k.t),
-				Foreign: s.ap.Addr() != in.Chain,
+				Foreign: s.ap.Addr() != in.VerifiedPeer,
 			})
 			j++
 		}
@@ -316,9 +316,9 @@ func (c *CrossCheck) explainKernelOnly(in CrossInput, ks, ss []crossSide) {
 			l.Reason = ReasonOutside
 			l.Detail = fmt.Sprintf("SYN %s the session (%s – %s)", beforeAfter(k.t, in.Start),
 				in.Start.UTC().Format(TimeLayout), endText(in.End))
-		case k.ap.Addr() != in.Chain && !serverAddrs[k.ap.Addr()]:
+		case k.ap.Addr() != in.VerifiedPeer && !serverAddrs[k.ap.Addr()]:
 			l.Reason = ReasonForeign
-			l.Detail = fmt.Sprintf("%s is not the session's peer %s, and the server recorded nothing from it", k.ap.Addr(), chainText(in.Chain))
+			l.Detail = fmt.Sprintf("%s is not the session's peer %s, and the server recorded nothing from it", k.ap.Addr(), chainText(in.VerifiedPeer))
 		default:
 			l.Reason = ReasonRefused
 			l.Detail = "the kernel saw the SYN inside the session; the server recorded no accept from this ip and port"
@@ -342,12 +342,12 @@ func (c *CrossCheck) explainServerOnly(in CrossInput, ss []crossSide) {
 func (c *CrossCheck) diagnose(in CrossInput, ks, ss []crossSide) (lonely bool) {
 	var kc, sc []crossSide
 	for _, k := range ks {
-		if k.ap.Addr() == in.Chain && in.inSession(k.t) && k.late.IsZero() {
+		if k.ap.Addr() == in.VerifiedPeer && in.inSession(k.t) && k.late.IsZero() {
 			kc = append(kc, k)
 		}
 	}
 	for _, s := range ss {
-		if s.ap.Addr() == in.Chain {
+		if s.ap.Addr() == in.VerifiedPeer {
 			sc = append(sc, s)
 		}
 	}
@@ -553,7 +553,7 @@ func (l *Lone) UnmarshalJSON(b []byte) error {
 
 type crossJSON struct {
 	Agree         bool           `json:"agree"`
-	Chain         string         `json:"chain"`
+	VerifiedPeer  string         `json:"verified_peer"`
 	KernelPassed  bool           `json:"kernel_passed"`
 	ServerPassed  bool           `json:"server_passed"`
 	Pairs         []Pair         `json:"pairs"`
@@ -564,7 +564,7 @@ type crossJSON struct {
 	ToleranceMS   float64        `json:"tolerance_ms"`
 }
 
-// MarshalJSON writes {"agree","chain","kernel_passed","server_passed",
+// MarshalJSON writes {"agree","verified_peer","kernel_passed","server_passed",
 // "pairs","kernel_only","server_only","delay_us":{"count","min","median",
 // "p99","max"},"disagreements":[{"k","server_k","kernel_ok","server_ok",
 // "kernel_ms","server_ms","attempt","src_port","shift_ms","tolerance_ms",
@@ -575,8 +575,8 @@ func (c CrossCheck) MarshalJSON() ([]byte, error) {
 		Pairs: c.Pairs, KernelOnly: c.KernelOnly, ServerOnly: c.ServerOnly,
 		Delay: c.Delay, Disagreements: c.Disagreements, ToleranceMS: ms(c.Tolerance),
 	}
-	if c.Chain.IsValid() {
-		j.Chain = c.Chain.String()
+	if c.VerifiedPeer.IsValid() {
+		j.VerifiedPeer = c.VerifiedPeer.String()
 	}
 	for _, l := range []*[]Lone{&j.KernelOnly, &j.ServerOnly} {
 		if *l == nil {
@@ -599,14 +599,14 @@ func (c *CrossCheck) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	var chain netip.Addr
-	if j.Chain != "" {
+	if j.VerifiedPeer != "" {
 		var err error
-		if chain, err = netip.ParseAddr(j.Chain); err != nil {
+		if chain, err = netip.ParseAddr(j.VerifiedPeer); err != nil {
 			return fmt.Errorf("parse chain: %w", err)
 		}
 	}
 	*c = CrossCheck{
-		Agree: j.Agree, Chain: chain, KernelPassed: j.KernelPassed, ServerPassed: j.ServerPassed,
+		Agree: j.Agree, VerifiedPeer: chain, KernelPassed: j.KernelPassed, ServerPassed: j.ServerPassed,
 		Pairs: j.Pairs, KernelOnly: j.KernelOnly, ServerOnly: j.ServerOnly, Delay: j.Delay,
 		Disagreements: j.Disagreements, Tolerance: time.Duration(j.ToleranceMS * float64(time.Millisecond)),
 	}
@@ -709,13 +709,13 @@ func ServerSessions(events []RecordEvent) []ServerSession {
 	return out
 }
 
-// Chain is the address whose attempts the server verifies: the one its
+// VerifiedPeer is the address whose attempts the server verifies: the one its
 // outcome names or, for a session still open, the rule the server applies
 // (docs/spec.md §4): the Start caller's address if anything came from it, else
 // the only address that connected, else none.
-func (s ServerSession) Chain() netip.Addr {
+func (s ServerSession) VerifiedPeer() netip.Addr {
 	if s.End != nil {
-		return s.End.Chain
+		return s.End.VerifiedPeer
 	}
 	var connected []netip.Addr
 	for _, a := range s.Accepts {
@@ -726,14 +726,14 @@ func (s ServerSession) Chain() netip.Addr {
 	if len(connected) == 0 {
 		return netip.Addr{} // nothing to verify yet
 	}
-	chain, _ := ChooseChain(s.Peer.Addr(), connected)
+	chain, _ := ChooseVerifiedPeer(s.Peer.Addr(), connected)
 	return chain
 }
 
 // Input describes the session for NewCrossCheck.
 func (s ServerSession) Input(captureStart time.Time, lost uint64) CrossInput {
 	return CrossInput{
-		Policy: s.Params.Policy, Chain: s.Chain(),
+		Policy: s.Params.Policy, VerifiedPeer: s.VerifiedPeer(),
 		Start: s.Start, End: s.EndTime,
 		CaptureStart: captureStart, Lost: lost,
 		Late: s.Late,

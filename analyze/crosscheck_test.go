@@ -33,7 +33,7 @@ func acc(addr netip.Addr, port uint16, msec float64) Accept {
 
 // crossInput is a session from 0 to 10 s on xClient with a 1 s cap.
 func crossInput() CrossInput {
-	return CrossInput{Policy: ReferencePolicy(1000), Chain: xClient, Start: at(-50), End: at(10000)}
+	return CrossInput{Policy: ReferencePolicy(1000), VerifiedPeer: xClient, Start: at(-50), End: at(10000)}
 }
 
 // kernelChain is five attempts 1000 ms apart from ports 40001….
@@ -275,7 +275,7 @@ func TestDelayStats(t *testing.T) {
 func TestServerSessions(t *testing.T) {
 	params := &SessionParams{MaxReconnectBackoffMS: 1000, Policy: ReferencePolicy(1000)}
 	start := netip.MustParseAddrPort("127.0.0.1:40000")
-	end := &SessionEnd{Cause: CauseStop, Verdict: Passed, Passed: true, Chain: xClient}
+	end := &SessionEnd{Cause: CauseStop, Verdict: Passed, Passed: true, VerifiedPeer: xClient}
 	events := []RecordEvent{
 		{Event: EventAccept, Time: at(-10), Session: 0, Peer: netip.AddrPortFrom(xClient, 39000)},
 		{Event: EventStart, Time: at(0), Session: 1, Peer: start, Params: params},
@@ -297,7 +297,7 @@ func TestServerSessions(t *testing.T) {
 	}
 	// The open session's chain follows the server's rule: nothing came from
 	// the Start caller's address, one other address did.
-	if got := got[1].Chain(); got != xOther {
+	if got := got[1].VerifiedPeer(); got != xOther {
 		t.Errorf("open session chain %v, want the sole peer %v", got, xOther)
 	}
 	split := SplitAttempts(got, []Attempt{syn(xClient, 1, -5), syn(xClient, 2, 15), syn(xClient, 3, 50), syn(xClient, 4, 500)})

@@ -56,12 +56,15 @@ package analyze
 //	  "reason"         one line on why it did not pass; "" when it passed
 //	  "attempts"       connections kept in the session's list (all peers)
 //	  "dropped"        connections not kept because of the bound (0 normally)
-//	  "chain"          IP address whose connections were verified; "" when none
-//	  "chain_reason"   "start peer": the address that called Start;
+//	  "verified_peer"  IP address whose connections were verified; "" when none
+//	                   (files written before it had this name call it "chain",
+//	                   and the next two "chain_reason" and "chain_attempts":
+//	                   readers take either name)
+//	  "verified_reason" "start peer": the address that called Start;
 //	                   "sole peer": none came from the Start caller's address
 //	                   and exactly one other address connected;
 //	                   "none": neither, nothing was verified
-//	  "chain_attempts" connections of the verified chain
+//	  "verified_attempts" connections of the verified peer
 //	  "backoff_ms"     [int, ...]: ReconnectInfo.backoff_ms, the verified
 //	                   chain's intervals in whole ms; [] when fewer than two
 //	  "foreign"        [{"addr": IP address, "attempts": int}, ...]: every
@@ -75,7 +78,7 @@ package analyze
 //	{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,"policy":{"initial_backoff_ms":1000,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":120000,"min_connect_timeout_ms":20000,"tolerance_ms":100}}}
 //	{"event":"accept","time":"2025-01-02T15:04:05.210000000Z","session":1,"peer":"127.0.0.1:40114"}
 //	{"event":"accept","time":"2025-01-02T15:04:06.190000000Z","session":1,"peer":"127.0.0.1:40116"}
-//	{"event":"stop","time":"2025-01-02T15:04:07.000000000Z","session":1,"peer":"127.0.0.1:40112","end":{"cause":"stop","verdict":"passed","passed":true,"reason":"","attempts":2,"dropped":0,"chain":"127.0.0.1","chain_reason":"start peer","chain_attempts":2,"backoff_ms":[980],"foreign":[]}}
+//	{"event":"stop","time":"2025-01-02T15:04:07.000000000Z","session":1,"peer":"127.0.0.1:40112","end":{"cause":"stop","verdict":"passed","passed":true,"reason":"","attempts":2,"dropped":0,"verified_peer":"127.0.0.1","verified_reason":"start peer","verified_attempts":2,"backoff_ms":[980],"foreign":[]}}
 
 import (
 	"bufio"
@@ -104,19 +107,20 @@ const (
 	CauseClosed  = "server closed"
 )
 
-// ChainReason says why a chain was the one verified.
-type ChainReason string
+// VerifiedReason says why the verified peer is the one whose attempts a
+// session verifies.
+type VerifiedReason string
 
 const (
-	// ChainStartPeer: the chain of the address that called Start.
-	ChainStartPeer ChainReason = "start peer"
-	// ChainSolePeer: nothing came from the Start caller's address and
+	// VerifiedStartPeer: the chain of the address that called Start.
+	VerifiedStartPeer VerifiedReason = "start peer"
+	// VerifiedSolePeer: nothing came from the Start caller's address and
 	// exactly one other address connected (e.g. Start over 127.0.0.1,
 	// retries over ::1), so that address's chain was verified.
-	ChainSolePeer ChainReason = "sole peer"
-	// ChainNone: nothing came from the Start caller's address and several
+	VerifiedSolePeer VerifiedReason = "sole peer"
+	// VerifiedNone: nothing came from the Start caller's address and several
 	// other addresses did; no chain was verified.
-	ChainNone ChainReason = "none"
+	VerifiedNone VerifiedReason = "none"
 )
 
 // RecordEvent is one line of the record file (see the format above); the
@@ -148,17 +152,17 @@ type SessionParams struct {
 
 // SessionEnd is the outcome of a session.
 type SessionEnd struct {
-	Cause         string      `json:"cause"`
-	Verdict       Verdict     `json:"verdict"`
-	Passed        bool        `json:"passed"`
-	Reason        string      `json:"reason"`
-	Attempts      int         `json:"attempts"`
-	Dropped       int         `json:"dropped"`
-	Chain         netip.Addr  `json:"chain"`
-	ChainReason   ChainReason `json:"chain_reason"`
-	ChainAttempts int         `json:"chain_attempts"`
-	BackoffMS     []int32     `json:"backoff_ms"`
-	Foreign       []PeerCount `json:"foreign"`
+	Cause            string         `json:"cause"`
+	Verdict          Verdict        `json:"verdict"`
+	Passed           bool           `json:"passed"`
+	Reason           string         `json:"reason"`
+	Attempts         int            `json:"attempts"`
+	Dropped          int            `json:"dropped"`
+	VerifiedPeer     netip.Addr     `json:"verified_peer"`
+	VerifiedReason   VerifiedReason `json:"verified_reason"`
+	VerifiedAttempts int            `json:"verified_attempts"`
+	BackoffMS        []int32        `json:"backoff_ms"`
+	Foreign          []PeerCount    `json:"foreign"`
 }
 
 // PeerCount is the number of connections one address made.
@@ -359,4 +363,31 @@ func readRecord(r io.Reader, maxLine, bufSize int) ([]RecordEvent, error) {
 		events = append(events, e)
 		off += int64(len(b))
 	}
+}
+
+// UnmarshalJSON reads an end, taking the verified peer's members under
+// their earlier names too ("chain", "chain_reason", "chain_attempts"), so
+// that record files written before the rename still read.
+func (e *SessionEnd) UnmarshalJSON(b []byte) error {
+	type plain SessionEnd
+	var j struct {
+		plain
+		Chain         *netip.Addr     `json:"chain"`
+		ChainReason   *VerifiedReason `json:"chain_reason"`
+		ChainAttempts *int            `json:"chain_attempts"`
+	}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = SessionEnd(j.plain)
+	if j.Chain != nil && !e.VerifiedPeer.IsValid() {
+		e.VerifiedPeer = *j.Chain
+	}
+	if j.ChainReason != nil && e.VerifiedReason == "" {
+		e.VerifiedReason = *j.ChainReason
+	}
+	if j.ChainAttempts != nil && e.VerifiedAttempts == 0 {
+		e.VerifiedAttempts = *j.ChainAttempts
+	}
+	return nil
 }

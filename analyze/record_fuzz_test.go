@@ -36,11 +36,11 @@ func recordSeeds(t testing.TB) [][]byte {
 		{Event: EventAccept, Time: t0.Add(2 * time.Second), Session: 2, Peer: netip.MustParseAddrPort("[::1]:2"), Overflow: true},
 		{Event: EventExpire, Time: t0.Add(15 * time.Minute), Session: 2, End: &SessionEnd{
 			Cause: CauseTimeout, Verdict: Overflow, Reason: "too many attempts: 1 kept, 1 more dropped (max attempts 1)",
-			Attempts: 1, Dropped: 1, Chain: netip.MustParseAddr("::1"), ChainReason: ChainSolePeer,
-			ChainAttempts: 1, BackoffMS: []int32{}, Foreign: []PeerCount{{Addr: netip.MustParseAddr("127.0.0.2"), Attempts: 1}},
+			Attempts: 1, Dropped: 1, VerifiedPeer: netip.MustParseAddr("::1"), VerifiedReason: VerifiedSolePeer,
+			VerifiedAttempts: 1, BackoffMS: []int32{}, Foreign: []PeerCount{{Addr: netip.MustParseAddr("127.0.0.2"), Attempts: 1}},
 		}},
 		{Event: EventExpire, Time: t0.Add(16 * time.Minute), Session: 3, End: &SessionEnd{
-			Cause: CauseClosed, Verdict: TooFew, Reason: "too few", ChainReason: ChainNone,
+			Cause: CauseClosed, Verdict: TooFew, Reason: "too few", VerifiedReason: VerifiedNone,
 		}},
 	} {
 		if err := WriteRecordEvent(&gen, e); err != nil {

@@ -29,13 +29,13 @@ func TestRecordRoundTrip(t *testing.T) {
 			Peer: netip.MustParseAddrPort("127.0.0.1:40112"),
 			End: &SessionEnd{
 				Cause: CauseStop, Verdict: Passed, Passed: true, Attempts: 2,
-				Chain: netip.MustParseAddr("127.0.0.1"), ChainReason: ChainStartPeer, ChainAttempts: 2,
+				VerifiedPeer: netip.MustParseAddr("127.0.0.1"), VerifiedReason: VerifiedStartPeer, VerifiedAttempts: 2,
 				BackoffMS: []int32{980}, Foreign: []PeerCount{{Addr: netip.MustParseAddr("::1"), Attempts: 1}},
 			},
 		},
 		{
 			Event: EventExpire, Time: t0.Add(4 * time.Second), Session: 2,
-			End: &SessionEnd{Cause: CauseTimeout, Verdict: TooFew, Reason: "too few", ChainReason: ChainNone,
+			End: &SessionEnd{Cause: CauseTimeout, Verdict: TooFew, Reason: "too few", VerifiedReason: VerifiedNone,
 				BackoffMS: []int32{}, Foreign: []PeerCount{}},
 		},
 	}
@@ -71,11 +71,11 @@ func TestRecordLineFormat(t *testing.T) {
 	}
 
 	buf.Reset()
-	e = RecordEvent{Event: EventStop, Time: e.Time, Session: 3, End: &SessionEnd{Cause: CauseStop, Verdict: TooFew, ChainReason: ChainNone}}
+	e = RecordEvent{Event: EventStop, Time: e.Time, Session: 3, End: &SessionEnd{Cause: CauseStop, Verdict: TooFew, VerifiedReason: VerifiedNone}}
 	if err := WriteRecordEvent(&buf, e); err != nil {
 		t.Fatal(err)
 	}
-	want = `{"event":"stop","time":"2025-01-02T15:04:05.210000000Z","session":3,"end":{"cause":"stop","verdict":"too few attempts","passed":false,"reason":"","attempts":0,"dropped":0,"chain":"","chain_reason":"none","chain_attempts":0,"backoff_ms":[],"foreign":[]}}` + "\n"
+	want = `{"event":"stop","time":"2025-01-02T15:04:05.210000000Z","session":3,"end":{"cause":"stop","verdict":"too few attempts","passed":false,"reason":"","attempts":0,"dropped":0,"verified_peer":"","verified_reason":"none","verified_attempts":0,"backoff_ms":[],"foreign":[]}}` + "\n"
 	if diff := cmp.Diff(want, buf.String()); diff != "" {
 		t.Errorf("line (-want +got):\n%s", diff)
 	}
@@ -220,5 +220,25 @@ func TestReadRecordTornLineKeepsEvents(t *testing.T) {
 		if diff := cmp.Diff(want, got, recordCmp); diff != "" {
 			t.Fatalf("cut at %d: events (-want +got):\n%s", cut, diff)
 		}
+	}
+}
+
+// A record written before the verified peer had its name still reads.
+func TestReadRecordEarlierNames(t *testing.T) {
+	old := `{"event":"stop","time":"2025-01-02T15:04:07.000000000Z","session":1,"peer":"127.0.0.1:40112","end":{"cause":"stop","verdict":"passed","passed":true,"reason":"","attempts":2,"dropped":0,"chain":"127.0.0.1","chain_reason":"start peer","chain_attempts":2,"backoff_ms":[980],"foreign":[]}}` + "\n"
+	events, err := ReadRecord(strings.NewReader(old))
+	if err != nil || len(events) != 1 || events[0].End == nil {
+		t.Fatalf("ReadRecord = %+v, %v", events, err)
+	}
+	end := events[0].End
+	if end.VerifiedPeer != netip.MustParseAddr("127.0.0.1") || end.VerifiedReason != VerifiedStartPeer || end.VerifiedAttempts != 2 {
+		t.Errorf("end %+v; want verified peer 127.0.0.1, start peer, 2 attempts", end)
+	}
+	var b strings.Builder
+	if err := WriteRecordEvent(&b, events[0]); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"verified_peer":"127.0.0.1","verified_reason":"start peer","verified_attempts":2`) || strings.Contains(b.String(), `"chain`) {
+		t.Errorf("written back as %s; want the current names only", b.String())
 	}
 }

@@ -30,10 +30,10 @@ func TestRecordLineBoundFitsWriter(t *testing.T) {
 	}
 	ends := map[string]*SessionEnd{
 		"all foreign": {Cause: CauseTimeout, Verdict: Overflow, Reason: "too many attempts", Attempts: writerMaxAttempts,
-			Dropped: 1 << 62, ChainReason: ChainNone, Foreign: foreign},
+			Dropped: 1 << 62, VerifiedReason: VerifiedNone, Foreign: foreign},
 		"longest chain": {Cause: CauseTimeout, Verdict: Failed, Reason: Verify(DefaultPolicy(), chain(-30*24*time.Hour)).Reason(),
-			Attempts: writerMaxAttempts, Dropped: 1 << 62, Chain: netip.MustParseAddr("fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
-			ChainReason: ChainStartPeer, ChainAttempts: writerMaxAttempts, BackoffMS: backoff},
+			Attempts: writerMaxAttempts, Dropped: 1 << 62, VerifiedPeer: netip.MustParseAddr("fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+			VerifiedReason: VerifiedStartPeer, VerifiedAttempts: writerMaxAttempts, BackoffMS: backoff},
 	}
 	for name, end := range ends {
 		t.Run(name, func(t *testing.T) {

@@ -40,10 +40,10 @@ type SessionInfo struct {
 	StartPeer string `json:"start_peer,omitempty"`
 	// MaxMS is the Start's max_reconnect_backoff_ms (0 = default).
 	MaxMS int32 `json:"max_reconnect_backoff_ms"`
-	// Chain is the address whose attempts the verdict judges, "" when
-	// none; ChainReason why it was chosen.
-	Chain       string      `json:"chain"`
-	ChainReason ChainReason `json:"chain_reason,omitempty"`
+	// VerifiedPeer is the address whose attempts the verdict judges, "" when
+	// none; VerifiedReason why it was chosen.
+	VerifiedPeer   string         `json:"verified_peer"`
+	VerifiedReason VerifiedReason `json:"verified_reason,omitempty"`
 	// MaxAttempts is absent from the sessions of a record file, read
 	// offline.
 	MaxAttempts    int `json:"max_attempts,omitempty"`

@@ -37,19 +37,19 @@ func (s ServerSession) Overlaps(port uint16, first, last time.Time) bool {
 // The rules of a session, which the server, the live auditor and the
 // offline cross-check all apply (docs/spec.md §4).
 
-// ChooseChain says whose attempts a session verifies: the address that
+// ChooseVerifiedPeer says whose attempts a session verifies: the address that
 // called Start when anything came from it (or nothing came at all), else
 // the only address that connected, else none. connected lists the
 // addresses that connected, in order of first connection.
-func ChooseChain(start netip.Addr, connected []netip.Addr) (netip.Addr, ChainReason) {
+func ChooseVerifiedPeer(start netip.Addr, connected []netip.Addr) (netip.Addr, VerifiedReason) {
 	start = start.Unmap()
 	switch {
 	case len(connected) == 0 || slices.Contains(connected, start):
-		return start, ChainStartPeer
+		return start, VerifiedStartPeer
 	case len(connected) == 1:
-		return connected[0], ChainSolePeer
+		return connected[0], VerifiedSolePeer
 	}
-	return netip.Addr{}, ChainNone
+	return netip.Addr{}, VerifiedNone
 }
 
 // InSession reports whether t falls in a session that started at start and

@@ -177,11 +177,11 @@ type liveAuditor struct {
 	tr              *analyze.Tracker
 	inside, outside int
 	outsideDropped  int
-	packets        uint64
-	syns           uint64
-	skipped        map[string]uint64
-	batch          []liveItem // the queue's last batch, for its array
-	loopback       bool
+	packets         uint64
+	syns            uint64
+	skipped         map[string]uint64
+	batch           []liveItem // the queue's last batch, for its array
+	loopback        bool
 
 	sess         *liveSession
 	ending       bool // sess has ended on the server; waiting for its SYNs

@@ -120,11 +120,11 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 		inside = analyze.SessionAttempts(input, attempts)
 	}
 	slices.SortFunc(inside, func(a, b analyze.Attempt) int { return a.Time.Compare(b.Time) })
-	chain, reason := s.peer, analyze.ChainReason("")
+	chain, reason := s.peer, analyze.VerifiedReason("")
 	if s.server {
-		chain = s.serverSession().Chain()
+		chain = s.serverSession().VerifiedPeer()
 		if s.end != nil {
-			reason = s.end.ChainReason
+			reason = s.end.VerifiedReason
 		}
 	} else if len(inside) > 0 {
 		chain = inside[0].Src.Addr().Unmap()
@@ -170,7 +170,7 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 	}
 	r.Session = &analyze.SessionInfo{
 		Number: s.number, Start: s.start.UTC().Format(analyze.TimeLayout), Cause: s.cause,
-		MaxMS: s.maxMS, ChainReason: reason,
+		MaxMS: s.maxMS, VerifiedReason: reason,
 		MaxAttempts: s.maxAttempts, Dropped: s.dropped, OutsideDropped: s.outsideDropped,
 	}
 	if !end.IsZero() {
@@ -180,7 +180,7 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 		r.Session.StartPeer = s.startPeer.String()
 	}
 	if chain.IsValid() {
-		r.Session.Chain = chain.String()
+		r.Session.VerifiedPeer = chain.String()
 	}
 	if !s.server {
 		return r

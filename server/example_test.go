@@ -78,7 +78,7 @@ func Example() {
 	for _, iv := range ss.Result.Intervals {
 		fmt.Println(iv.LogLine())
 	}
-	fmt.Println("chain:", ss.End.Chain, ss.End.ChainReason, ss.End.ChainAttempts, "attempts")
+	fmt.Println("chain:", ss.End.VerifiedPeer, ss.End.VerifiedReason, ss.End.VerifiedAttempts, "attempts")
 	// Output:
 	// passed: true backoff_ms: [1050 1500]
 	// retry  1:backoff   1.05s,expected backoff   1.00s, jitter 5.00%

@@ -214,7 +214,7 @@ func TestFiftyConcurrentStarts(t *testing.T) {
 				t.Errorf("accept %+v outside its caller's session", e)
 			}
 		case analyze.EventStop:
-			if cur == nil || e.Session != cur.Session || e.End.Chain != cur.Peer.Addr() || len(e.End.Foreign) != 0 {
+			if cur == nil || e.Session != cur.Session || e.End.VerifiedPeer != cur.Peer.Addr() || len(e.End.Foreign) != 0 {
 				t.Errorf("stop %+v does not end the running session of %v alone", e, cur)
 			}
 			cur = nil
@@ -260,7 +260,7 @@ func TestVanishedCallerExpires(t *testing.T) {
 			st = e
 		}
 	}
-	if exp.End == nil || exp.End.Cause != analyze.CauseTimeout || exp.End.ChainAttempts != 2 || exp.End.Chain != ghostAddr {
+	if exp.End == nil || exp.End.Cause != analyze.CauseTimeout || exp.End.VerifiedAttempts != 2 || exp.End.VerifiedPeer != ghostAddr {
 		t.Errorf("session 1 ended as %+v, want a timeout keeping the vanished caller's 2 attempts", exp.End)
 	}
 	if st.Peer.Addr() != nextAddr {
@@ -425,7 +425,7 @@ func TestRudeRetryClients(t *testing.T) {
 			stop = e
 		}
 	}
-	if stop.End == nil || stop.End.Chain != own || stop.End.ChainAttempts != 3 || len(stop.End.Foreign) < 3 {
+	if stop.End == nil || stop.End.VerifiedPeer != own || stop.End.VerifiedAttempts != 3 || len(stop.End.Foreign) < 3 {
 		t.Errorf("stop %+v: want the 3-attempt chain of %v and the rude ones as foreign", stop.End, own)
 	}
 	if n := acceptedFrom(kinds[3].addr)(lg.snapshot()); n > each {

@@ -40,8 +40,8 @@ func TestLogNoChainChosen(t *testing.T) {
 	if len(ended) != 1 {
 		t.Fatalf("%d 'session ended' lines, want 1:\n%s", len(ended), log.String())
 	}
-	if !strings.Contains(ended[0], `chain="" chain_reason=none`) || strings.Contains(ended[0], "invalid IP") {
-		t.Errorf("end line %q: want chain=\"\" with chain_reason=none", ended[0])
+	if !strings.Contains(ended[0], `verified_peer="" verified_reason=none`) || strings.Contains(ended[0], "invalid IP") {
+		t.Errorf("end line %q: want verified_peer=\"\" with verified_reason=none", ended[0])
 	}
 }
 

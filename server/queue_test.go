@@ -198,9 +198,9 @@ func TestConcurrentCallersKeepTheirConnections(t *testing.T) {
 			}
 			kept[e.Session]++
 		case analyze.EventStop:
-			if e.End.Attempts != 2 || e.End.ChainAttempts != 2 || len(e.End.Foreign) != 0 {
+			if e.End.Attempts != 2 || e.End.VerifiedAttempts != 2 || len(e.End.Foreign) != 0 {
 				t.Errorf("session %d of %v ended with %d attempts (%d in its chain, %d foreign), want its caller's 2",
-					e.Session, owner[e.Session], e.End.Attempts, e.End.ChainAttempts, len(e.End.Foreign))
+					e.Session, owner[e.Session], e.End.Attempts, e.End.VerifiedAttempts, len(e.End.Foreign))
 			}
 		}
 	}

@@ -71,8 +71,8 @@ func TestVerdict(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("verdict (-want +got):\n%s", diff)
 			}
-			if end.ChainReason != analyze.ChainStartPeer || end.Chain != netip.MustParseAddr("127.0.0.1") {
-				t.Errorf("chain %v (%s), want 127.0.0.1 (start peer)", end.Chain, end.ChainReason)
+			if end.VerifiedReason != analyze.VerifiedStartPeer || end.VerifiedPeer != netip.MustParseAddr("127.0.0.1") {
+				t.Errorf("chain %v (%s), want 127.0.0.1 (start peer)", end.VerifiedPeer, end.VerifiedReason)
 			}
 		})
 	}
@@ -158,7 +158,7 @@ func TestForeignChainNotInVerdict(t *testing.T) {
 	end := *h.waitEvent(analyze.EventStop).End
 	want := analyze.SessionEnd{
 		Cause: analyze.CauseStop, Verdict: analyze.Passed, Passed: true, Attempts: 4,
-		Chain: netip.MustParseAddr("127.0.0.1"), ChainReason: analyze.ChainStartPeer, ChainAttempts: 3,
+		VerifiedPeer: netip.MustParseAddr("127.0.0.1"), VerifiedReason: analyze.VerifiedStartPeer, VerifiedAttempts: 3,
 		BackoffMS: []int32{1000, 1600},
 		Foreign:   []analyze.PeerCount{{Addr: netip.MustParseAddr("127.0.0.2"), Attempts: 1}},
 	}
@@ -186,8 +186,8 @@ func TestSoleOtherAddressIsVerified(t *testing.T) {
 	h.chain("::1", ms(1000, 1600)...)
 	info := h.stop()
 	end := h.waitEvent(analyze.EventStop).End
-	if end.ChainReason != analyze.ChainSolePeer || end.Chain != netip.MustParseAddr("::1") {
-		t.Errorf("chain %v (%s), want ::1 (sole peer)", end.Chain, end.ChainReason)
+	if end.VerifiedReason != analyze.VerifiedSolePeer || end.VerifiedPeer != netip.MustParseAddr("::1") {
+		t.Errorf("chain %v (%s), want ::1 (sole peer)", end.VerifiedPeer, end.VerifiedReason)
 	}
 	if !info.GetPassed() || !end.Passed {
 		t.Errorf("verdict %s (%s), want passed", end.Verdict, end.Reason)
@@ -204,8 +204,8 @@ func TestSeveralOtherAddressesAreNotVerified(t *testing.T) {
 	h.retry("127.0.0.3")
 	info := h.stop()
 	end := h.waitEvent(analyze.EventStop).End
-	if end.ChainReason != analyze.ChainNone || info.GetPassed() || len(end.Foreign) != 2 {
-		t.Errorf("end %+v, want no chain verified, 2 foreign, not passed", end)
+	if end.VerifiedReason != analyze.VerifiedNone || info.GetPassed() || len(end.Foreign) != 2 {
+		t.Errorf("end %+v, want no peer verified, 2 foreign, not passed", end)
 	}
 }
 
@@ -248,7 +248,7 @@ func TestRecordHoldsEveryConnection(t *testing.T) {
 		t.Errorf("accept before Start has session %d, want 0", e.Session)
 	}
 	stop := events[len(events)-1]
-	if stop.End == nil || stop.End.ChainAttempts != 2 || len(stop.End.Foreign) != 1 {
+	if stop.End == nil || stop.End.VerifiedAttempts != 2 || len(stop.End.Foreign) != 1 {
 		t.Errorf("stop event %+v, want a 2-attempt chain and 1 foreign", stop.End)
 	}
 }

@@ -28,7 +28,7 @@ type Session struct {
 	// End is the outcome as written to the record: verdict, the chosen
 	// chain and why, the foreign chains with their counts.
 	End analyze.SessionEnd
-	// Result is analyze.Verify over the chosen chain (End.Chain); its
+	// Result is analyze.Verify over the verified peer's chain (End.VerifiedPeer); its
 	// Reference reading is Verdict Overflow when End.Dropped > 0.
 	Result analyze.Result
 }
@@ -263,22 +263,22 @@ func (s *Server) verdict(sess *session) {
 	end := &sess.End
 	end.Attempts = len(sess.Accepts)
 	own := sess.Peer.Addr()
-	end.Chain, end.ChainReason = analyze.ChooseChain(own, sess.order)
+	end.VerifiedPeer, end.VerifiedReason = analyze.ChooseVerifiedPeer(own, sess.order)
 	end.Foreign = []analyze.PeerCount{}
 	for _, a := range sess.order {
-		if a != end.Chain {
+		if a != end.VerifiedPeer {
 			end.Foreign = append(end.Foreign, analyze.PeerCount{Addr: a, Attempts: sess.chains[a].n})
 		}
 	}
 	var times []time.Time
-	if end.Chain.IsValid() {
-		times = sess.Times(end.Chain)
+	if end.VerifiedPeer.IsValid() {
+		times = sess.Times(end.VerifiedPeer)
 	}
-	end.ChainAttempts = len(times)
+	end.VerifiedAttempts = len(times)
 	r := analyze.Verify(sess.Params.Policy, times)
 	end.Reason = r.Reason()
-	if end.ChainReason == analyze.ChainNone {
-		end.Reason = fmt.Sprintf("no connection came from the Start caller's address %s and %d other addresses connected: no chain verified",
+	if end.VerifiedReason == analyze.VerifiedNone {
+		end.Reason = fmt.Sprintf("no connection came from the Start caller's address %s and %d other addresses connected: no peer verified",
 			own, len(sess.order))
 	}
 	if end.Dropped > 0 {
@@ -295,9 +295,9 @@ func (s *Server) verdict(sess *session) {
 
 func (s *Server) logEnd(ss Session) {
 	end := ss.End
-	if end.ChainReason == analyze.ChainSolePeer {
+	if end.VerifiedReason == analyze.VerifiedSolePeer {
 		s.log.Info("no connection from the Start caller's address; verified the sole address that connected",
-			"session", ss.ID, "start_peer", ss.Peer.String(), "chain", end.Chain.String())
+			"session", ss.ID, "start_peer", ss.Peer.String(), "verified_peer", end.VerifiedPeer.String())
 	}
 	for _, f := range end.Foreign {
 		s.log.Warn("foreign chain: kept in the record, not in the verdict",
@@ -307,13 +307,13 @@ func (s *Server) logEnd(ss Session) {
 	if !end.Passed {
 		lvl = slog.LevelWarn
 	}
-	chain := "" // no chain chosen (ChainNone); the zero Addr prints "invalid IP"
-	if end.Chain.IsValid() {
-		chain = end.Chain.String()
+	chain := "" // no peer chosen (VerifiedNone); the zero Addr prints "invalid IP"
+	if end.VerifiedPeer.IsValid() {
+		chain = end.VerifiedPeer.String()
 	}
 	s.log.Log(context.Background(), lvl, "session ended", "session", ss.ID, "cause", end.Cause,
 		"verdict", string(end.Verdict), "passed", end.Passed, "reason", end.Reason,
-		"chain", chain, "chain_reason", string(end.ChainReason),
-		"chain_attempts", end.ChainAttempts, "attempts", end.Attempts, "dropped", end.Dropped,
+		"verified_peer", chain, "verified_reason", string(end.VerifiedReason),
+		"verified_attempts", end.VerifiedAttempts, "attempts", end.Attempts, "dropped", end.Dropped,
 		"foreign_chains", len(end.Foreign), "backoff_ms", end.BackoffMS)
 }

@@ -186,7 +186,7 @@ func (s *auditServer) session(t *testing.T) (analyze.SessionEnd, []time.Time) {
 	}
 	var times []time.Time
 	for _, e := range accepts {
-		if e.Peer.Addr().Unmap() == end.Chain {
+		if e.Peer.Addr().Unmap() == end.VerifiedPeer {
 			times = append(times, e.Time)
 		}
 	}

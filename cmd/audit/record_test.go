@@ -66,7 +66,7 @@ func (r recordRun) write(t *testing.T, dir string) (capPath, recPath string) {
 	ev(analyze.RecordEvent{Event: analyze.EventStop, Time: times[len(times)-1].Add(time.Second), Session: 1,
 		Peer: netip.AddrPortFrom(client, 40000),
 		End: &analyze.SessionEnd{Cause: analyze.CauseStop, Verdict: verdict, Passed: r.serverPassed, Reason: r.serverReason,
-			Attempts: len(times), Chain: client, ChainReason: analyze.ChainStartPeer, ChainAttempts: len(times)}})
+			Attempts: len(times), VerifiedPeer: client, VerifiedReason: analyze.VerifiedStartPeer, VerifiedAttempts: len(times)}})
 	capPath, recPath = filepath.Join(dir, "run.pcap"), filepath.Join(dir, "run.record.jsonl")
 	writeSYNs(t, capPath, syns)
 	if err := os.WriteFile(recPath, rec.Bytes(), 0o644); err != nil {

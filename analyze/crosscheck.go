@@ -72,6 +72,12 @@ type CrossInput struct {
 	// Offline is set when the capture is a file: a SYN it lacks is "not in
 	// the capture", since a file keeps no drop counts.
 	Offline bool
+	// Kernel and Server, when set, are the readings of the verified peer's
+	// chain inside the session that the caller already has: Verify over
+	// the SYN times of SessionAttempts, and over the server's accept times
+	// (its own verdict, when it kept every attempt). NewCrossCheck verifies
+	// what is not given, so that each chain is verified once per reading.
+	Kernel, Server *Result
 	// Late holds connections the server accepted just after the session
 	// ended (record session 0): a SYN sent inside the session whose accept
 	// came after Stop is in neither side's list of the session.
@@ -363,7 +369,15 @@ func (c *CrossCheck) diagnose(in CrossInput, ks, ss []crossSide) (lonely bool) {
 			sIndex[s.pair] = i
 		}
 	}
-	kr, sr := Verify(in.Policy, kTimes), Verify(in.Policy, sTimes)
+	kr, sr := in.Kernel, in.Server
+	if kr == nil {
+		v := Verify(in.Policy, kTimes)
+		kr = &v
+	}
+	if sr == nil {
+		v := Verify(in.Policy, sTimes)
+		sr = &v
+	}
 	c.KernelPassed, c.ServerPassed = kr.Reference.Passed, sr.Reference.Passed
 
 	for i, k := range kc {
@@ -427,7 +441,7 @@ func (c CrossCheck) moved(kiv, siv Interval, k int, a, b Pair) Disagreement {
 
 // missing names attempt i of the kernel's chain, which the server's list
 // lacks: the kernel's intervals i and i+1 (1-based) have no counterpart.
-func (c CrossCheck) missing(kr Result, i int, port uint16, side string) Disagreement {
+func (c CrossCheck) missing(kr *Result, i int, port uint16, side string) Disagreement {
 	d := Disagreement{K: i, Attempt: i + 1, SrcPort: port, ToleranceMS: ms(c.Tolerance), KernelOK: true}
 	if i > 0 {
 		d.KernelOK = kr.Intervals[i-1].OK

@@ -313,3 +313,22 @@ func TestServerSessions(t *testing.T) {
 		t.Errorf("split (-want +got):\n%s", diff)
 	}
 }
+
+// Readings the caller already has are used, not verified again: the
+// results given here differ from what the times would give, and win.
+func TestCrossCheckUsesGivenReadings(t *testing.T) {
+	in := crossInput()
+	var times []time.Time
+	for _, a := range kernelChain() {
+		times = append(times, a.Time)
+	}
+	kernel := Verify(in.Policy, times)
+	server := kernel
+	server.Reference.Passed = false
+	in.Kernel, in.Server = &kernel, &server
+	c := NewCrossCheck(in, kernelChain(), accepted(0.3, 0.2, 5, 0.4, 0.25))
+	if !c.KernelPassed || c.ServerPassed || c.Agree {
+		t.Errorf("KernelPassed, ServerPassed, Agree = %v, %v, %v; want the given readings: true, false, false",
+			c.KernelPassed, c.ServerPassed, c.Agree)
+	}
+}

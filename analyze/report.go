@@ -208,8 +208,11 @@ type Summary struct {
 }
 
 // NewPeerReport verifies one chain against p.
-func NewPeerReport(p Policy, c Chain) PeerReport {
-	res := Verify(p, c.Times())
+func NewPeerReport(p Policy, c Chain) PeerReport { return PeerReportOf(c, Verify(p, c.Times())) }
+
+// PeerReportOf is the report of a chain already verified: res is Verify's
+// result over c's times.
+func PeerReportOf(c Chain, res Result) PeerReport {
 	pr := PeerReport{
 		Peer:            c.Peer,
 		Passed:          res.Reference.Passed,
@@ -237,7 +240,41 @@ func NewPeerReport(p Policy, c Chain) PeerReport {
 // Peers are ordered failing first (failed, then too few attempts, then
 // passed), by address within each group.
 func NewReport(port uint16, p Policy, chains []Chain, capture CaptureInfo) Report {
-	return newAudit(port, p, chainSlice(chains), capture).Report()
+	peers := make([]PeerReport, len(chains))
+	for i, c := range chains {
+		peers[i] = NewPeerReport(p, c)
+	}
+	return NewReportOf(port, p, peers, capture)
+}
+
+// NewReportOf is the report of peers already verified against p: it orders
+// them as NewReport does, counts their attempts and retransmits into
+// capture, and sums them up.
+func NewReportOf(port uint16, p Policy, peers []PeerReport, capture CaptureInfo) Report {
+	r := Report{Port: port, Policy: p, Capture: capture, Peers: peers}
+	if r.Peers == nil {
+		r.Peers = []PeerReport{}
+	}
+	if r.Capture.Skipped == nil {
+		r.Capture.Skipped = map[string]uint64{}
+	}
+	if r.Capture.Files == nil {
+		r.Capture.Files = []FileInfo{}
+	}
+	r.Capture.Attempts, r.Capture.Retransmits = 0, 0
+	for _, pr := range r.Peers {
+		r.Capture.Attempts += len(pr.Attempts)
+		r.Capture.Retransmits += pr.Retransmits
+	}
+	slices.SortStableFunc(r.Peers, func(x, y PeerReport) int { return peerOrder(x.Verdict, x.Peer, y.Verdict, y.Peer) })
+	r.Summary = summarize(r.Peers)
+	return r
+}
+
+// peerOrder is the order of a report's peers: failing first (failed, then
+// too few attempts, then passed), by address within each group.
+func peerOrder(v1 Verdict, a1 netip.Addr, v2 Verdict, a2 netip.Addr) int {
+	return cmp.Or(cmp.Compare(verdictRank(v1), verdictRank(v2)), a1.Compare(a2))
 }
 
 // An Audit is a Report in the making: every chain verified and its peer
@@ -356,9 +393,7 @@ func newAudit(port uint16, p Policy, cs chainSource, capture CaptureInfo) *Audit
 		a.Capture.Attempts += ap.attempts
 		a.Capture.Retransmits += ap.retrans
 	}
-	slices.SortStableFunc(a.peers, func(x, y auditPeer) int {
-		return cmp.Or(cmp.Compare(verdictRank(x.verdict), verdictRank(y.verdict)), x.addr.Compare(y.addr))
-	})
+	slices.SortStableFunc(a.peers, func(x, y auditPeer) int { return peerOrder(x.verdict, x.addr, y.verdict, y.addr) })
 	a.Summary = a.summarize()
 	return a
 }

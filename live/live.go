@@ -564,6 +564,11 @@ func (a *liveAuditor) finish() {
 		fmt.Fprintf(a.errOut, "audit live: %v\n", err)
 	}
 	s.outsideDropped = a.outsideDropped
+	if a.srv != nil && s.end != nil && s.end.Dropped == 0 {
+		if ss, ok := a.srv.Session(s.number); ok {
+			s.serverResult = &ss.Result
+		}
+	}
 	if a.capEndCause != "" {
 		s.captureEnd, s.captureEndCause = cmp.Or(a.lastSYN, a.captureStart), a.capEndCause
 	}

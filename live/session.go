@@ -39,6 +39,9 @@ type liveSession struct {
 	// (a capture error), captureEndCause why.
 	captureEnd      time.Time
 	captureEndCause string
+	// serverResult is the in-process server's own reading of the session,
+	// when it kept every attempt (see analyze.CrossInput.Server).
+	serverResult *analyze.Result
 	// outsideDropped counts the attempts outside any session that were
 	// forgotten before this report (see OutsideKeep).
 	outsideDropped int
@@ -115,6 +118,7 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 	input := s.serverSession().Input(captureStart, lost)
 	input.Offline = s.offline
 	input.CaptureEnd, input.CaptureEndCause = s.captureEnd, s.captureEndCause
+	input.Server = s.serverResult
 	inside := slices.Clone(attempts)
 	if s.server {
 		inside = analyze.SessionAttempts(input, attempts)
@@ -138,11 +142,16 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 		}
 		byPeer[p] = append(byPeer[p], a)
 	}
-	var chains []analyze.Chain
+	// The verified peer's chain is verified once: its reading is the
+	// report's peer and the cross-check's kernel side.
+	var peers []analyze.PeerReport
 	if as := byPeer[chain]; len(as) > 0 {
-		chains = append(chains, analyze.Chain{Peer: chain, Attempts: as})
+		c := analyze.Chain{Peer: chain, Attempts: as}
+		res := analyze.Verify(s.policy, c.Times())
+		input.Kernel = &res
+		peers = append(peers, analyze.PeerReportOf(c, res))
 	}
-	r := analyze.NewReport(port, s.policy, chains, capInfo)
+	r := analyze.NewReportOf(port, s.policy, peers, capInfo)
 	r.Capture.Attempts, r.Capture.Retransmits = len(inside), 0
 	for _, a := range inside {
 		r.Capture.Retransmits += a.Retransmits

@@ -291,6 +291,10 @@ type Audit struct {
 
 	chains chainSource
 	peers  []auditPeer // in report order
+	// results holds, by chain index, the Verify result of the chains
+	// whose intervals fit keptIntervals, so that writing them does not
+	// verify them again; the others (nil Intervals) are verified again.
+	results []Result
 	fits   bool        // Summary.FitsCapMS is looked for
 }
 
@@ -366,9 +370,11 @@ func newAudit(port uint16, p Policy, cs chainSource, capture CaptureInfo) *Audit
 	// Chains are independent: a large capture's are verified on every
 	// core, each goroutine on its own share of a.peers.
 	workers := max(1, min(runtime.GOMAXPROCS(0), n/auditBatch))
+	a.results = make([]Result, n)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
+			budget, kept := keptIntervals/workers, 0
 			var times []time.Time
 			var plateau []float64
 			for i := n * w / workers; i < n*(w+1)/workers; i++ {
@@ -379,6 +385,10 @@ func newAudit(port uint16, p Policy, cs chainSource, capture CaptureInfo) *Audit
 				// Result would hold every interval, which is what an
 				// Audit avoids.
 				res := Verify(p, times)
+				if kept+len(res.Intervals) <= budget {
+					kept += len(res.Intervals)
+					a.results[i] = res
+				}
 				ap.verdict, ap.passed = res.Reference.Verdict, res.Reference.Passed
 				ap.refPassed, ap.strict, ap.maxJitter = res.ReferencePassed, res.Strict, maxJitter(res.Intervals)
 				if ap.verdict == Failed {
@@ -446,10 +456,24 @@ func (a *Audit) Report() Report {
 	var buf []Attempt
 	for i, p := range a.peers {
 		c := a.chains.Chain(p.index, buf)
-		r.Peers[i] = NewPeerReport(a.Policy, c)
+		r.Peers[i] = a.peerReport(i, c)
 		buf = c.Attempts[:0]
 	}
 	return r
+}
+
+// keptIntervals bounds the intervals whose Verify results an Audit keeps
+// (about 100 bytes each) for writing: the chains beyond it are verified
+// again when written, so memory stays bounded whatever the capture.
+const keptIntervals = 1 << 18
+
+// peerReport is the report of the peer at position i in report order; c
+// is its chain.
+func (a *Audit) peerReport(i int, c Chain) PeerReport {
+	if res := a.results[a.peers[i].index]; res.Intervals != nil || len(c.Attempts) < 2 && res.Reference.Verdict != "" {
+		return PeerReportOf(c, res)
+	}
+	return NewPeerReport(a.Policy, c)
 }
 
 // writeBatch is how many peers a goroutine of writePeers formats at a time.
@@ -558,10 +582,11 @@ func (a *Audit) WriteJSON(w io.Writer) error {
 		return err
 	}
 	bw.WriteString(`  "peers": [`)
+	windows := newWindowText(a.Policy)
 	err := a.writePeers(bw, func(b []byte, i int, c func() Chain) ([]byte, error) {
-		pr := NewPeerReport(a.Policy, c())
+		pr := a.peerReport(i, c())
 		b = append(b, "\n    "...)
-		b, err := appendPeerJSON(b, &pr)
+		b, err := appendPeerJSON(b, &pr, windows)
 		if err != nil {
 			return b, fmt.Errorf("encode peer %s: %w", pr.Peer, err)
 		}
@@ -600,7 +625,7 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 		p := a.peers[i]
 		if !brief || !p.passed {
 			b = append(b, '\n')
-			return appendPeerText(b, NewPeerReport(a.Policy, c())), nil
+			return appendPeerText(b, a.peerReport(i, c())), nil
 		}
 		if i == 0 || !a.peers[i-1].passed {
 			b = append(b, '\n')
@@ -971,7 +996,9 @@ func (c CaptureInfo) Warnings() []string {
 // holds it to that), without reflection: encoding/json took 0.3 s for the
 // 10 000 peers of the 2 M-packet bench capture, most of it reflecting over
 // intervals and compacting what AttemptReport.MarshalJSON returns.
-func appendPeerJSON(b []byte, p *PeerReport) ([]byte, error) {
+//
+// windows, when not nil, holds the text of the policy's windows.
+func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error) {
 	b = append(b, `{"peer":`...)
 	b = appendJSONAddr(b, p.Peer)
 	b = append(b, `,"passed":`...)
@@ -1023,7 +1050,7 @@ func appendPeerJSON(b []byte, p *PeerReport) ([]byte, error) {
 				b = append(b, ',')
 			}
 			var err error
-			if b, err = appendIntervalJSON(b, &iv); err != nil {
+			if b, err = appendIntervalJSON(b, &iv, windows); err != nil {
 				return b, err
 			}
 		}
@@ -1045,19 +1072,23 @@ func appendPeerJSON(b []byte, p *PeerReport) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func appendIntervalJSON(b []byte, iv *Interval) ([]byte, error) {
+func appendIntervalJSON(b []byte, iv *Interval, windows *windowText) ([]byte, error) {
 	b = append(b, `{"k":`...)
 	b = strconv.AppendInt(b, int64(iv.K), 10)
 	b = append(b, `,"measured_ms":`...)
-	b, err1 := appendJSONFloat(b, iv.MeasuredMS)
+	var err1, err2 error
+	if ns := int64(iv.Measured); ns != 0 && ns > -1e15 && ns < 1e15 && iv.MeasuredMS == ms(iv.Measured) {
+		b = appendWholeNS(b, ns)
+	} else {
+		b, err1 = appendJSONFloat(b, iv.MeasuredMS)
+	}
 	b = append(b, `,"backoff_ms":`...)
 	b = strconv.AppendInt(b, int64(iv.BackoffMS), 10)
-	b = append(b, `,"expected_ms":`...)
-	b, err2 := appendJSONFloat(b, iv.ExpectedMS)
-	b = append(b, `,"min_ms":`...)
-	b, err3 := appendJSONFloat(b, iv.MinMS)
-	b = append(b, `,"max_ms":`...)
-	b, err4 := appendJSONFloat(b, iv.MaxMS)
+	if w := windows.text(iv); w != nil {
+		b = append(b, w...)
+	} else {
+		b, err2 = appendWindowJSON(b, iv)
+	}
 	b = append(b, `,"ok":`...)
 	b = strconv.AppendBool(b, iv.OK)
 	b = append(b, `,"outcome":`...)
@@ -1066,7 +1097,81 @@ func appendIntervalJSON(b []byte, iv *Interval) ([]byte, error) {
 	b, err5 := appendJSONFloat(b, iv.JitterPct)
 	b = append(b, `,"strict_ok":`...)
 	b = strconv.AppendBool(b, iv.StrictOK)
-	return append(b, '}'), cmp.Or(err1, err2, err3, err4, err5)
+	return append(b, '}'), cmp.Or(err1, err2, err5)
+}
+
+// appendWindowJSON appends an interval's expected value and window:
+// `,"expected_ms":E,"min_ms":MIN,"max_ms":MAX`.
+func appendWindowJSON(b []byte, iv *Interval) ([]byte, error) {
+	b = append(b, `,"expected_ms":`...)
+	b, err1 := appendJSONFloat(b, iv.ExpectedMS)
+	b = append(b, `,"min_ms":`...)
+	b, err2 := appendJSONFloat(b, iv.MinMS)
+	b = append(b, `,"max_ms":`...)
+	b, err3 := appendJSONFloat(b, iv.MaxMS)
+	return b, cmp.Or(err1, err2, err3)
+}
+
+// windowText holds the JSON of the expected value and window of a policy's
+// first windowTextK intervals, which depend on k alone: formatting floats
+// is most of the cost of a report's JSON.
+type windowText struct {
+	iv []Interval // p.Check(k, 0), from k = 1
+	b  [][]byte
+}
+
+const windowTextK = 64
+
+func newWindowText(p Policy) *windowText {
+	w := &windowText{}
+	for k := 1; k <= windowTextK; k++ {
+		iv := p.Check(k, 0)
+		b, err := appendWindowJSON(nil, &iv)
+		if err != nil {
+			break
+		}
+		w.iv, w.b = append(w.iv, iv), append(w.b, b)
+	}
+	return w
+}
+
+// text is the JSON of iv's window, or nil when it is not one held.
+func (w *windowText) text(iv *Interval) []byte {
+	if w == nil || iv.K < 1 || iv.K > len(w.iv) {
+		return nil
+	}
+	h := &w.iv[iv.K-1]
+	if h.ExpectedMS != iv.ExpectedMS || h.MinMS != iv.MinMS || h.MaxMS != iv.MaxMS {
+		return nil
+	}
+	return w.b[iv.K-1]
+}
+
+// appendWholeNS appends ns nanoseconds as milliseconds, as appendJSONFloat
+// appends float64(ns)/1e6: for |ns| < 1e15 the float is nearer to the
+// exact decimal than half the 1e-6 step between decimals of six places, so
+// its shortest form is that decimal, trailing zeros trimmed.
+func appendWholeNS(b []byte, ns int64) []byte {
+	if ns < 0 {
+		b = append(b, '-')
+		ns = -ns
+	}
+	b = strconv.AppendInt(b, ns/1e6, 10)
+	frac := ns % 1e6
+	if frac == 0 {
+		return b
+	}
+	var d [7]byte
+	d[0] = '.'
+	for i := 6; i >= 1; i-- {
+		d[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	n := 7
+	for d[n-1] == '0' {
+		n--
+	}
+	return append(b, d[:n]...)
 }
 
 // appendTime appends t.UTC().AppendFormat(b, TimeLayout), twice as fast:

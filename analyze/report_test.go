@@ -366,17 +366,20 @@ func TestAppendPeerJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := appendPeerJSON(nil, &pr)
-		if err != nil {
-			t.Fatalf("peer %d: %v", i, err)
-		}
-		if diff := cmp.Diff(string(want), string(got)); diff != "" {
-			t.Errorf("peer %d: appendPeerJSON vs json.Marshal (-want +got):\n%s", i, diff)
+		// With the policy's windows held as text, and without.
+		for _, windows := range []*windowText{nil, newWindowText(sampleReport().Policy)} {
+			got, err := appendPeerJSON(nil, &pr, windows)
+			if err != nil {
+				t.Fatalf("peer %d: %v", i, err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("peer %d (windows held: %v): appendPeerJSON vs json.Marshal (-want +got):\n%s", i, windows != nil, diff)
+			}
 		}
 	}
 	bad := prs[0]
 	bad.Intervals = []Interval{{JitterPct: math.NaN()}}
-	if _, err := appendPeerJSON(nil, &bad); err == nil {
+	if _, err := appendPeerJSON(nil, &bad, nil); err == nil {
 		t.Error("NaN: no error, want encoding/json's")
 	}
 }
@@ -506,4 +509,53 @@ func compactJSON(t *testing.T, b []byte) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// appendWholeNS writes what encoding/json writes for float64(ns)/1e6.
+func TestAppendWholeNS(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	ns := []int64{1, -1, 999, 1000, 999999, 1000000, 1000001, 1000827000, 123456789012, 1e15 - 1, -(1e15 - 1), 86400e9 * 11}
+	for range 100000 {
+		ns = append(ns, rng.Int64N(2e15)-1e15, rng.Int64N(1e10), rng.Int64N(1e7)*1000)
+	}
+	for _, n := range ns {
+		want, err := json.Marshal(float64(n) / 1e6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendWholeNS(nil, n); string(got) != string(want) {
+			t.Fatalf("appendWholeNS(%d) = %s; encoding/json writes %s", n, got, want)
+		}
+	}
+}
+
+// Peers whose intervals come from Verify, written with and without the
+// windows held, are what encoding/json writes.
+func TestAppendPeerJSONVerified(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, p := range []Policy{DefaultPolicy(), ReferencePolicy(3000), ReferencePolicy(500)} {
+		windows := newWindowText(p)
+		for range 200 {
+			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			var c Chain
+			c.Peer = netip.MustParseAddr("127.0.0.1")
+			at := t0
+			for k := range 2 + rng.IntN(80) {
+				at = at.Add(time.Duration(rng.Int64N(int64(200 * time.Second))))
+				c.Attempts = append(c.Attempts, Attempt{Time: at, Src: netip.AddrPortFrom(c.Peer, uint16(40000+k))})
+			}
+			pr := NewPeerReport(p, c)
+			want, err := json.Marshal(pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := appendPeerJSON(nil, &pr, windows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Fatalf("policy %v: appendPeerJSON vs json.Marshal:\n%s\n%s", p, got, want)
+			}
+		}
+	}
 }

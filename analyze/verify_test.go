@@ -465,7 +465,7 @@ func TestJitterUsesMeasuredGap(t *testing.T) {
 			if got := fmt.Sprintf("%.2f", maxJitter([]Interval{iv})); got != strings.TrimLeft(tt.wantPct, "+-") {
 				t.Errorf("max |jitter| = %s, want %s", got, strings.TrimLeft(tt.wantPct, "+-"))
 			}
-			b, err := appendIntervalJSON(nil, &iv)
+			b, err := appendIntervalJSON(nil, &iv, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

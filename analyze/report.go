@@ -295,7 +295,7 @@ type Audit struct {
 	// whose intervals fit keptIntervals, so that writing them does not
 	// verify them again; the others (nil Intervals) are verified again.
 	results []Result
-	fits   bool        // Summary.FitsCapMS is looked for
+	fits    bool // Summary.FitsCapMS is looked for
 }
 
 // auditPeer is what ordering, counting and a one-line report of a peer

@@ -737,7 +737,7 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 		peers(r.Peers)
 	case r.Record != nil:
-		writeTextHeader(bw, r.Port, r.Policy, r.Capture)
+		writeCaptureLine(bw, r.Port, r.Capture)
 		r.writeRecordText(bw, peers)
 	default:
 		writeTextHeader(bw, r.Port, r.Policy, r.Capture)
@@ -780,9 +780,9 @@ func (r Report) WriteText(w io.Writer) error {
 func (r Report) writeRecordText(bw *bufio.Writer, peers func([]PeerReport)) {
 	rec := r.Record
 	if rec.Policy == PolicyFromRecord {
-		fmt.Fprintln(bw, "policy source: each session's own, from its Start line in the record")
+		fmt.Fprintln(bw, "policy: each session's own, from its Start line in the record")
 	} else {
-		fmt.Fprintln(bw, "policy source: the command line; it overrides each session's Start line")
+		fmt.Fprintf(bw, "policy: %v, from the command line; it overrides each session's Start line\n", r.Policy)
 	}
 	fmt.Fprintf(bw, "server record %s: %s judged", rec.Path, Plural(len(r.Sessions), "session"))
 	for i, o := range rec.Outside {
@@ -809,10 +809,14 @@ func (r Report) writeRecordText(bw *bufio.Writer, peers func([]PeerReport)) {
 }
 
 func writeTextHeader(w *bufio.Writer, port uint16, p Policy, c CaptureInfo) {
+	writeCaptureLine(w, port, c)
+	fmt.Fprintf(w, "policy: %v\n", p)
+}
+
+func writeCaptureLine(w *bufio.Writer, port uint16, c CaptureInfo) {
 	fmt.Fprintf(w, "port %d: %d packets in %s, %s, %s, %s\n",
 		port, c.Packets, Plural(len(c.Files), "file"), Plural(int(c.SYNs), "SYN"),
 		Plural(c.Attempts, "attempt"), Plural(c.Retransmits, "retransmit"))
-	fmt.Fprintf(w, "policy: %v\n", p)
 }
 
 // String is the summary line.

@@ -94,7 +94,7 @@ func TestPcapRecordPolicy(t *testing.T) {
 			name:     "each session by its own cap",
 			run:      recordRun{maxMS: 3000, gaps: capped3s, serverPassed: true},
 			wantCode: exitOK,
-			want: []string{"policy source: each session's own, from its Start line in the record",
+			want: []string{"policy: each session's own, from its Start line in the record",
 				"kernel verdict, from SYN timestamps (policy initial 1s ×1.6 ±20% cap 3s",
 				"PASS: 1 peer: 1 passed"},
 		},
@@ -103,7 +103,7 @@ func TestPcapRecordPolicy(t *testing.T) {
 			run:      recordRun{maxMS: 3000, gaps: capped3s, serverPassed: true},
 			args:     []string{"--max-backoff=2m"},
 			wantCode: exitFail,
-			want:     []string{"policy source: the command line; it overrides each session's Start line", "interval 4"},
+			want:     []string{"from the command line; it overrides each session's Start line", "interval 4"},
 			wantErr:  "audit: 1 of 1 session failed; session 1: kernel verdict failed, server passed: interval 4: 3000 ms is early",
 		},
 		{

@@ -501,8 +501,8 @@ func chainText(a netip.Addr) string {
 type pairJSON struct {
 	Peer       netip.Addr `json:"peer"`
 	SrcPort    uint16     `json:"src_port"`
-	KernelTime string     `json:"kernel_time"`
-	AcceptTime string     `json:"accept_time"`
+	KernelTime reportTime `json:"kernel_time"`
+	AcceptTime reportTime `json:"accept_time"`
 	DelayUS    float64    `json:"delay_us"`
 	Foreign    bool       `json:"foreign,omitempty"`
 }
@@ -512,8 +512,8 @@ type pairJSON struct {
 func (p Pair) MarshalJSON() ([]byte, error) {
 	return json.Marshal(pairJSON{
 		Peer: p.Peer, SrcPort: p.SrcPort,
-		KernelTime: p.KernelTime.UTC().Format(TimeLayout),
-		AcceptTime: p.AcceptTime.UTC().Format(TimeLayout),
+		KernelTime: reportTime(p.KernelTime),
+		AcceptTime: reportTime(p.AcceptTime),
 		DelayUS:    float64(p.Delay) / float64(time.Microsecond),
 		Foreign:    p.Foreign,
 	})
@@ -523,46 +523,31 @@ func (p Pair) MarshalJSON() ([]byte, error) {
 // the two times, which carry it to the nanosecond.
 func (p *Pair) UnmarshalJSON(b []byte) error {
 	var j pairJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	kt, err := time.Parse(time.RFC3339Nano, j.KernelTime)
-	if err != nil {
-		return fmt.Errorf("parse kernel_time: %w", err)
-	}
-	at, err := time.Parse(time.RFC3339Nano, j.AcceptTime)
-	if err != nil {
-		return fmt.Errorf("parse accept_time: %w", err)
-	}
+	err := json.Unmarshal(b, &j)
+	kt, at := time.Time(j.KernelTime), time.Time(j.AcceptTime)
 	*p = Pair{Peer: j.Peer, SrcPort: j.SrcPort, KernelTime: kt, AcceptTime: at, Delay: at.Sub(kt), Foreign: j.Foreign}
-	return nil
+	return err
 }
 
 type loneJSON struct {
 	Peer    netip.Addr `json:"peer"`
 	SrcPort uint16     `json:"src_port"`
-	Time    string     `json:"time"`
+	Time    reportTime `json:"time"`
 	Reason  string     `json:"reason"`
 	Detail  string     `json:"detail"`
 }
 
 // MarshalJSON writes {"peer","src_port","time","reason","detail"}.
 func (l Lone) MarshalJSON() ([]byte, error) {
-	return json.Marshal(loneJSON{Peer: l.Peer, SrcPort: l.SrcPort, Time: l.Time.UTC().Format(TimeLayout), Reason: l.Reason, Detail: l.Detail})
+	return json.Marshal(loneJSON{l.Peer, l.SrcPort, reportTime(l.Time), l.Reason, l.Detail})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (l *Lone) UnmarshalJSON(b []byte) error {
 	var j loneJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	t, err := time.Parse(time.RFC3339Nano, j.Time)
-	if err != nil {
-		return fmt.Errorf("parse time: %w", err)
-	}
-	*l = Lone{Peer: j.Peer, SrcPort: j.SrcPort, Time: t, Reason: j.Reason, Detail: j.Detail}
-	return nil
+	err := json.Unmarshal(b, &j)
+	*l = Lone{j.Peer, j.SrcPort, time.Time(j.Time), j.Reason, j.Detail}
+	return err
 }
 
 type crossJSON struct {

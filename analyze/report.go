@@ -160,35 +160,38 @@ type AttemptReport struct {
 // line up, sort and diff as text.
 const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
+// reportTime is a time as reports write it: TimeLayout, in UTC. It reads
+// any RFC 3339 time.
+type reportTime time.Time
+
+func (t reportTime) MarshalText() ([]byte, error) {
+	return time.Time(t).UTC().AppendFormat(nil, TimeLayout), nil
+}
+
+func (t *reportTime) UnmarshalText(b []byte) error {
+	v, err := time.Parse(time.RFC3339Nano, string(b))
+	*t = reportTime(v)
+	return err
+}
+
 type attemptJSON struct {
-	Time        string `json:"time"`
-	SrcPort     uint16 `json:"src_port"`
-	Seq         uint32 `json:"seq"`
-	Retransmits int    `json:"retransmits"`
+	Time        reportTime `json:"time"`
+	SrcPort     uint16     `json:"src_port"`
+	Seq         uint32     `json:"seq"`
+	Retransmits int        `json:"retransmits"`
 }
 
 // MarshalJSON writes the time in UTC with nanoseconds.
 func (a AttemptReport) MarshalJSON() ([]byte, error) {
-	return json.Marshal(attemptJSON{
-		Time:        a.Time.UTC().Format(TimeLayout),
-		SrcPort:     a.SrcPort,
-		Seq:         a.Seq,
-		Retransmits: a.Retransmits,
-	})
+	return json.Marshal(attemptJSON{reportTime(a.Time), a.SrcPort, a.Seq, a.Retransmits})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (a *AttemptReport) UnmarshalJSON(b []byte) error {
 	var j attemptJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	t, err := time.Parse(time.RFC3339Nano, j.Time)
-	if err != nil {
-		return fmt.Errorf("parse attempt time: %w", err)
-	}
-	*a = AttemptReport{Time: t, SrcPort: j.SrcPort, Seq: j.Seq, Retransmits: j.Retransmits}
-	return nil
+	err := json.Unmarshal(b, &j)
+	*a = AttemptReport{time.Time(j.Time), j.SrcPort, j.Seq, j.Retransmits}
+	return err
 }
 
 // Summary counts the peers by verdict.

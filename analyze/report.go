@@ -412,18 +412,10 @@ func newAudit(port uint16, p Policy, cs chainSource, capture CaptureInfo) *Audit
 }
 
 func (a *Audit) summarize() Summary {
-	s := Summary{Peers: len(a.peers)}
+	var s Summary
 	for _, p := range a.peers {
-		switch {
-		case p.passed:
-			s.Passed++
-		case p.verdict == TooFew:
-			s.TooFew++
-		default:
-			s.Failed++
-		}
+		s.count(p.passed, p.verdict)
 	}
-	s.PassedAll = s.Peers > 0 && s.Passed == s.Peers
 	return s
 }
 
@@ -672,19 +664,25 @@ func verdictRank(v Verdict) int {
 }
 
 func summarize(peers []PeerReport) Summary {
-	s := Summary{Peers: len(peers)}
+	var s Summary
 	for _, p := range peers {
-		switch {
-		case p.Passed:
-			s.Passed++
-		case p.Verdict == TooFew:
-			s.TooFew++
-		default:
-			s.Failed++
-		}
+		s.count(p.Passed, p.Verdict)
 	}
-	s.PassedAll = s.Peers > 0 && s.Passed == s.Peers
 	return s
+}
+
+// count adds a peer of the reference reading passed and verdict v.
+func (s *Summary) count(passed bool, v Verdict) {
+	s.Peers++
+	switch {
+	case passed:
+		s.Passed++
+	case v == TooFew:
+		s.TooFew++
+	default:
+		s.Failed++
+	}
+	s.PassedAll = s.Passed == s.Peers
 }
 
 // Only keeps the peers whose address is in peers (IPv4-mapped addresses

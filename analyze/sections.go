@@ -60,7 +60,7 @@ type LiveStats struct {
 	// a report's SYNs count one. The filter cannot keep the leaving copy
 	// out: libpcap 1.10 runs a new filter in userland on the first packet
 	// after it is set, where "inbound" matches nothing, so the capture's
-	// first SYN would be lost (libpcap issues 1254 and 1482).
+	// first SYN would be lost (libpcap bug reports #1254 and #1482 on GitHub).
 	Received uint64 `json:"received"`
 	// Dropped counts packets the kernel dropped because the capture buffer
 	// was full (ps_drop): SYNs the report cannot see.

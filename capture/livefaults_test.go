@@ -55,7 +55,7 @@ type loadOptions struct {
 	// libpcap 1.10 applies it only after the ring). Live cannot use it:
 	// libpcap runs a new filter in userland on the first packet after it is
 	// set, where "inbound" matches nothing, so the first SYN is lost
-	// (TestLiveCapture lost it 3 times in 3; libpcap issues 1254, 1482).
+	// (TestLiveCapture lost it 3 times in 3; libpcap bug reports #1254, #1482).
 	inbound bool
 	// stall starts the reader only after the sender is done: the capture
 	// then holds what its ring holds, and drops the rest.

@@ -38,14 +38,24 @@ a retransmission, counted and not judged. Without --port the retry port is
 the only port the capture has SYNs to.
 
 The text report gives every peer its interval table when there are at most
-20 peers, when --peer chooses them, with --verbose or --server-log; otherwise
+20 peers, when --peer chooses them, with --verbose or --record; otherwise
 a passing peer gets one line (its largest jitter included). JSON has every
 peer in full, one peer per line. When every failing peer would pass under one
 lower cap, the report names it after the summary (JSON: summary.fits_cap_ms):
 a client run with its own cap, read without --max-backoff.
 
-Exit 0 when every peer passes, 1 when a peer fails or made too few attempts,
-2 for bad flags or unreadable input.`,
+--record RECORD.jsonl (the file of 'audit server --record') judges each
+session of the record that overlaps the capture instead: the verified peer's
+chain by the policy of the session's own Start (a policy flag overrides it,
+and the report says so), beside the server's verdict and the cross-check of
+the two lists. A record that overlaps no part of the capture (another day,
+another retry port) is an input error; sessions outside it are named and not
+judged. --peer does not apply there.
+
+Exit 0 when every peer (every session, with --record) passes, 1 when one
+fails or made too few attempts (with --record the last line names the
+session, which verdict failed, kernel or server, and why), 2 for bad flags
+or unreadable input.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			peers, err := cfg.validate(cmd.Flags().Changed("port"))

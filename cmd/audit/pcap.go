@@ -50,7 +50,7 @@ chain by the policy of the session's own Start (a policy flag overrides it,
 and the report says so), beside the server's verdict and the cross-check of
 the two lists. A record that overlaps no part of the capture (another day,
 another retry port) is an input error; sessions outside it are named and not
-judged. --peer does not apply there.
+judged. --peer does not go with --record.
 
 Exit 0 when every peer (every session, with --record) passes, 1 when one
 fails or made too few attempts (with --record the last line names the
@@ -163,6 +163,9 @@ func (c pcapConfig) validate(portSet bool) ([]netip.Addr, error) {
 	}
 	if err := c.policy.Validate(); err != nil {
 		return nil, fmt.Errorf("policy: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if c.record != "" && len(c.peers) > 0 {
+		return nil, fmt.Errorf("--peer with --record: each session of a record judges its own verified peer")
 	}
 	if c.format != "text" && c.format != "json" {
 		return nil, fmt.Errorf("--format %q: must be text or json", c.format)

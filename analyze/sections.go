@@ -18,18 +18,20 @@ import (
 // (CauseStop, CauseTimeout, CauseClosed). The two errors are followed by
 // ": " and the error.
 const (
-	CauseIdle         = "idle"          // no server side: no SYN for the idle time
-	CauseInterrupted  = "interrupted"   // Ctrl-C, SIGTERM, or the next Start came first
-	CauseCaptureError = "capture error" // the capture failed (interface gone, disk full)
-	CauseRecordError  = "record error"  // the followed record file could not be read
+	CauseIdle         = "idle"              // no server side: no SYN for the idle time
+	CauseInterrupted  = "interrupted"       // Ctrl-C, SIGTERM, or the next Start came first
+	CauseCaptureError = "capture error"     // the capture failed (interface gone, disk full)
+	CauseRecordError  = "record error"      // the followed record file could not be read
+	CauseNoEnd        = "end of the record" // read offline: the record holds no stop or expire line for it
 )
 
 // SessionInfo is the session a report judges.
 //
 // Cause is "stop", "session timeout", "server closed", "idle" (a session
 // delimited by the SYNs alone ended by silence), "interrupted" (Ctrl-C,
-// SIGTERM, or the next Start came first), or "capture error: …" or
-// "record error: …". Dropped counts the attempts past MaxAttempts, counted
+// SIGTERM, or the next Start came first), "end of the record" (a
+// session of a record file read offline whose end the file lacks), or
+// "capture error: …" or "record error: …". Dropped counts the attempts past MaxAttempts, counted
 // and not kept (the verdict is then "too many attempts"); OutsideDropped
 // those outside any session forgotten since the last report.
 type SessionInfo struct {

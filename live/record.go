@@ -42,7 +42,7 @@ func AuditRecord(opt RecordOptions, chains []analyze.Chain, capInfo analyze.Capt
 	events, err := readRecordFile(opt.Path)
 	switch {
 	case errors.Is(err, analyze.ErrTornLine):
-		rec.Warnings = append(rec.Warnings, fmt.Sprintf("--record %s: %v; the lines before it are used", opt.Path, err))
+		rec.Warnings = append(rec.Warnings, fmt.Sprintf("%v; the lines before it are used", err))
 	case err != nil:
 		return analyze.Report{}, err
 	}
@@ -86,7 +86,7 @@ func AuditRecord(opt RecordOptions, chains []analyze.Chain, capInfo analyze.Capt
 		}
 		ls := &liveSession{number: s.Number, server: true, offline: true, start: s.Start, startPeer: s.Peer,
 			maxMS: s.Params.MaxReconnectBackoffMS, policy: s.Params.Policy, accepts: s.Accepts,
-			end: s.End, endTime: s.EndTime, late: s.Late, cause: analyze.CauseInterrupted, peer: s.Peer.Addr().Unmap()}
+			end: s.End, endTime: s.EndTime, late: s.Late, cause: analyze.CauseNoEnd, peer: s.Peer.Addr().Unmap()}
 		if s.End != nil {
 			ls.cause = s.End.Cause
 		}

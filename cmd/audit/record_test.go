@@ -197,3 +197,33 @@ func TestPcapRecordCoverage(t *testing.T) {
 		}
 	})
 }
+
+// A record torn at its end (the writer hit a full disk) is read up to its
+// last whole line, with a warning; the session whose end is lost is open
+// until the end of the record and has no server verdict.
+func TestPcapRecordTorn(t *testing.T) {
+	t.Parallel()
+	capPath, recPath := recordRun{maxMS: 3000, gaps: capped3s, serverPassed: true}.write(t, t.TempDir())
+	b, err := os.ReadFile(recPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(recPath, b[:len(b)-5], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runAudit(t, "pcap", "--record="+recPath, capPath)
+	if code != exitFail {
+		t.Fatalf("exit %d; want 1 (no server verdict)\n%s\n%s", code, stdout, stderr)
+	}
+	for _, w := range []string{"torn last line", "the lines before it are used"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, stderr)
+		}
+	}
+	if n := strings.Count(stderr, recPath); n != 1 {
+		t.Errorf("stderr names the record %d times; want once, in the warning:\n%s", n, stderr)
+	}
+	if !strings.Contains(stdout, "ended by end of the record") || !strings.Contains(lastLine(stderr), "the session did not end with Stop") {
+		t.Errorf("the open session is not explained:\n%s\n%s", stdout, stderr)
+	}
+}

@@ -1025,56 +1025,48 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 	b = append(b, `,"retransmits":`...)
 	b = strconv.AppendInt(b, int64(p.Retransmits), 10)
 	b = append(b, `,"attempts":`...)
-	if p.Attempts == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, a := range p.Attempts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"time":"`...)
-			b = appendTime(b, a.Time)
-			b = append(b, `","src_port":`...)
-			b = strconv.AppendUint(b, uint64(a.SrcPort), 10)
-			b = append(b, `,"seq":`...)
-			b = strconv.AppendUint(b, uint64(a.Seq), 10)
-			b = append(b, `,"retransmits":`...)
-			b = strconv.AppendInt(b, int64(a.Retransmits), 10)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
+	b, _ = appendJSONList(b, p.Attempts, func(b []byte, a *AttemptReport) ([]byte, error) {
+		b = append(b, `{"time":"`...)
+		b = appendTime(b, a.Time)
+		b = append(b, `","src_port":`...)
+		b = strconv.AppendUint(b, uint64(a.SrcPort), 10)
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, uint64(a.Seq), 10)
+		b = append(b, `,"retransmits":`...)
+		b = strconv.AppendInt(b, int64(a.Retransmits), 10)
+		return append(b, '}'), nil
+	})
 	b = append(b, `,"intervals":`...)
-	if p.Intervals == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, iv := range p.Intervals {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendIntervalJSON(b, &iv, windows); err != nil {
-				return b, err
-			}
-		}
-		b = append(b, ']')
+	b, err := appendJSONList(b, p.Intervals, func(b []byte, iv *Interval) ([]byte, error) {
+		return appendIntervalJSON(b, iv, windows)
+	})
+	if err != nil {
+		return b, err
 	}
 	b = append(b, `,"backoff_ms":`...)
-	if p.BackoffMS == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, v := range p.BackoffMS {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, int64(v), 10)
-		}
-		b = append(b, ']')
-	}
+	b, _ = appendJSONList(b, p.BackoffMS, func(b []byte, v *int32) ([]byte, error) {
+		return strconv.AppendInt(b, int64(*v), 10), nil
+	})
 	return append(b, '}'), nil
+}
+
+// appendJSONList appends list as encoding/json writes a slice (null when
+// nil), each element by item.
+func appendJSONList[T any](b []byte, list []T, item func([]byte, *T) ([]byte, error)) ([]byte, error) {
+	if list == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, '[')
+	for i := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = item(b, &list[i]); err != nil {
+			return b, err
+		}
+	}
+	return append(b, ']'), nil
 }
 
 func appendIntervalJSON(b []byte, iv *Interval, windows *windowText) ([]byte, error) {

@@ -114,24 +114,24 @@ func (d *Decoder) find(lt layers.LinkType, frame []byte) (ip, tcp []byte, skip s
 	return d.findSlow(lt, frame)
 }
 
+// etherTyped reads past a link header of hdr bytes that carries an
+// EtherType at typeAt (Ethernet, Linux cooked v1 and v2).
+func (d *Decoder) etherTyped(frame []byte, hdr, typeAt int) (ip, tcp []byte, skip string) {
+	if len(frame) < hdr {
+		return nil, nil, SkipTruncatedLink
+	}
+	return d.ether(binary.BigEndian.Uint16(frame[typeAt:]), frame[hdr:])
+}
+
 // findSlow is find without the fast path; FuzzDecode checks they agree.
 func (d *Decoder) findSlow(lt layers.LinkType, frame []byte) (ip, tcp []byte, skip string) {
 	switch lt {
 	case layers.LinkTypeEthernet:
-		if len(frame) < 14 {
-			return nil, nil, SkipTruncatedLink
-		}
-		return d.ether(binary.BigEndian.Uint16(frame[12:]), frame[14:])
+		return d.etherTyped(frame, 14, 12)
 	case layers.LinkTypeLinuxSLL:
-		if len(frame) < 16 {
-			return nil, nil, SkipTruncatedLink
-		}
-		return d.ether(binary.BigEndian.Uint16(frame[14:]), frame[16:])
+		return d.etherTyped(frame, 16, 14)
 	case layers.LinkTypeLinuxSLL2:
-		if len(frame) < 20 {
-			return nil, nil, SkipTruncatedLink
-		}
-		return d.ether(binary.BigEndian.Uint16(frame[0:]), frame[20:])
+		return d.etherTyped(frame, 20, 0)
 	case layers.LinkTypeNull:
 		// The address family is in the capturing host's byte order, which
 		// the file does not record. Families are small numbers, so a value

@@ -78,6 +78,8 @@ func (c *trackedConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetDeadline(t)
 }
 
+// Close forgets the connection too: gRPC closes one whose handshake failed
+// without clearing its deadline, and the listener must not keep it.
 func (c *trackedConn) Close() error {
 	c.once.Do(func() { c.l.forget(c) })
 	return c.Conn.Close()

@@ -1,9 +1,7 @@
 package analyze
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"net/netip"
 	"slices"
 	"time"
@@ -11,18 +9,6 @@ import (
 
 // Summarize counts peers by verdict, as a report's summary does.
 func Summarize(peers []PeerReport) Summary { return summarize(peers) }
-
-// WritePeersText writes each peer's header line and interval table, as
-// WriteText does between the capture header and the summary line.
-func (r Report) WritePeersText(w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	var b []byte
-	for _, p := range r.Peers {
-		b = append(b[:0], '\n')
-		bw.Write(appendPeerText(b, p))
-	}
-	return bw.Flush()
-}
 
 // Overlaps reports whether the session could hold attempts seen between
 // first and last on port: its time span meets [first, last], and the

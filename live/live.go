@@ -387,10 +387,10 @@ func (a *liveAuditor) handle(it *liveItem) bool {
 	case itemEvent:
 		a.addEvent(*it.event)
 	case itemWarning:
-		fmt.Fprintf(a.errOut, "audit live: warning: %s\n", it.skip)
+		fmt.Fprintf(a.errOut, "audit live: warning: %s\n", it.text)
 	default:
 		a.packets++
-		a.skipped[it.skip]++
+		a.skipped[it.text]++
 	}
 	return false
 }
@@ -605,15 +605,16 @@ func (a *liveAuditor) finish() {
 	}
 }
 
-// liveItem is one thing for the auditor: a SYN, a server event, or a
-// packet the decoder skipped (with its reason). A SYN is held by value:
+// liveItem is one thing for the auditor: a SYN, a server event, a packet
+// the decoder skipped (text is the reason), or a warning of the record
+// follower (text is the warning). A SYN is held by value:
 // the capture queues one per packet, and a pointer would be an allocation
 // each.
 type liveItem struct {
 	kind  itemKind
 	syn   analyze.SYN
 	event *analyze.RecordEvent
-	skip  string
+	text  string
 }
 
 type itemKind uint8
@@ -622,7 +623,7 @@ const (
 	itemSYN itemKind = iota
 	itemEvent
 	itemSkip
-	itemWarning // skip holds the text
+	itemWarning
 )
 
 // maxQueued bounds the packets (SYNs and skipped ones) the queue holds,
@@ -669,8 +670,8 @@ func (q *liveQueue) push(it liveItem) {
 
 func (q *liveQueue) pushSYN(s analyze.SYN)           { q.push(liveItem{kind: itemSYN, syn: s}) }
 func (q *liveQueue) pushEvent(e analyze.RecordEvent) { q.push(liveItem{kind: itemEvent, event: &e}) }
-func (q *liveQueue) pushSkip(reason string)          { q.push(liveItem{kind: itemSkip, skip: reason}) }
-func (q *liveQueue) pushWarning(msg string)          { q.push(liveItem{kind: itemWarning, skip: msg}) }
+func (q *liveQueue) pushSkip(reason string)          { q.push(liveItem{kind: itemSkip, text: reason}) }
+func (q *liveQueue) pushWarning(msg string)          { q.push(liveItem{kind: itemWarning, text: msg}) }
 
 // take returns the items queued, and queues the next ones in buf's array.
 func (q *liveQueue) take(buf []liveItem) (items []liveItem) {

@@ -136,9 +136,9 @@ func (fl serverFlags) config() (server.Config, error) {
 // out; record, when not empty, is the file the events are appended to.
 func serve(ctx context.Context, out io.Writer, cfg server.Config, record string) (err error) {
 	if record != "" {
-		f, err := os.OpenFile(record, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		f, err := openRecord(record)
 		if err != nil {
-			return fmt.Errorf("open record file: %w", err)
+			return err
 		}
 		defer func() { err = errors.Join(err, f.Close()) }()
 		cfg.Record = f

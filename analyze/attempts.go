@@ -24,6 +24,10 @@ type Attempt struct {
 	Seq uint32
 	// Retransmits counts the SYNs of the tuple after the first.
 	Retransmits int
+	// Ending is the attempt's fate as its segments showed it (docs/spec.md
+	// §7); the zero Ending when the input could show none (see
+	// Tracker.SetFatesKnown), which reports write as FateUnknown.
+	Ending Ending
 }
 
 // Chain is one peer's attempts in time order: what the verifier judges.
@@ -78,6 +82,10 @@ type attemptRec struct {
 	nsec    int32
 	peer    int32 // index into Tracker.peerN, set by Chains
 	retrans int
+	// lastSec and lastNsec are the latest SYN's time: an unanswered
+	// attempt ends there.
+	lastSec  int64
+	lastNsec int32
 	// src4 and dst4 keep the spelling of the first SYN's addresses: 4-byte,
 	// or 16-byte (IPv4-mapped when the address is IPv4).
 	src4, dst4 bool
@@ -94,7 +102,8 @@ func addrOf(b [16]byte, is4 bool) netip.Addr {
 	return netip.AddrFrom16(b)
 }
 
-// attempt returns the record as an Attempt, its time in UTC.
+// attempt returns the record as an Attempt, its time in UTC, without its
+// Ending (see Tracker.attempt).
 func (r *attemptRec) attempt() Attempt {
 	return Attempt{
 		Time:        time.Unix(r.sec, int64(r.nsec)).UTC(),
@@ -145,6 +154,24 @@ type Tracker struct {
 	grouped int
 	syns    int
 	retrans int
+	// watching is set by the first segment (see AddSegment). recent is
+	// the table of recent attempts by tuple: slots of the top 32 bits of
+	// a tuple's hash and a reference to its latest attempt, an attempt's
+	// index + 1 or, tagged with pendingRef, a pushed SYN's position + 1
+	// (nil until used). pushedFates holds, by position, the fates of the
+	// attempts pushed SYNs open, while they wait to be grouped; fates
+	// holds them by attempt index (nil until a segment came). late holds
+	// the segments the table could not place, at most segBatch (but in
+	// tests) until read.
+	watching    bool
+	recent      []uint64
+	pushedFates blocks[fateRec]
+	fates       []fateRec
+	late        blocks[segRec]
+	segBatch    int
+	fatesKnown  bool
+	// key seeds tupleHash.
+	key [3]uint64
 }
 
 // blocks is a list that grows by fixed-size blocks (the first grows up to
@@ -189,15 +216,33 @@ func pushedOf(s SYN) pushedSYN {
 // NewTracker returns an empty tracker. It is small until SYNs come: a
 // PortTracker may hold thousands.
 func NewTracker() *Tracker {
+	seed := maphash.MakeSeed()
 	return &Tracker{
 		table:     make([]uint64, 8),
-		seed:      maphash.MakeSeed(),
+		seed:      seed,
 		peers:     make(map[[16]byte]int32),
 		pushBatch: pushBatch,
+		segBatch:  segBatch,
+		key:       [3]uint64{maphash.Comparable(seed, 1), maphash.Comparable(seed, 2), maphash.Comparable(seed, 3)},
 	}
 }
 
 func (t *Tracker) rec(i int) *attemptRec { return t.attempts.at(i) }
+
+// attempt returns attempt i with its Ending, as the segments read so far
+// show it.
+func (t *Tracker) attempt(i int) Attempt {
+	r := t.rec(i)
+	a := r.attempt()
+	if t.fatesKnown {
+		var f fateRec
+		if i < len(t.fates) {
+			f = t.fates[i]
+		}
+		a.Ending = f.ending(stamp{r.sec, r.nsec}, stamp{r.lastSec, r.lastNsec})
+	}
+	return a
+}
 
 // find returns the index of k's attempt among the indexed ones, or -1 and
 // the empty slot where k goes. fp is the top 32 bits of k's hash.
@@ -273,8 +318,9 @@ func sortHigh32(keys, tmp []uint64) []uint64 {
 }
 
 // Add records one SYN. It returns the attempt the SYN belongs to, as it
-// stands after this SYN, and whether the SYN opened a new attempt (false
-// for a retransmission).
+// stands after this SYN (its Ending aside: that is read when the tracker
+// is), and whether the SYN opened a new attempt (false for a
+// retransmission).
 func (t *Tracker) Add(s SYN) (a Attempt, isNew bool) {
 	if t.pushed.n > 0 {
 		t.settle()
@@ -289,6 +335,7 @@ func (t *Tracker) Add(s SYN) (a Attempt, isNew bool) {
 	i, slot := t.find(&k, fp)
 	if i >= 0 {
 		t.retransmit(i, sec, nsec)
+		t.remember(i)
 		return t.rec(i).attempt(), false
 	}
 	t.open(pushedSYN{key: k, sec: sec, nsec: nsec, src4: s.Src.Addr().Is4(), dst4: s.Dst.Addr().Is4()})
@@ -297,6 +344,7 @@ func (t *Tracker) Add(s SYN) (a Attempt, isNew bool) {
 	if 2*t.attempts.n > len(t.table) {
 		t.grow()
 	}
+	t.remember(t.attempts.n - 1)
 	return Attempt{Time: s.Time.UTC(), Src: s.Src, Dst: s.Dst, Seq: s.Seq}, true
 }
 
@@ -318,28 +366,45 @@ func (t *Tracker) Retransmit(s SYN) bool {
 	}
 	t.syns++
 	t.retransmit(i, s.Time.Unix(), int32(s.Time.Nanosecond()))
+	t.remember(i)
 	return true
 }
 
-// AddAttempt holds a, its retransmits included, as the SYNs that made it
-// would have.
+// AddAttempt holds a, its retransmits and its Ending included, as the
+// SYNs and segments that made it would have: segments added later go on
+// from its Ending.
 func (t *Tracker) AddAttempt(a Attempt) {
 	t.Add(SYN{Time: a.Time, Src: a.Src, Dst: a.Dst, Seq: a.Seq})
-	if a.Retransmits > 0 {
-		k := keyOf(SYN{Src: a.Src, Dst: a.Dst, Seq: a.Seq})
-		i, _ := t.find(&k, maphash.Comparable(t.seed, k)>>32)
-		t.rec(i).retrans += a.Retransmits
-		t.syns += a.Retransmits
-		t.retrans += a.Retransmits
+	if a.Retransmits == 0 && a.Ending == (Ending{}) {
+		return
 	}
+	k := keyOf(SYN{Src: a.Src, Dst: a.Dst, Seq: a.Seq})
+	i, _ := t.find(&k, maphash.Comparable(t.seed, k)>>32)
+	r := t.rec(i)
+	r.retrans += a.Retransmits
+	t.syns += a.Retransmits
+	t.retrans += a.Retransmits
+	if a.Ending == (Ending{}) {
+		return
+	}
+	start := stamp{r.sec, r.nsec}
+	if a.Ending.Fate == FateUnanswered {
+		last := start.add(a.Ending.Duration)
+		r.lastSec, r.lastNsec = last.sec, last.nsec
+	}
+	t.readSegments()
+	if len(t.fates) < t.attempts.n {
+		t.fates = slices.Grow(t.fates, t.attempts.n-len(t.fates))[:t.attempts.n]
+	}
+	t.fates[i] = fateOf(a.Ending, start)
 }
 
 // List returns every attempt, in the order they were opened.
 func (t *Tracker) List() []Attempt {
-	t.settle()
+	t.readSegments()
 	out := make([]Attempt, t.attempts.n)
 	for i := range out {
-		out[i] = t.rec(i).attempt()
+		out[i] = t.attempt(i)
 	}
 	return out
 }
@@ -349,7 +414,7 @@ func (t *Tracker) open(s pushedSYN) {
 	if t.attempts.n == math.MaxInt32 {
 		panic("analyze: a Tracker holds at most 2^31-1 attempts")
 	}
-	t.attempts.add(attemptRec{key: s.key, sec: s.sec, nsec: s.nsec, src4: s.src4, dst4: s.dst4})
+	t.attempts.add(attemptRec{key: s.key, sec: s.sec, nsec: s.nsec, lastSec: s.sec, lastNsec: s.nsec, src4: s.src4, dst4: s.dst4})
 }
 
 // retransmit counts a SYN at sec, nsec again for attempt i.
@@ -361,6 +426,9 @@ func (t *Tracker) retransmit(i int, sec int64, nsec int32) {
 		// Input out of time order: the SYN seen first was the
 		// retransmission, this one opened the attempt.
 		r.sec, r.nsec = sec, nsec
+	}
+	if (stamp{r.lastSec, r.lastNsec}).before(stamp{sec, nsec}) {
+		r.lastSec, r.lastNsec = sec, nsec
 	}
 }
 
@@ -379,6 +447,9 @@ func (t *Tracker) push(s SYN) {
 	p := pushedOf(s)
 	t.hashed = append(t.hashed, maphash.Comparable(t.seed, p.key)>>32<<32|uint64(t.pushed.n))
 	t.pushed.add(p)
+	if t.watching {
+		t.rememberPushed(t.pushed.n - 1)
+	}
 }
 
 // pushBatch bounds the SYNs that wait to be grouped (80 bytes each while
@@ -432,23 +503,30 @@ func (t *Tracker) settle() {
 	existed := t.attempts.n > 0
 	attempt := make([]int32, m) // by position: its tuple's attempt
 	for i := range m {
-		s := t.pushed.at(i)
-		if f := first[i]; f != int32(i) {
-			attempt[i] = attempt[f]
-			t.retransmit(int(attempt[i]), s.sec, s.nsec)
-			continue
-		}
-		if existed {
-			if j, _ := t.find(&s.key, maphash.Comparable(t.seed, s.key)>>32); j >= 0 {
-				attempt[i] = int32(j)
-				t.retransmit(j, s.sec, s.nsec)
-				continue
-			}
-		}
-		attempt[i] = int32(t.attempts.n)
-		t.open(*s)
+		attempt[i] = t.settleOne(i, first[i], attempt, existed)
+	}
+	if t.pushedFates.n > 0 {
+		t.settleFates(attempt)
 	}
 	t.pushed, t.hashed = blocks[pushedSYN]{}, nil
+}
+
+// settleOne groups pushed SYN i, whose tuple's first SYN is at position
+// f, and returns its attempt; existed says attempts were held before.
+func (t *Tracker) settleOne(i int, f int32, attempt []int32, existed bool) int32 {
+	s := t.pushed.at(i)
+	if f != int32(i) {
+		t.retransmit(int(attempt[f]), s.sec, s.nsec)
+		return attempt[f]
+	}
+	if existed {
+		if j, _ := t.find(&s.key, maphash.Comparable(t.seed, s.key)>>32); j >= 0 {
+			t.retransmit(j, s.sec, s.nsec)
+			return int32(j)
+		}
+	}
+	t.open(*s)
+	return int32(t.attempts.n - 1)
 }
 
 // SYNs returns how many SYNs were added.
@@ -491,7 +569,7 @@ type stamp struct {
 // Chains groups the attempts by peer, peers ordered by address, without
 // copying an attempt.
 func (t *Tracker) Chains() *Chains {
-	t.settle()
+	t.readSegments()
 	// As16 makes 127.0.0.1 and ::ffff:127.0.0.1 one peer, and ::1 another
 	// (docs/spec.md §5).
 	for ; t.grouped < t.attempts.n; t.grouped++ {
@@ -581,7 +659,7 @@ func (c *Chains) Chain(i int, buf []Attempt) Chain {
 		if last != nil && !r.after(last.sec, last.nsec) {
 			sorted = false
 		}
-		as = append(as, r.attempt())
+		as = append(as, c.t.attempt(int(j)))
 		last = r
 	}
 	// Capture order is time order but for rotated files read out of
@@ -634,8 +712,9 @@ type PortTracker struct {
 	ports map[uint16]*Tracker
 	// last is the tracker of the port the last SYN went to, most often
 	// the next one's too.
-	last *Tracker
-	port uint16
+	last       *Tracker
+	port       uint16
+	fatesKnown bool
 }
 
 // NewPortTracker returns an empty PortTracker.
@@ -648,6 +727,7 @@ func (pt *PortTracker) Add(s SYN) {
 		t := pt.ports[port]
 		if t == nil {
 			t = NewTracker()
+			t.fatesKnown = pt.fatesKnown
 			pt.ports[port] = t
 		}
 		pt.last, pt.port = t, port
@@ -655,12 +735,43 @@ func (pt *PortTracker) Add(s SYN) {
 	pt.last.push(s)
 }
 
+// AddSegment records s with the attempts of the port it goes to or comes
+// from: the tracker of its destination port, or of its source port (a
+// segment from the server), or both when SYNs went to both. A segment of
+// no port a SYN went to is dropped. It does not keep s.
+func (pt *PortTracker) AddSegment(s *Segment) {
+	if len(pt.ports) == 1 { // the port is known: no lookup
+		if p := s.Dst.Port(); p == pt.port || s.Src.Port() == pt.port {
+			pt.last.AddSegment(s)
+		}
+		return
+	}
+	if t := pt.ports[s.Dst.Port()]; t != nil {
+		t.AddSegment(s)
+	}
+	if s.Src.Port() != s.Dst.Port() {
+		if t := pt.ports[s.Src.Port()]; t != nil {
+			t.AddSegment(s)
+		}
+	}
+}
+
+// SetFatesKnown sets Tracker.SetFatesKnown for every port's tracker.
+func (pt *PortTracker) SetFatesKnown(known bool) {
+	pt.fatesKnown = known
+	for _, t := range pt.ports {
+		t.SetFatesKnown(known)
+	}
+}
+
 // Tracker returns the tracker of port; an empty one when no SYN went there.
 func (pt *PortTracker) Tracker(port uint16) *Tracker {
 	if t := pt.ports[port]; t != nil {
 		return t
 	}
-	return NewTracker()
+	t := NewTracker()
+	t.fatesKnown = pt.fatesKnown
+	return t
 }
 
 // PortCount is how many SYNs went to one port.

@@ -91,6 +91,10 @@ type CaptureInfo struct {
 	Retransmits int               `json:"retransmits"`
 	Skipped     map[string]uint64 `json:"skipped"`
 	Files       []FileInfo        `json:"files"`
+	// SYNOnly says the capture holds no TCP segment but SYNs (made with a
+	// SYN filter, as older `audit live --write` files were): nothing shows
+	// the attempts' fates, which are "unknown" (docs/spec.md §7).
+	SYNOnly bool `json:"syn_only,omitempty"`
 }
 
 // FileInfo describes what reading one input file found; capture.ReadFile
@@ -109,6 +113,9 @@ type FileInfo struct {
 	// Truncated is set when the file ends inside a record or block: what
 	// came before it was analysed.
 	Truncated bool `json:"truncated"`
+	// OtherTCP counts the TCP segments that are not SYNs, of any port:
+	// none in a capture made with a SYN filter (see CaptureInfo.SYNOnly).
+	OtherTCP uint64 `json:"-"`
 	// Warnings name the file and the byte offset of each problem that did
 	// not stop the read. Offsets in a gzip file are into its decompressed
 	// data.

@@ -49,8 +49,9 @@ func (rd *reader) pcap(o order, nano bool) error {
 	fast := lt == layers.LinkTypeEthernet && unknownLT == ""
 	for {
 		// Every record wholly in the buffer is handled in place, without
-		// asking the buffer per record; Ethernet frames that cannot be a
-		// SYN (plainNonSYN) are only counted.
+		// asking the buffer per record; Ethernet frames that are neither
+		// a SYN nor a watched segment (Decoder.plainOther) are only
+		// counted.
 		buf := b.bytes()
 		i, packets := 0, uint64(0)
 		for len(buf)-i >= 16 {
@@ -60,7 +61,7 @@ func (rd *reader) pcap(o order, nano bool) error {
 			}
 			n := 16 + int(incl)
 			switch rec := buf[i : i+n]; {
-			case fast && plainNonSYN(rec[16:]):
+			case fast && rd.dec.plainOther(rec[16:]):
 				packets++
 			case unknownLT != "":
 				packets++

@@ -33,7 +33,9 @@ import (
 //	    "skipped": {"reason": count},      // packets not decoded, by reason
 //	    "files": [{"path", "format", "bytes", "packets", "syns",
 //	               "skipped": {"reason": count}, "truncated",
-//	               "warnings": ["…"]}]  // {} and [] when empty
+//	               "warnings": ["…"]}], // {} and [] when empty
+//	    "syn_only": true                   // no TCP segment but SYNs: every fate is
+//	                                       //   "unknown"; absent otherwise
 //	  },
 //	  "peers": [{                          // failing peers first
 //	    "peer": "127.0.0.1",               // client address
@@ -46,7 +48,18 @@ import (
 //	    "reference_passed": false,         // the C++ reference's answer, bugs included
 //	    "retransmits": 0,                  // retransmitted SYNs over the chain
 //	    "attempts": [{"time": "2025-01-02T03:04:05.123456789Z", // RFC 3339, ns, UTC
-//	                  "src_port", "seq", "retransmits"}],
+//	                  "src_port", "seq", "retransmits",
+//	                  "fate": "closed by server", // what the wire showed (docs/spec.md §7):
+//	                                       //   "refused" | "unanswered" | "closed by server" |
+//	                                       //   "abandoned by client" | "open at end" | "unknown"
+//	                  "accepted_ms": 0.021,  // SYN to SYN-ACK; only when the server accepted
+//	                  "duration_ms": 0.214,  // SYN to the first FIN or RST (to the RST for
+//	                                       //   "refused", to the last SYN for "unanswered");
+//	                                       //   absent when open at end or unknown
+//	                  "client_sent": "tls client hello", // the first bytes each side sent:
+//	                  "server_sent": "http/2 settings"}], //   "tls client hello" | "tls server hello" |
+//	                                       //   "http/2 preface" | "http/2 settings" | "data";
+//	                                       //   absent when that side sent none
 //	    "intervals": [{"k", "measured_ms", "backoff_ms", "expected_ms", "min_ms",
 //	                   "max_ms", "ok", "outcome", "jitter_pct", "strict_ok"}],
 //	    "backoff_ms": [1000, 1600]         // ReconnectInfo.backoff_ms
@@ -160,6 +173,9 @@ type AttemptReport struct {
 	SrcPort     uint16    `json:"src_port"`
 	Seq         uint32    `json:"seq"`
 	Retransmits int       `json:"retransmits"`
+	// Ending is the attempt's fate (docs/spec.md §7); its Fate is
+	// FateUnknown when the capture could not show it.
+	Ending Ending `json:"-"`
 }
 
 // TimeLayout is the one time format of every report and of the record
@@ -186,20 +202,56 @@ type attemptJSON struct {
 	SrcPort     uint16     `json:"src_port"`
 	Seq         uint32     `json:"seq"`
 	Retransmits int        `json:"retransmits"`
+	Fate        Fate       `json:"fate"`
+	AcceptedMS  *float64   `json:"accepted_ms,omitempty"`
+	DurationMS  *float64   `json:"duration_ms,omitempty"`
+	ClientSent  Payload    `json:"client_sent,omitempty"`
+	ServerSent  Payload    `json:"server_sent,omitempty"`
 }
 
-// MarshalJSON writes the time in UTC with nanoseconds.
+// fate is the Fate a report writes: an empty one is unknown.
+func (e Ending) fate() Fate {
+	if e.Fate == "" {
+		return FateUnknown
+	}
+	return e.Fate
+}
+
+// MarshalJSON writes the time in UTC with nanoseconds, and the fate's
+// times in milliseconds where the fate has them.
 func (a AttemptReport) MarshalJSON() ([]byte, error) {
-	return json.Marshal(attemptJSON{reportTime(a.Time), a.SrcPort, a.Seq, a.Retransmits})
+	e := a.Ending
+	j := attemptJSON{Time: reportTime(a.Time), SrcPort: a.SrcPort, Seq: a.Seq, Retransmits: a.Retransmits,
+		Fate: e.fate(), ClientSent: e.ClientSent, ServerSent: e.ServerSent}
+	if e.Fate.Accepted() {
+		v := ms(e.Accepted)
+		j.AcceptedMS = &v
+	}
+	if e.Fate.Ended() {
+		v := ms(e.Duration)
+		j.DurationMS = &v
+	}
+	return json.Marshal(j)
 }
 
-// UnmarshalJSON reads what MarshalJSON writes.
+// UnmarshalJSON reads what MarshalJSON writes; times in milliseconds come
+// back to the nanosecond.
 func (a *AttemptReport) UnmarshalJSON(b []byte) error {
 	var j attemptJSON
 	err := json.Unmarshal(b, &j)
-	*a = AttemptReport{time.Time(j.Time), j.SrcPort, j.Seq, j.Retransmits}
+	*a = AttemptReport{Time: time.Time(j.Time), SrcPort: j.SrcPort, Seq: j.Seq, Retransmits: j.Retransmits,
+		Ending: Ending{Fate: j.Fate, ClientSent: j.ClientSent, ServerSent: j.ServerSent}}
+	if j.AcceptedMS != nil {
+		a.Ending.Accepted = fromMS(*j.AcceptedMS)
+	}
+	if j.DurationMS != nil {
+		a.Ending.Duration = fromMS(*j.DurationMS)
+	}
 	return err
 }
+
+// fromMS is the duration of v milliseconds, to the nearest nanosecond.
+func fromMS(v float64) time.Duration { return time.Duration(math.Round(v * 1e6)) }
 
 // Summary counts the peers by verdict.
 type Summary struct {
@@ -240,7 +292,8 @@ func PeerReportOf(c Chain, res Result) PeerReport {
 		pr.BackoffMS = []int32{}
 	}
 	for i, a := range c.Attempts {
-		pr.Attempts[i] = AttemptReport{Time: a.Time, SrcPort: a.Src.Port(), Seq: a.Seq, Retransmits: a.Retransmits}
+		pr.Attempts[i] = AttemptReport{Time: a.Time, SrcPort: a.Src.Port(), Seq: a.Seq, Retransmits: a.Retransmits, Ending: a.Ending}
+		pr.Attempts[i].Ending.Fate = a.Ending.fate()
 	}
 	return pr
 }
@@ -825,7 +878,14 @@ func writeCaptureLine(w *bufio.Writer, port uint16, c CaptureInfo) {
 	fmt.Fprintf(w, "port %d: %d packets in %s, %s, %s, %s\n",
 		port, c.Packets, Plural(len(c.Files), "file"), Plural(int(c.SYNs), "SYN"),
 		Plural(c.Attempts, "attempt"), Plural(c.Retransmits, "retransmit"))
+	if c.SYNOnly {
+		w.WriteString(synOnlyNote + "\n")
+	}
 }
+
+// synOnlyNote is what a text report says, once, of a capture of SYNs
+// only (docs/spec.md §7).
+const synOnlyNote = "the capture holds only SYNs: fates unknown"
 
 // String is the summary line.
 func (s Summary) String() string {
@@ -849,14 +909,79 @@ func appendPeerText(b []byte, p PeerReport) []byte {
 		b = strconv.AppendUint(b, uint64(p.Attempts[0].SrcPort), 10)
 		b = append(b, '\n')
 	}
-	if len(p.Intervals) == 0 {
+	if len(p.Intervals) > 0 {
+		b = append(b, intervalHead...)
+		for _, iv := range p.Intervals {
+			b = appendIntervalRow(b, iv)
+		}
+	}
+	return appendFatesText(b, p.Attempts)
+}
+
+// fateHead heads the table of the attempts' fates.
+var fateHead = fmt.Sprintf("  %3s %6s  %-19s %12s %16s %12s  %-16s  %s\n",
+	"#", "port", "fate", "accepted ms", "after accept ms", "ended ms", "client sent", "server sent")
+
+// appendFatesText appends the table of the attempts' fates (docs/spec.md
+// §7), one row an attempt: the fate, the time from the SYN to the
+// SYN-ACK, from the SYN-ACK to the end (how long a server that closed
+// first held the connection), and from the SYN to the end (when a client
+// that closed first gave up), and the first bytes each side sent; "-"
+// where the fate has none. Nothing when no fate is known.
+func appendFatesText(b []byte, as []AttemptReport) []byte {
+	known := false
+	for i := range as {
+		known = known || as[i].Ending.fate() != FateUnknown
+	}
+	if !known {
 		return b
 	}
-	b = append(b, intervalHead...)
-	for _, iv := range p.Intervals {
-		b = appendIntervalRow(b, iv)
+	b = append(b, fateHead...)
+	var num [64]byte
+	for i := range as {
+		e := &as[i].Ending
+		b = append(b, "  "...)
+		b = appendPadded(b, strconv.AppendInt(num[:0], int64(i+1), 10), 3)
+		b = append(b, ' ')
+		b = appendPadded(b, strconv.AppendUint(num[:0], uint64(as[i].SrcPort), 10), 6)
+		b = append(b, "  "...)
+		f := e.fate()
+		b = append(b, f...)
+		for n := utf8.RuneCountInString(string(f)); n < 19; n++ {
+			b = append(b, ' ')
+		}
+		b = append(b, ' ')
+		accepted, ended := e.Fate.Accepted(), e.Fate.Ended()
+		b = appendPadded(b, msText(num[:0], e.Accepted, accepted), 12)
+		b = append(b, ' ')
+		b = appendPadded(b, msText(num[:0], e.Duration-e.Accepted, accepted && ended), 16)
+		b = append(b, ' ')
+		b = appendPadded(b, msText(num[:0], e.Duration, ended), 12)
+		b = append(b, "  "...)
+		client, server := string(e.ClientSent), string(e.ServerSent)
+		if client == "" {
+			client = "-"
+		}
+		if server == "" {
+			server = "-"
+		}
+		b = append(b, client...)
+		for n := utf8.RuneCountInString(client); n < 16; n++ {
+			b = append(b, ' ')
+		}
+		b = append(b, "  "...)
+		b = append(b, server...)
+		b = append(b, '\n')
 	}
 	return b
+}
+
+// msText is d in milliseconds with three decimals, or "-" when not ok.
+func msText(b []byte, d time.Duration, ok bool) []byte {
+	if !ok {
+		return append(b, '-')
+	}
+	return strconv.AppendFloat(b, ms(d), 'f', 3, 64)
 }
 
 // intervalHead heads the interval table.
@@ -1041,7 +1166,7 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 		b = strconv.AppendUint(b, uint64(a.Seq), 10)
 		b = append(b, `,"retransmits":`...)
 		b = strconv.AppendInt(b, int64(a.Retransmits), 10)
-		return append(b, '}'), nil
+		return appendEndingJSON(b, &a.Ending), nil
 	})
 	b = append(b, `,"intervals":`...)
 	b, err := appendJSONList(b, p.Intervals, func(b []byte, iv *Interval) ([]byte, error) {
@@ -1055,6 +1180,39 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 		return strconv.AppendInt(b, int64(*v), 10), nil
 	})
 	return append(b, '}'), nil
+}
+
+// appendEndingJSON appends an attempt's fate members, as
+// AttemptReport.MarshalJSON writes them, and the attempt's closing brace.
+func appendEndingJSON(b []byte, e *Ending) []byte {
+	b = append(b, `,"fate":`...)
+	b = appendJSONString(b, string(e.fate()))
+	if e.Fate.Accepted() {
+		b = append(b, `,"accepted_ms":`...)
+		b = appendMS(b, e.Accepted)
+	}
+	if e.Fate.Ended() {
+		b = append(b, `,"duration_ms":`...)
+		b = appendMS(b, e.Duration)
+	}
+	if e.ClientSent != "" {
+		b = append(b, `,"client_sent":`...)
+		b = appendJSONString(b, string(e.ClientSent))
+	}
+	if e.ServerSent != "" {
+		b = append(b, `,"server_sent":`...)
+		b = appendJSONString(b, string(e.ServerSent))
+	}
+	return append(b, '}')
+}
+
+// appendMS appends d in milliseconds as encoding/json writes ms(d).
+func appendMS(b []byte, d time.Duration) []byte {
+	if ns := int64(d); ns > -1e15 && ns < 1e15 {
+		return appendWholeNS(b, ns)
+	}
+	b, _ = appendJSONFloat(b, ms(d)) // finite: no error
+	return b
 }
 
 // appendJSONList appends list as encoding/json writes a slice (null when

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcap"
 
 	"github.com/backoff-audit/audit/analyze"
 )
@@ -288,6 +290,59 @@ func TestReadFilesFates(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("endings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The fate filter runs in libpcap without a capture, so it is checked here
+// without privileges, on hand-made frames: what the fates need passes in
+// both directions, a pure ACK and other ports do not.
+func TestFateFilter(t *testing.T) {
+	const port = 50052
+	v4 := func(sport, dport uint16, flags byte, data []byte) []byte {
+		return ethFrame(0x0800, ipv4Packet("127.0.0.1", "127.0.0.1", 6, seg(sport, dport, 1, 2, flags, data)))
+	}
+	v6 := func(sport, dport uint16, flags byte, data []byte) []byte {
+		return ethFrame(0x86dd, ipv6Packet("::1", "::1", 6, seg(sport, dport, 1, 2, flags, data)))
+	}
+	withOptions := ethFrame(0x0800, ipv4Packet("127.0.0.1", "127.0.0.1", 6, tcpHeader(40000, port, 1, flagACK, 8)))
+	tso := v4(40000, port, flagACK, nil)
+	binary.BigEndian.PutUint16(tso[14+2:], 0)
+	tests := []struct {
+		name  string
+		frame []byte
+		want  bool
+	}{
+		{"ipv4 syn", v4(40000, port, flagSYN, nil), true},
+		{"ipv4 syn-ack", v4(port, 40000, flagSYN|flagACK, nil), true},
+		{"ipv4 rst-ack from the port", v4(port, 40000, flagRST|flagACK, nil), true},
+		{"ipv4 fin to the port", v4(40000, port, flagFIN|flagACK, nil), true},
+		{"ipv4 data to the port", v4(40000, port, flagACK|0x08, tlsHello), true},
+		{"ipv4 data from the port", v4(port, 40000, flagACK, []byte{1}), true},
+		{"ipv4 pure ack", v4(40000, port, flagACK, nil), false},
+		{"ipv4 pure ack with options", withOptions, false},
+		{"ipv4 offloaded, no IP length", tso, true},
+		{"ipv4 another port", v4(40000, port+1, flagRST, nil), false},
+		{"ipv6 syn", v6(40000, port, flagSYN, nil), true},
+		{"ipv6 syn-ack", v6(port, 40000, flagSYN|flagACK, nil), true},
+		{"ipv6 rst from the port", v6(port, 40000, flagRST, nil), true},
+		{"ipv6 fin to the port", v6(40000, port, flagFIN|flagACK, nil), true},
+		{"ipv6 data to the port", v6(40000, port, flagACK, tlsHello), true},
+		{"ipv6 data from the port", v6(port, 40000, flagACK, []byte{0, 0, 0, 4, 0, 0, 0, 0, 0}), true},
+		{"ipv6 pure ack", v6(40000, port, flagACK, nil), false},
+		{"ipv6 another port", v6(40000, port+1, flagFIN, nil), false},
+		{"ipv6 udp to the port", ethFrame(0x86dd, ipv6Packet("::1", "::1", 17, seg(40000, port, 1, 2, flagSYN, nil))), false},
+	}
+	bpf, err := pcap.NewBPF(layers.LinkTypeEthernet, liveSnapLen, FateFilter(port))
+	if err != nil {
+		t.Fatalf("compile %q: %v", FateFilter(port), err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ci := gopacket.CaptureInfo{CaptureLength: min(len(tt.frame), liveSnapLen), Length: len(tt.frame)}
+			if got := bpf.Matches(ci, tt.frame[:ci.CaptureLength]); got != tt.want {
+				t.Errorf("Matches = %v, want %v", got, tt.want)
 			}
 		})
 	}

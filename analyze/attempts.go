@@ -77,15 +77,14 @@ func keyOf(s SYN) attemptKey {
 // (time.Time and netip.Addr do), so the collector never scans a tracker's
 // attempts, and they cost no allocation each.
 type attemptRec struct {
-	key     attemptKey
-	sec     int64 // Time as Unix seconds and nanoseconds: exact for any time
+	key attemptKey
+	sec int64 // Time as Unix seconds and nanoseconds: exact for any time
+	// last is the latest SYN's time in Unix nanoseconds (stamp.nanos):
+	// an unanswered attempt ends there.
+	last    int64
 	nsec    int32
 	peer    int32 // index into Tracker.peerN, set by Chains
-	retrans int
-	// lastSec and lastNsec are the latest SYN's time: an unanswered
-	// attempt ends there.
-	lastSec  int64
-	lastNsec int32
+	retrans int32
 	// src4 and dst4 keep the spelling of the first SYN's addresses: 4-byte,
 	// or 16-byte (IPv4-mapped when the address is IPv4).
 	src4, dst4 bool
@@ -110,7 +109,7 @@ func (r *attemptRec) attempt() Attempt {
 		Src:         netip.AddrPortFrom(addrOf(r.key.src, r.src4), r.key.sport),
 		Dst:         netip.AddrPortFrom(addrOf(r.key.dst, r.dst4), r.key.dport),
 		Seq:         r.key.seq,
-		Retransmits: r.retrans,
+		Retransmits: int(r.retrans),
 	}
 }
 
@@ -138,11 +137,11 @@ type Tracker struct {
 	indexed int
 	seed    maphash.Seed
 	// pushed holds the SYNs that PortTracker added, not yet grouped (see
-	// push), and hashed the top 32 bits of each one's tuple's hash and
-	// its position.
+	// push).
 	pushed    blocks[pushedSYN]
-	hashed    []uint64
 	pushBatch int // the most SYNs that wait: pushBatch, but in tests
+	// collide gives every pushed SYN the same hash, in tests of settle.
+	collide bool
 	// peers numbers the clients: unmapped address (As16) → peer index.
 	// Attempts get their peer in Chains, not in Add: a lookup per attempt
 	// while the reader streams 4 MiB chunks through the cache cost Add a
@@ -155,20 +154,20 @@ type Tracker struct {
 	syns    int
 	retrans int
 	// watching is set by the first segment (see AddSegment). recent is
-	// the table of recent attempts by tuple: slots of the top 32 bits of
-	// a tuple's hash and a reference to its latest attempt, an attempt's
-	// index + 1 or, tagged with pendingRef, a pushed SYN's position + 1
-	// (nil until used). pushedFates holds, by position, the fates of the
-	// attempts pushed SYNs open, while they wait to be grouped; fates
-	// holds them by attempt index (nil until a segment came). late holds
-	// the segments the table could not place, at most segBatch (but in
-	// tests) until read.
+	// the table of recent attempts, a slot a tuple's hash (nil until
+	// used); seen the set of tuples SYNs came from. pushedFates holds, by
+	// position, the fates of the attempts pushed SYNs open that left the
+	// table while the SYNs wait to be grouped; fates holds them by attempt
+	// index (nil until a segment came). late holds the segments the table
+	// could not place, at most segBatch (but in tests) until read.
 	watching    bool
-	recent      []uint64
+	recent      []recentAttempt
+	seen        []uint64
 	pushedFates blocks[fateRec]
 	fates       []fateRec
 	late        blocks[segRec]
 	segBatch    int
+	recentMax   int // recentSlots, but in tests
 	fatesKnown  bool
 	// key seeds tupleHash.
 	key [3]uint64
@@ -223,6 +222,7 @@ func NewTracker() *Tracker {
 		peers:     make(map[[16]byte]int32),
 		pushBatch: pushBatch,
 		segBatch:  segBatch,
+		recentMax: recentSlots,
 		key:       [3]uint64{maphash.Comparable(seed, 1), maphash.Comparable(seed, 2), maphash.Comparable(seed, 3)},
 	}
 }
@@ -239,7 +239,7 @@ func (t *Tracker) attempt(i int) Attempt {
 		if i < len(t.fates) {
 			f = t.fates[i]
 		}
-		a.Ending = f.ending(stamp{r.sec, r.nsec}, stamp{r.lastSec, r.lastNsec})
+		a.Ending = f.ending(stamp{r.sec, r.nsec}, r.last)
 	}
 	return a
 }
@@ -381,7 +381,7 @@ func (t *Tracker) AddAttempt(a Attempt) {
 	k := keyOf(SYN{Src: a.Src, Dst: a.Dst, Seq: a.Seq})
 	i, _ := t.find(&k, maphash.Comparable(t.seed, k)>>32)
 	r := t.rec(i)
-	r.retrans += a.Retransmits
+	r.retrans += int32(a.Retransmits)
 	t.syns += a.Retransmits
 	t.retrans += a.Retransmits
 	if a.Ending == (Ending{}) {
@@ -389,14 +389,15 @@ func (t *Tracker) AddAttempt(a Attempt) {
 	}
 	start := stamp{r.sec, r.nsec}
 	if a.Ending.Fate == FateUnanswered {
-		last := start.add(a.Ending.Duration)
-		r.lastSec, r.lastNsec = last.sec, last.nsec
+		r.last = start.nanos() + int64(a.Ending.Duration)
 	}
 	t.readSegments()
-	if len(t.fates) < t.attempts.n {
-		t.fates = slices.Grow(t.fates, t.attempts.n-len(t.fates))[:t.attempts.n]
+	*t.home(uint32(i + 1)) = fateOf(a.Ending, start)
+	if t.recent != nil {
+		if e := t.slot(t.keyHash(&r.key)); e.ref == uint32(i+1) {
+			e.fate = t.fates[i]
+		}
 	}
-	t.fates[i] = fateOf(a.Ending, start)
 }
 
 // List returns every attempt, in the order they were opened.
@@ -414,7 +415,7 @@ func (t *Tracker) open(s pushedSYN) {
 	if t.attempts.n == math.MaxInt32 {
 		panic("analyze: a Tracker holds at most 2^31-1 attempts")
 	}
-	t.attempts.add(attemptRec{key: s.key, sec: s.sec, nsec: s.nsec, lastSec: s.sec, lastNsec: s.nsec, src4: s.src4, dst4: s.dst4})
+	t.attempts.add(attemptRec{key: s.key, sec: s.sec, nsec: s.nsec, last: stamp{s.sec, s.nsec}.nanos(), src4: s.src4, dst4: s.dst4})
 }
 
 // retransmit counts a SYN at sec, nsec again for attempt i.
@@ -427,8 +428,8 @@ func (t *Tracker) retransmit(i int, sec int64, nsec int32) {
 		// retransmission, this one opened the attempt.
 		r.sec, r.nsec = sec, nsec
 	}
-	if (stamp{r.lastSec, r.lastNsec}).before(stamp{sec, nsec}) {
-		r.lastSec, r.lastNsec = sec, nsec
+	if at := (stamp{sec, nsec}).nanos(); at > r.last {
+		r.last = at
 	}
 }
 
@@ -444,17 +445,18 @@ func (t *Tracker) push(s SYN) {
 		t.settle()
 	}
 	t.syns++
-	p := pushedOf(s)
-	t.hashed = append(t.hashed, maphash.Comparable(t.seed, p.key)>>32<<32|uint64(t.pushed.n))
-	t.pushed.add(p)
+	t.pushed.add(pushedOf(s))
 	if t.watching {
 		t.rememberPushed(t.pushed.n - 1)
 	}
 }
 
-// pushBatch bounds the SYNs that wait to be grouped (80 bytes each while
-// they do), so that a capture with many retransmissions holds about as
-// much as its attempts.
+// pushBatch bounds the SYNs that wait to be grouped (56 bytes each while
+// they do, 80 while their fates are read), so that a capture with many
+// retransmissions holds about as much as its attempts. They are hashed
+// when grouped, not as they come: what a file's read allocates decides
+// whether the collector runs while 12 MiB of chunks are held, and so how
+// large it lets the heap grow.
 const pushBatch = 1 << 20
 
 // settle groups the pushed SYNs into attempts exactly as Add would have,
@@ -468,7 +470,14 @@ func (t *Tracker) settle() {
 	// Sort the SYNs by 32 bits of their tuple's hash, then by position,
 	// so that a tuple's SYNs are together and in the order pushed; first
 	// is then, for every SYN, the position of its tuple's first SYN.
-	order := sortHigh32(t.hashed, make([]uint64, m))
+	hashed := make([]uint64, m)
+	for i := range m {
+		hashed[i] = maphash.Comparable(t.seed, t.pushed.at(i).key)>>32<<32 | uint64(i)
+		if t.collide {
+			hashed[i] = 7<<32 | uint64(i)
+		}
+	}
+	order := sortHigh32(hashed, make([]uint64, m))
 	first := make([]int32, m)
 	var firsts []int32 // of the run's tuples
 	for a := 0; a < m; {
@@ -508,7 +517,7 @@ func (t *Tracker) settle() {
 	if t.pushedFates.n > 0 {
 		t.settleFates(attempt)
 	}
-	t.pushed, t.hashed = blocks[pushedSYN]{}, nil
+	t.pushed = blocks[pushedSYN]{}
 }
 
 // settleOne groups pushed SYN i, whose tuple's first SYN is at position
@@ -609,7 +618,7 @@ func (t *Tracker) Chains() *Chains {
 		j := next[r.peer]
 		c.recs[j] = int32(i)
 		c.stamps[j] = stamp{r.sec, r.nsec}
-		retrans[r.peer] += r.retrans
+		retrans[r.peer] += int(r.retrans)
 		next[r.peer]++
 	}
 	for i, p := range order {

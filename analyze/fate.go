@@ -139,9 +139,10 @@ const (
 )
 
 // fateRec is what the segments of one attempt showed so far. It holds no
-// pointers: a Tracker keeps one per attempt beside its attempts.
+// pointers, in 24 bytes: a Tracker keeps one per attempt beside its
+// attempts. Times are Unix nanoseconds (stamp.nanos).
 type fateRec struct {
-	acceptAt, endAt stamp
+	acceptAt, endAt int64
 	serverISN       uint32
 	state           uint8 // fateAccepted | fateEnded | fateByServer
 	client, server  payloadCode
@@ -183,18 +184,18 @@ func (f *fateRec) observe(at stamp, fromClient bool, flags uint8, seq, ack, isn 
 	case flags&(flagSYN|flagACK) == flagSYN|flagACK:
 		if !fromClient && !accepted && ack == isn+1 {
 			f.state |= fateAccepted
-			f.acceptAt, f.serverISN = at, seq
+			f.acceptAt, f.serverISN = at.nanos(), seq
 		}
 	case flags&(flagFIN|flagRST) == 0:
 	case accepted:
 		f.state |= fateEnded
-		f.endAt = at
+		f.endAt = at.nanos()
 		if !fromClient {
 			f.state |= fateByServer
 		}
 	case !fromClient && flags&flagRST != 0 && (flags&flagACK == 0 || ack == isn+1):
 		f.state |= fateEnded | fateByServer
-		f.endAt = at
+		f.endAt = at.nanos()
 	}
 }
 
@@ -203,15 +204,18 @@ func (f *fateRec) observe(at stamp, fromClient bool, flags uint8, seq, ack, isn 
 // table of recent attempts lost the first). The earlier accept and end
 // win.
 func (f *fateRec) merge(g *fateRec) {
-	if *f == (fateRec{}) {
+	switch {
+	case g.state == 0 && g.client == 0 && g.server == 0:
+		return
+	case f.state == 0 && f.client == 0 && f.server == 0:
 		*f = *g
 		return
 	}
-	if g.state&fateAccepted != 0 && (f.state&fateAccepted == 0 || g.acceptAt.before(f.acceptAt)) {
+	if g.state&fateAccepted != 0 && (f.state&fateAccepted == 0 || g.acceptAt < f.acceptAt) {
 		f.state |= fateAccepted
 		f.acceptAt, f.serverISN = g.acceptAt, g.serverISN
 	}
-	if g.state&fateEnded != 0 && (f.state&fateEnded == 0 || g.endAt.before(f.endAt)) {
+	if g.state&fateEnded != 0 && (f.state&fateEnded == 0 || g.endAt < f.endAt) {
 		f.state = f.state&^fateByServer | fateEnded | g.state&fateByServer
 		f.endAt = g.endAt
 	}
@@ -224,8 +228,9 @@ func (f *fateRec) merge(g *fateRec) {
 }
 
 // ending is the attempt's Ending: it started at start, and its last SYN
-// came at last.
-func (f *fateRec) ending(start, last stamp) Ending {
+// came at last (Unix nanoseconds).
+func (f *fateRec) ending(start stamp, last int64) Ending {
+	from := start.nanos()
 	e := Ending{ClientSent: f.client.payload(), ServerSent: f.server.payload()}
 	accepted, ended := f.state&fateAccepted != 0, f.state&fateEnded != 0
 	switch {
@@ -238,13 +243,13 @@ func (f *fateRec) ending(start, last stamp) Ending {
 	case ended:
 		e.Fate = FateRefused
 	default:
-		e.Fate, e.Duration = FateUnanswered, last.sub(start)
+		e.Fate, e.Duration = FateUnanswered, time.Duration(last-from)
 	}
 	if accepted {
-		e.Accepted = f.acceptAt.sub(start)
+		e.Accepted = time.Duration(f.acceptAt - from)
 	}
 	if ended {
-		e.Duration = f.endAt.sub(start)
+		e.Duration = time.Duration(f.endAt - from)
 	}
 	return e
 }
@@ -255,17 +260,18 @@ func (f *fateRec) ending(start, last stamp) Ending {
 // yet, stay unseen.
 func fateOf(e Ending, start stamp) fateRec {
 	f := fateRec{client: codeOf(e.ClientSent), server: codeOf(e.ServerSent)}
+	from := start.nanos()
 	if e.Fate.Accepted() {
 		f.state |= fateAccepted
-		f.acceptAt = start.add(e.Accepted)
+		f.acceptAt = from + int64(e.Accepted)
 	}
 	switch e.Fate {
 	case FateClosed, FateRefused:
 		f.state |= fateEnded | fateByServer
-		f.endAt = start.add(e.Duration)
+		f.endAt = from + int64(e.Duration)
 	case FateAbandoned:
 		f.state |= fateEnded
-		f.endAt = start.add(e.Duration)
+		f.endAt = from + int64(e.Duration)
 	}
 	return f
 }

@@ -40,9 +40,10 @@ func fuzzInput(data []byte) (events []any, ordered bool) {
 
 // FuzzFates feeds any sequence of SYNs and segments to a Tracker as the
 // live auditor does (Add) and to a PortTracker as a file read does (push),
-// with small batches so that every waiting list fills: no fault, every
-// Ending is a consistent one, and for input in time order both ways give
-// the same endings.
+// with small batches so that every waiting list fills, and for an input
+// of odd length tables of recent attempts of one slot, so that attempts
+// leave them all the time: no fault, every Ending is a consistent one,
+// and for input in time order both ways give the same endings.
 func FuzzFates(f *testing.F) {
 	f.Add([]byte{
 		0x00, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, // SYN, ISN 1
@@ -59,14 +60,18 @@ func FuzzFates(f *testing.F) {
 		tr, pt := NewTracker(), NewPortTracker()
 		tr.SetFatesKnown(true)
 		pt.SetFatesKnown(true)
-		tr.segBatch = 3
+		slots := recentSlots
+		if len(data)%2 == 1 {
+			slots = 1
+		}
+		tr.segBatch, tr.recentMax = 3, slots
 		for _, e := range events {
 			switch e := e.(type) {
 			case SYN:
 				tr.Add(e)
 				pt.Add(e)
 				if p := pt.Tracker(fateServer.Port()); p.pushBatch != 5 {
-					p.pushBatch, p.segBatch = 5, 3
+					p.pushBatch, p.segBatch, p.recentMax = 5, 3, slots
 				}
 			case Segment:
 				tr.AddSegment(&e)

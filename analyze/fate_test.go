@@ -1,6 +1,8 @@
 package analyze
 
 import (
+	"fmt"
+	"math"
 	"net/netip"
 	"testing"
 	"time"
@@ -83,6 +85,13 @@ func TestFates(t *testing.T) {
 		segs []Segment
 		want Ending
 	}{
+		{
+			name: "another attempt between",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(0.02), {Time: trackAt(1), Src: netip.MustParseAddrPort("10.0.0.1:1"), Dst: fateServer, Flags: flagSYN},
+				fateSeg(2, false, flagRST|flagACK, fateServerISN+1, fateISN+1, "")},
+			want: Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(2)},
+		},
 		{
 			name: "refused: RST-ACK answers the SYN",
 			syns: []SYN{syn(0)},
@@ -171,18 +180,27 @@ func TestFates(t *testing.T) {
 			for _, batched := range []bool{false, true} {
 				tr := NewTracker()
 				tr.SetFatesKnown(true)
-				if batched { // every segment read on its own
-					tr.segBatch = 1
+				if batched { // every segment read on its own, a table of one slot
+					tr.segBatch, tr.recentMax = 1, 1
 				}
 				for _, s := range tt.syns {
 					tr.Add(s)
 				}
 				for _, s := range tt.segs {
+					if s.Flags == flagSYN {
+						tr.Add(SYN{Time: s.Time, Src: s.Src, Dst: s.Dst, Seq: s.Seq})
+						continue
+					}
 					tr.AddSegment(&s)
 				}
-				got := tr.List()
+				var got []Attempt
+				for _, a := range tr.List() {
+					if a.Src == fateClient {
+						got = append(got, a)
+					}
+				}
 				if len(got) != 1 {
-					t.Fatalf("%d attempts, want 1", len(got))
+					t.Fatalf("%d attempts from the client, want 1", len(got))
 				}
 				if diff := cmp.Diff(tt.want, got[0].Ending); diff != "" {
 					t.Errorf("batched %v: Ending (-want +got):\n%s", batched, diff)
@@ -193,8 +211,9 @@ func TestFates(t *testing.T) {
 }
 
 // Segments read before their SYN, as from rotated files given out of time
-// order, wait for the tracker to be read and are then matched in time
-// order.
+// order: when a SYN of their tuple came before them (an earlier file read
+// first holds a later attempt of it), they wait for the tracker to be read
+// and are then matched in time order; when none came, they are dropped.
 func TestFatesSegmentsBeforeTheirSYN(t *testing.T) {
 	for _, viaPortTracker := range []bool{false, true} {
 		pt := NewPortTracker()
@@ -217,6 +236,9 @@ func TestFatesSegmentsBeforeTheirSYN(t *testing.T) {
 			tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
 		}
 		want := Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(0.2)}
+		if !viaPortTracker {
+			want = Ending{Fate: FateUnanswered}
+		}
 		got := tr.Peers()[0].Attempts[0].Ending
 		if got != want {
 			t.Errorf("via PortTracker %v: Ending = %+v, want %+v", viaPortTracker, got, want)
@@ -227,8 +249,15 @@ func TestFatesSegmentsBeforeTheirSYN(t *testing.T) {
 // A tuple used again with a new ISN: each segment goes to the attempt its
 // acknowledgement names, or the latest one before it.
 func TestFatesReusedTuple(t *testing.T) {
+	for _, slots := range []int{recentSlots, 1} {
+		t.Run(fmt.Sprintf("%d slots", slots), func(t *testing.T) { testFatesReusedTuple(t, slots) })
+	}
+}
+
+func testFatesReusedTuple(t *testing.T, slots int) {
 	tr := NewTracker()
 	tr.SetFatesKnown(true)
+	tr.recentMax = slots
 	first := SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: 100}
 	second := SYN{Time: trackAt(1000), Src: fateClient, Dst: fateServer, Seq: 900}
 	third := SYN{Time: trackAt(2600), Src: fateClient, Dst: fateServer, Seq: 1700}
@@ -363,6 +392,7 @@ func TestFatesPushed(t *testing.T) {
 	pt.Add(SYN{Time: trackAt(1), Src: other, Dst: fateServer, Seq: 9})
 	// A retransmission of the first, then its end.
 	pt.Add(SYN{Time: trackAt(2), Src: fateClient, Dst: fateServer, Seq: fateISN})
+	pt.addSeg(synAck(2.01)) // the server answers it again
 	pt.addSeg(fateSeg(3, true, flagFIN|flagACK, fateISN+1, fateServerISN+1, ""))
 	pt.addSeg(Segment{Time: trackAt(4), Src: fateServer, Dst: other, Ack: 10, Flags: flagRST | flagACK})
 	var got []Ending
@@ -439,5 +469,53 @@ func TestWordsOf(t *testing.T) {
 	}
 	if wordsOf(netip.Addr{}) != (addr128{}) {
 		t.Error("the zero Addr is not zero")
+	}
+}
+
+// The table of recent attempts and the set of tuples start small and grow
+// with the attempts, powers of two, up to their bounds; what the table
+// held keeps its fate.
+func TestFatesTablesGrow(t *testing.T) {
+	tr := NewTracker()
+	tr.SetFatesKnown(true)
+	tr.AddSegment(&Segment{Time: trackAt(0), Src: fateServer, Dst: fateClient, Flags: flagRST}) // before any SYN: dropped
+	tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
+	tr.addSeg(synAck(0.02))
+	if len(tr.recent) != minRecent || 64*len(tr.seen) != minSeen {
+		t.Fatalf("one attempt: table %d, set %d bits; want %d, %d", len(tr.recent), 64*len(tr.seen), minRecent, minSeen)
+	}
+	for i := range 100_000 {
+		cli := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 40000)
+		tr.Add(SYN{Time: trackAt(1 + i), Src: cli, Dst: fateServer, Seq: 5})
+		for _, n := range []int{len(tr.recent), 64 * len(tr.seen)} {
+			if n&(n-1) != 0 {
+				t.Fatalf("size %d, not a power of two", n)
+			}
+		}
+	}
+	if len(tr.recent) != recentSlots || 64*len(tr.seen) != seenBits {
+		t.Errorf("100 001 attempts: table %d, set %d bits; want %d, %d", len(tr.recent), 64*len(tr.seen), recentSlots, seenBits)
+	}
+	if got := tr.List()[0].Ending; got != (Ending{Fate: FateOpen, Accepted: fms(0.02)}) {
+		t.Errorf("the first attempt's fate: %+v", got)
+	}
+}
+
+// A fate's times are Unix nanoseconds: timestamps beyond the years an
+// int64 holds clamp, never wrap.
+func TestStampNanos(t *testing.T) {
+	for _, tt := range []struct {
+		s    stamp
+		want int64
+	}{
+		{stamp{1, 5}, 1e9 + 5},
+		{stamp{-1, 5}, -1e9 + 5},
+		{stamp{1 << 40, 0}, math.MaxInt64},
+		{stamp{-1 << 40, 0}, math.MinInt64},
+		{stamp{math.MaxInt64, 999999999}, math.MaxInt64},
+	} {
+		if got := tt.s.nanos(); got != tt.want {
+			t.Errorf("%+v.nanos() = %d, want %d", tt.s, got, tt.want)
+		}
 	}
 }

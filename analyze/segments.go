@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"encoding/binary"
+	"math"
+	"math/bits"
 	"net/netip"
 	"slices"
 	"time"
@@ -71,31 +73,64 @@ func (a addr128) bytes() (b [16]byte) {
 // they do): memory follows the attempts, not the packets.
 const segBatch = 1 << 18
 
-// recentSlots is the size of a Tracker's table of recent attempts: 128
-// KiB, which stays in cache while a capture streams through.
-const recentSlots = 1 << 14
+// recentSlots is the largest size of a Tracker's table of recent attempts
+// (448 KiB): enough that attempts whose segments overlap in time rarely
+// share a slot, little enough to stay in the processor's caches. The
+// table starts at minRecent slots and grows with the attempts, so that
+// the thousands of trackers of a capture's every port stay small.
+const (
+	recentSlots = 1 << 8
+	minRecent   = 1 << 6
+)
 
-// pendingRef tags a reference in the table of recent attempts to a pushed
-// SYN's position rather than an attempt's index.
+// seenBits is the largest size of a Tracker's set of the tuples its SYNs
+// came from, a bit a tuple's hash: 64 KiB, which stays in cache. It starts
+// at minSeen and grows with the SYNs, keeping four to sixteen bits a SYN;
+// full, it takes 75 000 tuples, the 2 M-packet bench capture's, for one
+// in eight of other tuples.
+const (
+	seenBits = 1 << 19
+	minSeen  = 1 << 12
+)
+
+// pendingRef tags a reference to a pushed SYN's position rather than an
+// attempt's index.
 const pendingRef = 1 << 31
+
+// recentAttempt is a slot of the table of recent attempts: the attempt's
+// key and start, the fate its segments showed since it took the slot,
+// and where that fate lives when it leaves the slot (ref: an attempt's
+// index + 1 or, tagged with pendingRef, a pushed SYN's position + 1; 0
+// for an empty slot). No pointers.
+type recentAttempt struct {
+	key   attemptKey
+	start stamp
+	fate  fateRec
+	h     uint64 // the tuple's hash
+	ref   uint32
+	_     [36]byte // to 128 bytes: a slot never straddles more cache lines than it must
+}
 
 // AddSegment reads a segment into the fate of the attempt of its 4-tuple
 // (in either direction) that it belongs to (docs/spec.md §7); a segment
-// of no attempt the tracker holds is dropped. It does not keep s. Segments must come in
-// capture order with the SYNs: a segment that comes before its attempt's
-// SYN is matched only when the tracker is read.
+// of no attempt the tracker holds is dropped, and so is one that comes
+// before any SYN of its tuple (a connection opened before the capture, or
+// rotated files given out of time order that split a handshake). It does
+// not keep s. Segments must come in capture order with the SYNs.
 //
 // Most segments of an attempt follow its SYN within milliseconds, so a
-// small table keeps the attempts opened last by tuple, and a segment is
-// read at once through it, into the attempt's fate, or, while the SYNs
-// wait to be grouped (see push), into that of the SYN that opens the
-// attempt. The table stays in cache, where looking every segment up among
+// table keeps the attempts opened last, a slot a tuple's hash, each with
+// the fate read so far: a segment is read at once into its slot, which
+// the SYN touched moments before, where looking every segment up among
 // all attempts was a cache miss or two each, and nothing is kept per
-// segment. A segment the table cannot place (its attempt opened long
-// before and was pushed out of the table, one of a reused tuple's earlier
-// attempts, or one read before its SYN) waits for the tracker to be read
-// (List, Chains, Peers), or for segBatch of them, and is then matched by
-// sorting (see readLate).
+// segment. An attempt leaves its slot, its fate stored where the attempt
+// is held (or, while its SYN waits to be grouped, see push, beside that
+// SYN), when a later attempt takes the slot. A segment the table cannot
+// place (its attempt left the slot, or one of a reused tuple's earlier
+// attempts) waits for the tracker to be read (List, Chains, Peers), or for
+// segBatch of them, and is then matched by sorting (see readLate); a set
+// of the tuples SYNs came from, a byte each, drops at once those of tuples
+// no SYN came from, which would only wait to be dropped.
 func (t *Tracker) AddSegment(s *Segment) {
 	if !t.watching {
 		t.watch()
@@ -110,11 +145,12 @@ func (t *Tracker) AddSegment(s *Segment) {
 	t.readSegment(&r)
 }
 
-// watch starts the table of recent attempts, with the SYNs that wait.
+// watch starts the table of recent attempts, with the SYNs that wait,
+// and the set of tuples, with every attempt's.
 func (t *Tracker) watch() {
 	t.watching = true
-	if t.recent == nil {
-		t.recent = make([]uint64, recentSlots)
+	for i := range t.attempts.n {
+		t.see(t.keyHash(&t.rec(i).key))
 	}
 	for i := range t.pushed.n {
 		t.rememberPushed(i)
@@ -130,79 +166,139 @@ func (t *Tracker) SetFatesKnown(known bool) { t.fatesKnown = known }
 // FatesKnown reports what SetFatesKnown set.
 func (t *Tracker) FatesKnown() bool { return t.fatesKnown }
 
+// see adds the tuple of hash h to the set of tuples SYNs came from,
+// growing the set first when the SYNs would fill it.
+func (t *Tracker) see(h uint64) {
+	if n := 64 * len(t.seen); n < seenBits && 4*t.syns > n || n == 0 {
+		t.seen = make([]uint64, min(seenBits, max(minSeen, 1<<bits.Len(uint(16*t.syns))))/64)
+		for i := range t.attempts.n {
+			t.setSeen(t.keyHash(&t.rec(i).key))
+		}
+		for i := range t.pushed.n {
+			t.setSeen(t.keyHash(&t.pushed.at(i).key))
+		}
+	}
+	t.setSeen(h)
+}
+
+func (t *Tracker) setSeen(h uint64) {
+	b := h & uint64(64*len(t.seen)-1)
+	t.seen[b/64] |= 1 << (b % 64)
+}
+
+// seenTuple reports whether a SYN may have come from the tuple of hash h.
+func (t *Tracker) seenTuple(h uint64) bool {
+	b := h & uint64(64*len(t.seen)-1)
+	return len(t.seen) > 0 && t.seen[b/64]&(1<<(b%64)) != 0
+}
+
+// slot returns the slot of the table for hash h: its top bits.
+func (t *Tracker) slot(h uint64) *recentAttempt {
+	return &t.recent[h>>(64-bits.TrailingZeros(uint(len(t.recent))))]
+}
+
+// growRecent makes the table larger when the SYNs outnumber its slots,
+// moving each attempt to its new slot (one that loses its slot to another
+// leaves it, its fate stored at home).
+func (t *Tracker) growRecent() {
+	n := min(t.recentMax, max(minRecent, 4*len(t.recent)))
+	if n == len(t.recent) && t.recent != nil {
+		return
+	}
+	old := t.recent
+	t.recent = make([]recentAttempt, n)
+	for i := range old {
+		if e := &old[i]; e.ref != 0 {
+			if d := t.slot(e.h); d.ref == 0 {
+				*d = *e
+			} else {
+				t.home(e.ref).merge(&e.fate)
+			}
+		}
+	}
+}
+
 // endpoint is one side of a 4-tuple.
 type endpoint struct {
 	addr [16]byte
 	port uint16
 }
 
-// tupleHash hashes a 4-tuple whichever way its segment went: its
-// endpoints are mixed each, summed, and the sum mixed again. It is read
-// for every segment and SYN, where maphash.Comparable took 20 ns an
-// endpoint; the key is seeded per Tracker, so input cannot aim at its
-// collisions, and they cost only time.
+// tupleHash hashes a 4-tuple whichever way its segment went: the XOR of
+// its two addresses' words and of its two ports, each multiplied by an
+// odd constant (three multiplications the processor runs side by side),
+// the high half folded onto the low. It is read for every segment and
+// SYN: maphash.Comparable took 20 ns an endpoint, a mixed sum of two
+// mixed endpoints 8 ns for the tuple, this 3. Every bit of the input
+// reaches the high half, which picks the table's slot and orders readLate;
+// the low half picks the bit of the set of tuples. An input can make
+// tuples collide (the hash is linear in XOR, whatever the seed): that
+// costs only time, as a slot and a run of readLate compare whole tuples.
 func (t *Tracker) tupleHash(a addr128, ap uint16, b addr128, bp uint16) uint64 {
-	h := t.endHash(a, ap) + t.endHash(b, bp)
-	// The finaliser of MurmurHash3: every bit of h reaches every bit.
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	return h ^ h>>33
-}
-
-func (t *Tracker) endHash(a addr128, port uint16) uint64 {
-	x := (a.hi ^ t.key[0]) * 0x9e3779b97f4a7c15
-	y := (a.lo ^ t.key[1] ^ uint64(port)<<48) * 0xc2b2ae3d27d4eb4f
-	x ^= y ^ y>>29
-	return x ^ x>>32
+	h := (a.lo^b.lo^t.key[0])*0x9e3779b97f4a7c15 ^ (a.hi^b.hi^t.key[1])*0xc2b2ae3d27d4eb4f ^
+		(uint64(ap^bp)^t.key[2])*0x165667b19e3779f9
+	return h ^ h>>32
 }
 
 func (t *Tracker) keyHash(k *attemptKey) uint64 {
 	return t.tupleHash(words(&k.src), k.sport, words(&k.dst), k.dport)
 }
 
-// remember makes attempt i its tuple's latest in the table of recent
-// attempts, in place of any other of its slot.
-func (t *Tracker) remember(i int) {
-	if t.recent == nil {
-		t.recent = make([]uint64, recentSlots)
+// home is where the fate of the attempt of ref lives outside the table.
+func (t *Tracker) home(ref uint32) *fateRec {
+	i := int(ref&^pendingRef) - 1
+	if ref&pendingRef != 0 {
+		return t.pushedFates.at(i)
 	}
-	h := t.keyHash(&t.rec(i).key)
-	t.recent[h&(recentSlots-1)] = h>>32<<32 | uint64(i+1)
+	if i >= len(t.fates) {
+		t.fates = slices.Grow(t.fates, t.attempts.n-len(t.fates))[:t.attempts.n]
+	}
+	return &t.fates[i]
+}
+
+// install gives the slot of hash h to the attempt of key k, start and ref,
+// with no fate read yet, adding its occupant's fate to what its home holds
+// first. An attempt that holds the slot already keeps it, and its fate.
+//
+// An attempt whose SYN comes again (a retransmission) after it left the
+// table takes a slot anew: its fate is then read in two parts, merged,
+// the earlier accept and end winning (fateRec.merge). Only what depends on
+// the part before is lost, and TCP sends none of it: a client retransmits
+// its SYN because no SYN-ACK came, and a SYN-ACK answers it anew. Both
+// ways into a tracker (Add, push) split alike, so they read alike.
+func (t *Tracker) install(h uint64, k *attemptKey, start stamp, ref uint32) *recentAttempt {
+	if len(t.recent) < t.recentMax && t.syns > len(t.recent) || t.recent == nil {
+		t.growRecent()
+	}
+	t.see(h)
+	e := t.slot(h)
+	if e.ref != 0 {
+		if e.h == h && e.key == *k {
+			return e
+		}
+		t.home(e.ref).merge(&e.fate)
+	}
+	// Field by field: a composite literal was built aside and copied, a
+	// store forwarding stall on every SYN.
+	e.key, e.start, e.fate, e.h, e.ref = *k, start, fateRec{}, h, ref
+	return e
+}
+
+// remember makes attempt i its tuple's latest in the table.
+func (t *Tracker) remember(i int) {
+	r := t.rec(i)
+	t.install(t.keyHash(&r.key), &r.key, stamp{r.sec, r.nsec}, uint32(i+1))
 }
 
 // rememberPushed makes the attempt that pushed SYN i opens its tuple's
-// latest in the table, unless the table holds it already (SYN i is a
-// retransmission), and gives it a fate while it waits.
+// latest in the table, and gives it a fate beside the SYN for when it
+// leaves the table before the SYNs are grouped.
 func (t *Tracker) rememberPushed(i int) {
 	for t.pushedFates.n <= i {
 		t.pushedFates.add(fateRec{})
 	}
-	k := &t.pushed.at(i).key
-	h := t.keyHash(k)
-	slot := &t.recent[h&(recentSlots-1)]
-	if *slot>>32 == h>>32 && *slot != 0 {
-		if ref, _, _ := t.refKey(*slot); *ref == *k {
-			return
-		}
-	}
-	*slot = h>>32<<32 | pendingRef | uint64(i+1)
-}
-
-// refKey returns the attempt key, the fate and the start of the attempt
-// a slot of the table refers to.
-func (t *Tracker) refKey(slot uint64) (*attemptKey, *fateRec, stamp) {
-	ref := int(uint32(slot)&^pendingRef) - 1
-	if uint32(slot)&pendingRef != 0 {
-		p := t.pushed.at(ref)
-		return &p.key, t.pushedFates.at(ref), stamp{p.sec, p.nsec}
-	}
-	if ref >= len(t.fates) {
-		t.fates = slices.Grow(t.fates, t.attempts.n-len(t.fates))[:t.attempts.n]
-	}
-	r := t.rec(ref)
-	return &r.key, &t.fates[ref], stamp{r.sec, r.nsec}
+	p := t.pushed.at(i)
+	t.install(t.keyHash(&p.key), &p.key, stamp{p.sec, p.nsec}, pendingRef|uint32(i+1))
 }
 
 // settleFates moves the fates of the pushed SYNs to their attempts, and
@@ -211,31 +307,40 @@ func (t *Tracker) settleFates(attempt []int32) {
 	if n := t.attempts.n; len(t.fates) < n {
 		t.fates = slices.Grow(t.fates, n-len(t.fates))[:n]
 	}
+	for i := range t.recent {
+		if e := &t.recent[i]; e.ref&pendingRef != 0 {
+			t.home(e.ref).merge(&e.fate)
+		}
+	}
 	for i := range t.pushedFates.n {
 		if f := t.pushedFates.at(i); *f != (fateRec{}) {
 			t.fates[attempt[i]].merge(f)
 		}
 	}
-	for j, slot := range t.recent {
-		if uint32(slot)&pendingRef != 0 {
-			t.recent[j] = slot>>32<<32 | uint64(attempt[int(uint32(slot)&^pendingRef)-1]+1)
+	for i := range t.recent {
+		if e := &t.recent[i]; e.ref&pendingRef != 0 {
+			e.ref = uint32(attempt[int(e.ref&^pendingRef)-1]) + 1
+			e.fate = t.fates[e.ref-1]
 		}
 	}
 	t.pushedFates = blocks[fateRec]{}
 }
 
-// readSegment reads r through the table of recent attempts, or leaves it
+// readSegment reads r into its attempt's slot of the table, or leaves it
 // for readLate.
 func (t *Tracker) readSegment(r *segRec) {
-	if t.recent != nil {
-		h := t.tupleHash(r.src, r.sport, r.dst, r.dport)
-		if slot := t.recent[h&(recentSlots-1)]; slot != 0 && slot>>32 == h>>32 {
-			k, f, start := t.refKey(slot)
-			if fromClient, ok := owns(k, f, r); ok && !r.at().before(start) {
-				f.observe(r.at(), fromClient, r.flags, r.seq, r.ack, k.seq, r.sent)
-				return
-			}
+	if t.recent == nil {
+		return // no SYN came yet
+	}
+	h := t.tupleHash(r.src, r.sport, r.dst, r.dport)
+	if e := t.slot(h); e.ref != 0 && e.h == h {
+		if fromClient, ok := owns(&e.key, &e.fate, r); ok && !r.at().before(e.start) {
+			e.fate.observe(r.at(), fromClient, r.flags, r.seq, r.ack, e.key.seq, r.sent)
+			return
 		}
+	}
+	if !t.seenTuple(h) {
+		return
 	}
 	if t.late.n == t.segBatch {
 		t.readLate()
@@ -262,19 +367,33 @@ func owns(k *attemptKey, f *fateRec, r *segRec) (fromClient, ok bool) {
 }
 
 // observe reads r, which went the way fromClient says, into attempt i's
-// fate.
+// fate at home.
 func (t *Tracker) observe(i int, r *segRec, fromClient bool) {
-	if i >= len(t.fates) {
-		t.fates = slices.Grow(t.fates, t.attempts.n-len(t.fates))[:t.attempts.n]
-	}
-	t.fates[i].observe(r.at(), fromClient, r.flags, r.seq, r.ack, t.rec(i).key.seq, r.sent)
+	t.home(uint32(i+1)).observe(r.at(), fromClient, r.flags, r.seq, r.ack, t.rec(i).key.seq, r.sent)
 }
 
-// readSegments reads every segment that waits: the SYNs are grouped, and
-// the segments the table of recent attempts could not place are matched.
+// readSegments reads every segment that waits: the SYNs are grouped, the
+// table's fates added to their homes, and the segments the table could
+// not place matched; the table then holds its attempts' fates as they are
+// at home (a fate that extends its home's merges into it as itself).
 func (t *Tracker) readSegments() {
 	t.settle()
-	t.readLate()
+	if t.late.n == 0 && t.recent == nil {
+		return
+	}
+	for i := range t.recent {
+		if e := &t.recent[i]; e.ref != 0 {
+			t.home(e.ref).merge(&e.fate)
+		}
+	}
+	if t.late.n > 0 {
+		t.readLate()
+		for i := range t.recent {
+			if e := &t.recent[i]; e.ref != 0 {
+				e.fate = *t.home(e.ref)
+			}
+		}
+	}
 }
 
 // readLate reads the segments the table of recent attempts could not
@@ -438,12 +557,16 @@ func (s stamp) compare(u stamp) int {
 	return 0
 }
 
-func (s stamp) sub(u stamp) time.Duration {
-	return time.Duration(s.sec-u.sec)*time.Second + time.Duration(s.nsec-u.nsec)
+// nanos is s in Unix nanoseconds, clamped to the years 1678–2262 that an
+// int64 holds: a fate's times beyond them (a capture file's hostile
+// timestamps) come out wrong, but never wrap around.
+func (s stamp) nanos() int64 {
+	const maxSec = math.MaxInt64/int64(time.Second) - 1
+	switch {
+	case s.sec > maxSec:
+		return math.MaxInt64
+	case s.sec < -maxSec:
+		return math.MinInt64
+	}
+	return s.sec*1e9 + int64(s.nsec)
 }
-
-func (s stamp) add(d time.Duration) stamp {
-	return stampOf(time.Unix(s.sec, int64(s.nsec)).Add(d))
-}
-
-func stampOf(t time.Time) stamp { return stamp{t.Unix(), int32(t.Nanosecond())} }

@@ -16,13 +16,16 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"os"
 	"strconv"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -31,10 +34,11 @@ import (
 	"github.com/backoff-audit/audit/pb"
 )
 
-// serverNameOverride is the TLS name the C++ interop client asks for
-// (docs/spec.md §2). No handshake ever completes on the retry port; the name is
-// kept so that the ClientHello looks like the reference client's.
-const serverNameOverride = "foo.test.google.fr"
+// DefaultServerHostOverride is the TLS name the C++ interop client asks
+// for (docs/spec.md §2.3). No handshake completes on the interop test's
+// retry port; the name is kept so that the ClientHello looks like the
+// reference client's.
+const DefaultServerHostOverride = "foo.test.google.fr"
 
 // stopTimeout bounds Stop, which runs even after the caller gave up so that
 // the server's session ends and the next one can start.
@@ -53,6 +57,21 @@ type Config struct {
 	// InitialBackoffMS is grpc-go's BaseDelay. Anything but 1000 is a
 	// deliberately wrong client, which the server should fail.
 	InitialBackoffMS int32
+	// MinConnectTimeoutMS is grpc-go's MinConnectTimeout, the least time
+	// one attempt is given to connect; 0 means the spec's 20 s
+	// (docs/spec.md §1.1). It matters only where an attempt can hang.
+	MinConnectTimeoutMS int32
+	// Plaintext makes the retry channel plaintext. The interop test's
+	// channel is TLS (docs/spec.md §1.3), the zero value.
+	Plaintext bool
+	// CAFile, when set, holds the PEM roots the retry channel trusts, for
+	// a retry port that completes the TLS handshake. Empty: a certificate
+	// made in memory, which no server presents (the interop test's port
+	// closes every connection before the handshake).
+	CAFile string
+	// ServerHostOverride is the name TLS asks for and checks the server's
+	// certificate against; empty means DefaultServerHostOverride.
+	ServerHostOverride string
 	// Deadline is the retry RPC's deadline (the reference uses 540 s).
 	Deadline time.Duration
 	// Progress, when not nil, gets a line per connectivity-state change of
@@ -96,6 +115,12 @@ func (c Config) validate() error {
 	if c.InitialBackoffMS <= 0 {
 		errs = append(errs, fmt.Errorf("--initial_backoff_ms %d: must be positive", c.InitialBackoffMS))
 	}
+	if c.MinConnectTimeoutMS < 0 {
+		errs = append(errs, fmt.Errorf("--min_connect_timeout_ms %d: must not be negative", c.MinConnectTimeoutMS))
+	}
+	if c.Plaintext && c.CAFile != "" {
+		errs = append(errs, fmt.Errorf("--ca_file %s: needs --use_tls", c.CAFile))
+	}
 	if c.Deadline <= 0 {
 		errs = append(errs, fmt.Errorf("--deadline %v: must be positive", c.Deadline))
 	}
@@ -111,10 +136,14 @@ func (c Config) policy() analyze.Policy {
 
 // connectParams is the grpc-go backoff of the retry channel. Every field is
 // set: a ConnectParams left partly zero is not grpc-go's default but a
-// zero multiplier, no jitter, a zero MaxDelay (retry at once, docs/spec.md §6)
+// zero multiplier, no jitter, a zero MaxDelay (retry at once, docs/spec.md §6.3)
 // and a zero MinConnectTimeout.
 func (c Config) connectParams() grpc.ConnectParams {
 	ref := c.policy()
+	minConnect := ref.MinConnectTimeout
+	if c.MinConnectTimeoutMS > 0 {
+		minConnect = time.Duration(c.MinConnectTimeoutMS) * time.Millisecond
+	}
 	return grpc.ConnectParams{
 		Backoff: backoff.Config{
 			BaseDelay:  time.Duration(c.InitialBackoffMS) * time.Millisecond,
@@ -122,8 +151,15 @@ func (c Config) connectParams() grpc.ConnectParams {
 			Jitter:     ref.Jitter,
 			MaxDelay:   ref.MaxDelay, // never zero: ReferencePolicy maps 0 to 120 s
 		},
-		MinConnectTimeout: ref.MinConnectTimeout,
+		MinConnectTimeout: minConnect,
 	}
+}
+
+func (c Config) serverHostOverride() string {
+	if c.ServerHostOverride == "" {
+		return DefaultServerHostOverride
+	}
+	return c.ServerHostOverride
 }
 
 // Report is what one run saw.
@@ -145,6 +181,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Config: cfg, Connect: cfg.connectParams()}
+	// Before Start: a bad --ca_file is the caller's mistake, not a session.
+	creds, err := cfg.retryCredentials()
+	if err != nil {
+		return nil, err
+	}
 
 	control, err := grpc.NewClient(cfg.controlAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -170,7 +211,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	// Step 2. Whatever happens to the retry RPC, Stop must run.
-	rep.Retry = retryRPC(ctx, cfg, rep.Connect)
+	rep.Retry = retryRPC(ctx, cfg, creds, rep.Connect)
 
 	// Step 3, even when ctx is done: the server's session must end.
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
@@ -195,15 +236,24 @@ type RetryOutcome struct {
 	Code codes.Code
 	Err  error
 	Took time.Duration
+	// Start is when the retry RPC began.
+	Start time.Time
+	// States are the retry channel's connectivity states from the RPC's
+	// start to its end, the first being the state before the RPC. A state
+	// held only a moment may be missing: grpc-go reports changes, not
+	// every state it passed through.
+	States []StateChange
 }
 
-// retryRPC opens the TLS retry channel and makes one wait-for-ready RPC
-// that can only end at its deadline.
-func retryRPC(ctx context.Context, cfg Config, cp grpc.ConnectParams) RetryOutcome {
-	creds, err := retryCredentials()
-	if err != nil {
-		return RetryOutcome{Code: codes.Internal, Err: err}
-	}
+// StateChange is the retry channel entering State at At.
+type StateChange struct {
+	State connectivity.State
+	At    time.Time
+}
+
+// retryRPC opens the retry channel with creds and makes one wait-for-ready
+// RPC that can only end at its deadline.
+func retryRPC(ctx context.Context, cfg Config, creds credentials.TransportCredentials, cp grpc.ConnectParams) RetryOutcome {
 	conn, err := grpc.NewClient(cfg.retryAddr(),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(cp))
@@ -215,10 +265,8 @@ func retryRPC(ctx context.Context, cfg Config, cp grpc.ConnectParams) RetryOutco
 	rctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
 	defer cancel()
 	start := time.Now()
-	stopWatch := func() {}
-	if cfg.Progress != nil {
-		stopWatch = watchRetry(rctx, conn, cfg.Progress, cfg.progressEvery(), start, cfg.Deadline)
-	}
+	w := &watcher{conn: conn, progress: cfg.Progress, every: cfg.progressEvery(), start: start, deadline: cfg.Deadline}
+	stopWatch := w.run(rctx)
 	// Any method does; the reference calls Start on the retry port.
 	_, err = pb.NewReconnectServiceClient(conn).Start(rctx,
 		&pb.ReconnectParams{MaxReconnectBackoffMs: cfg.MaxReconnectBackoffMS},
@@ -226,8 +274,8 @@ func retryRPC(ctx context.Context, cfg Config, cp grpc.ConnectParams) RetryOutco
 	took := time.Since(start)
 	// No progress line may follow the RPC's end: the caller prints the
 	// report next, and Close would add a SHUTDOWN line.
-	stopWatch()
-	return RetryOutcome{Code: status.Code(err), Err: err, Took: took}
+	states := stopWatch()
+	return RetryOutcome{Code: status.Code(err), Err: err, Took: took, Start: start, States: states}
 }
 
 func (c Config) progressEvery() time.Duration {
@@ -237,48 +285,92 @@ func (c Config) progressEvery() time.Duration {
 	return c.ProgressEvery
 }
 
-// watchRetry writes to w a line per state change of conn, and a line after
-// every span of silence, until stop is called or ctx is done; stop returns
-// once the last line is written. Write errors are ignored: progress is a
-// courtesy and must not end the run.
-func watchRetry(ctx context.Context, conn *grpc.ClientConn, w io.Writer, every time.Duration, start time.Time, deadline time.Duration) (stop func()) {
+// watcher follows the retry channel's state while the RPC waits: it keeps
+// every change and, when progress is set, writes a line per change and a
+// line after every span of silence.
+type watcher struct {
+	conn     *grpc.ClientConn
+	progress io.Writer
+	every    time.Duration
+	start    time.Time
+	deadline time.Duration
+
+	mu     sync.Mutex
+	states []StateChange
+}
+
+// run watches until stop is called or ctx is done; stop returns once the
+// last line is written, with the states seen. Write errors are ignored:
+// progress is a courtesy and must not end the run.
+func (w *watcher) run(ctx context.Context) (stop func() []StateChange) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	// Read before the RPC leaves IDLE, so that its first change is a line.
-	state := conn.GetState()
+	// Read before the RPC leaves IDLE, so that its first change is seen.
+	state := w.conn.GetState()
+	w.states = []StateChange{{State: state, At: w.start}}
 	go func() {
 		defer close(done)
 		for {
-			wctx, wcancel := context.WithTimeout(ctx, every)
-			changed := conn.WaitForStateChange(wctx, state)
+			wctx, wcancel := ctx, context.CancelFunc(func() {})
+			if w.progress != nil {
+				wctx, wcancel = context.WithTimeout(ctx, w.every)
+			}
+			changed := w.conn.WaitForStateChange(wctx, state)
 			wcancel()
 			if ctx.Err() != nil {
 				return
 			}
 			still := "still "
 			if changed {
-				state, still = conn.GetState(), ""
+				state, still = w.conn.GetState(), ""
+				w.mu.Lock()
+				w.states = append(w.states, StateChange{State: state, At: time.Now()})
+				w.mu.Unlock()
 			}
-			fmt.Fprintf(w, "retry channel %s%v after %.1f s of %s s\n",
-				still, state, time.Since(start).Seconds(), strconv.FormatFloat(deadline.Seconds(), 'f', -1, 64))
+			if w.progress != nil {
+				fmt.Fprintf(w.progress, "retry channel %s%v after %.1f s of %s s\n",
+					still, state, time.Since(w.start).Seconds(), strconv.FormatFloat(w.deadline.Seconds(), 'f', -1, 64))
+			}
 		}
 	}()
-	return func() { cancel(); <-done }
+	return func() []StateChange {
+		cancel()
+		<-done
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.states
+	}
 }
 
-// retryCredentials trusts one certificate made in memory for
-// serverNameOverride. The retry port closes every connection before the
-// handshake, so no certificate is ever presented; the pool only keeps grpc-go
+// retryCredentials are the retry channel's: plaintext, TLS trusting the
+// roots of CAFile, or TLS trusting one certificate made in memory. The
+// interop test's retry port closes every connection before the handshake,
+// so no certificate is ever presented; the in-memory one only keeps grpc-go
 // from reading the system's roots.
-func retryCredentials() (credentials.TransportCredentials, error) {
+func (c Config) retryCredentials() (credentials.TransportCredentials, error) {
+	name := c.serverHostOverride()
+	switch {
+	case c.Plaintext:
+		return insecure.NewCredentials(), nil
+	case c.CAFile != "":
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca_file %s: no PEM certificate in it", c.CAFile)
+		}
+		return credentials.NewClientTLSFromCert(pool, name), nil
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate test key: %w", err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: serverNameOverride},
-		DNSNames:              []string{serverNameOverride},
+		Subject:               pkix.Name{CommonName: name},
+		DNSNames:              []string{name},
 		NotBefore:             time.Unix(0, 0),
 		NotAfter:              time.Unix(1<<33, 0),
 		IsCA:                  true,
@@ -295,7 +387,7 @@ func retryCredentials() (credentials.TransportCredentials, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	return credentials.NewClientTLSFromCert(pool, serverNameOverride), nil
+	return credentials.NewClientTLSFromCert(pool, name), nil
 }
 
 // checkBackoffs runs the one verifier over the server's backoff_ms. Gaps
@@ -335,8 +427,7 @@ func (r *Report) Verdict() (passed bool, reason string) {
 func (r *Report) Write(w io.Writer) error {
 	b := r.Connect.Backoff
 	ew := &errWriter{w: w}
-	ew.printf("control %s, retry %s (TLS, server name %s)\n",
-		r.Config.controlAddr(), r.Config.retryAddr(), serverNameOverride)
+	ew.printf("control %s, retry %s (%s)\n", r.Config.controlAddr(), r.Config.retryAddr(), r.Config.retrySecurity())
 	ew.printf("grpc-go backoff: initial %v ×%g ±%g%% cap %v, min connect timeout %v\n",
 		b.BaseDelay, b.Multiplier, b.Jitter*100, b.MaxDelay, r.Connect.MinConnectTimeout)
 	ew.printf("retry RPC: %v after %v (want DeadlineExceeded)\n\n",
@@ -362,6 +453,17 @@ func (r *Report) Write(w io.Writer) error {
 	ew.printf("\nserver: %s (%d backoffs)\nown check: %s (%v)\n",
 		server, len(r.Server.GetBackoffMs()), own, r.Own.Policy)
 	return ew.err
+}
+
+// retrySecurity says how the retry channel is secured, for the report.
+func (c Config) retrySecurity() string {
+	switch {
+	case c.Plaintext:
+		return "plaintext"
+	case c.CAFile != "":
+		return fmt.Sprintf("TLS, server name %s, roots %s", c.serverHostOverride(), c.CAFile)
+	}
+	return "TLS, server name " + c.serverHostOverride()
 }
 
 // errWriter keeps the first write error, so Write can print freely.

@@ -1,0 +1,456 @@
+package realclients
+
+// The harness: the in-process server, the three stacks, one run of one
+// client, and what the run leaves to check.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode"
+
+	"google.golang.org/grpc"
+
+	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/interop"
+	"github.com/backoff-audit/audit/server"
+)
+
+// repoRoot is the module's root seen from this package's directory, where
+// go test runs.
+const repoRoot = "../.."
+
+// systemPython is Debian's interpreter, the one python3-grpcio installs for
+// (docs/spec.md §6.1); a python3 earlier on PATH may lack grpc.
+const systemPython = "/usr/bin/python3"
+
+func TestMain(m *testing.M) {
+	// A run waits on the client's timers, not on the CPU: unless -parallel
+	// is given, every run proceeds at once instead of GOMAXPROCS at a time
+	// (2 on the project's machines), which would serialise them.
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", "64")
+	}
+	os.Exit(m.Run())
+}
+
+// args are one run's settings, named after the clients' flags.
+type args struct {
+	controlPort, retryPort int
+	duration               time.Duration
+	// maxBackoffMS is sent in Start and set as the client's cap.
+	maxBackoffMS int32
+	// initialBackoffMS is the client's initial backoff; 0 leaves its
+	// default (1000 ms, the spec's, in all three).
+	initialBackoffMS int32
+	// minConnectMS is the least time an attempt is given: C-core's
+	// grpc.min_reconnect_backoff_ms, grpc-go's MinConnectTimeout; grpc-js
+	// has none and ignores it. 0 leaves the default (20 s).
+	minConnectMS int32
+	plaintext    bool
+	// caFile and hostOverride are the TLS roots and name; empty: the
+	// client's defaults (system roots or a certificate made in memory,
+	// foo.test.google.fr).
+	caFile, hostOverride string
+}
+
+// scriptFlags are the flags both script clients take
+// (testdata/README.md, "Real clients").
+func (a args) scriptFlags() []string {
+	f := []string{
+		"--server_host=127.0.0.1",
+		"--server_control_port=" + strconv.Itoa(a.controlPort),
+		"--server_retry_port=" + strconv.Itoa(a.retryPort),
+		"--duration_s=" + strconv.FormatFloat(a.duration.Seconds(), 'f', -1, 64),
+		"--max_reconnect_backoff_ms=" + strconv.Itoa(int(a.maxBackoffMS)),
+		"--initial_reconnect_backoff_ms=" + strconv.Itoa(int(a.initialBackoffMS)),
+		"--min_reconnect_backoff_ms=" + strconv.Itoa(int(a.minConnectMS)),
+		"--use_tls=" + strconv.FormatBool(!a.plaintext),
+	}
+	if a.caFile != "" {
+		f = append(f, "--ca_file="+a.caFile)
+	}
+	if a.hostOverride != "" {
+		f = append(f, "--server_host_override="+a.hostOverride)
+	}
+	return f
+}
+
+// clientLine is the one JSON line a script client prints; the grpc-go run
+// fills the same fields from interop's report.
+type clientLine struct {
+	Client        string         `json:"client"`
+	Version       string         `json:"version"`
+	Runtime       string         `json:"runtime"`
+	TLS           bool           `json:"tls"`
+	Options       map[string]any `json:"options"`
+	Ignored       map[string]int `json:"ignored"`
+	StartedUnixMS float64        `json:"started_unix_ms"`
+	RetryMS       float64        `json:"retry_ms"`
+	RetryStatus   string         `json:"retry_status"`
+	RPCs          []rpcEnd       `json:"rpcs"`
+	States        []stateAt      `json:"states"`
+	Subchannel    []subEvent     `json:"subchannel"`
+	Passed        *bool          `json:"passed"`
+	BackoffMS     []int32        `json:"backoff_ms"`
+	Error         string         `json:"error"`
+}
+
+// stateAt is a channel entering State.
+type stateAt struct {
+	State  string  `json:"state"`
+	UnixMS float64 `json:"unix_ms"`
+}
+
+// subEvent is one event of the subchannel's trace: grpc-js gives the
+// state entered, C-core the event ("connect_failed" with the backoff it
+// drew, or "backoff_elapsed").
+type subEvent struct {
+	State     string  `json:"state"`
+	Event     string  `json:"event"`
+	UnixMS    float64 `json:"unix_ms"`
+	Error     string  `json:"error"`
+	BackoffMS *int    `json:"backoff_ms"`
+}
+
+// rpcEnd is the end of one wait-for-ready RPC on the retry channel.
+type rpcEnd struct {
+	Status string  `json:"status"`
+	UnixMS float64 `json:"unix_ms"`
+	Error  string  `json:"error"`
+}
+
+func unixMS(ms float64) time.Time {
+	return time.Unix(0, int64(ms*1e6))
+}
+
+func toUnixMS(t time.Time) float64 {
+	return float64(t.UnixNano()) / 1e6
+}
+
+// stack is one client library and how to run it.
+type stack struct {
+	name string
+	// missing names what the machine lacks to run the client; "" when
+	// nothing.
+	missing func() string
+	run     func(ctx context.Context, a args) (clientLine, string, error)
+}
+
+const (
+	cCore  = "c-core"
+	grpcGo = "grpc-go"
+	grpcJS = "grpc-js"
+)
+
+var stacks = []stack{
+	{name: cCore, missing: missingCCore, run: runCCore},
+	{name: grpcGo, missing: func() string { return "" }, run: runGrpcGo},
+	{name: grpcJS, missing: missingGrpcJS, run: runGrpcJS},
+}
+
+// require skips the test, loudly, when the client cannot run here; in CI
+// (CI=true), where .ci/deps.sh installs every runtime, it fails instead.
+func (s stack) require(t *testing.T) {
+	t.Helper()
+	what := s.missing()
+	if what == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("the %s client needs %s; CI must run every client", s.name, what)
+	}
+	t.Skipf("SKIPPED, NOT RUN: the %s client needs %s", s.name, what)
+}
+
+var missingCCore = sync.OnceValue(func() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, systemPython, "-c", "import grpc").CombinedOutput(); err != nil {
+		return fmt.Sprintf("python3-grpcio for %s (apt-get install python3-grpcio, or make deps): %v: %s",
+			systemPython, err, bytes.TrimSpace(out))
+	}
+	return ""
+})
+
+// grpcJSDir is the grpc-js client's folder, with its package-lock.json.
+var grpcJSDir = filepath.Join(repoRoot, "testdata", "clients", "grpcjs")
+
+var missingGrpcJS = sync.OnceValue(func() string {
+	if _, err := exec.LookPath("node"); err != nil {
+		return "node on PATH (apt-get install nodejs, or make deps)"
+	}
+	if _, err := os.Stat(filepath.Join(grpcJSDir, "node_modules", "@grpc", "grpc-js", "package.json")); err != nil {
+		return "its npm packages (npm ci --prefix testdata/clients/grpcjs, or make deps): " + err.Error()
+	}
+	return ""
+})
+
+func runCCore(ctx context.Context, a args) (clientLine, string, error) {
+	return runScript(ctx, systemPython, append([]string{filepath.Join(repoRoot, "testdata", "clients", "ccore_client.py")}, a.scriptFlags()...)...)
+}
+
+func runGrpcJS(ctx context.Context, a args) (clientLine, string, error) {
+	return runScript(ctx, "node", append([]string{filepath.Join(grpcJSDir, "client.js")}, a.scriptFlags()...)...)
+}
+
+// runScript runs a script client and reads its JSON line.
+func runScript(ctx context.Context, name string, argv ...string) (clientLine, string, error) {
+	cmd := exec.CommandContext(ctx, name, argv...)
+	cmd.WaitDelay = 5 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	runErr := cmd.Run()
+	var line clientLine
+	last := bytes.TrimSpace(out.Bytes())
+	if i := bytes.LastIndexByte(last, '\n'); i >= 0 {
+		last = last[i+1:]
+	}
+	if err := json.Unmarshal(last, &line); err != nil {
+		return line, errb.String(), fmt.Errorf("%s %s: %v (context: %v); stdout %q is no JSON line: %v",
+			name, strings.Join(argv, " "), runErr, ctx.Err(), out.String(), err)
+	}
+	if runErr != nil && line.Error == "" {
+		return line, errb.String(), fmt.Errorf("%s %s: %v (context: %v), with no error in its line", name, strings.Join(argv, " "), runErr, ctx.Err())
+	}
+	return line, errb.String(), nil
+}
+
+// runGrpcGo runs interop.Run, the client behind `audit client`, in this
+// process, and writes its report as the script clients write their line.
+// grpc-go's subchannel is not traced: its attempts are known from the
+// server only.
+func runGrpcGo(ctx context.Context, a args) (clientLine, string, error) {
+	cfg := interop.Config{
+		ServerHost:            "127.0.0.1",
+		ControlPort:           a.controlPort,
+		RetryPort:             a.retryPort,
+		MaxReconnectBackoffMS: a.maxBackoffMS,
+		InitialBackoffMS:      1000,
+		MinConnectTimeoutMS:   a.minConnectMS,
+		Deadline:              a.duration,
+		Plaintext:             a.plaintext,
+		CAFile:                a.caFile,
+		ServerHostOverride:    a.hostOverride,
+	}
+	if a.initialBackoffMS > 0 {
+		cfg.InitialBackoffMS = a.initialBackoffMS
+	}
+	line := clientLine{Client: grpcGo, Version: grpc.Version, Runtime: runtime.Version(), TLS: !a.plaintext}
+	rep, err := interop.Run(ctx, cfg)
+	if err != nil {
+		line.Error = err.Error()
+		return line, "", nil
+	}
+	r := rep.Retry
+	line.StartedUnixMS = toUnixMS(r.Start)
+	line.RetryMS = float64(r.Took) / 1e6
+	line.RetryStatus = upperSnake(r.Code.String())
+	line.RPCs = []rpcEnd{{Status: line.RetryStatus, UnixMS: toUnixMS(r.Start.Add(r.Took))}}
+	for _, s := range r.States {
+		line.States = append(line.States, stateAt{State: s.State.String(), UnixMS: toUnixMS(s.At)})
+	}
+	passed := rep.Server.GetPassed()
+	line.Passed, line.BackoffMS = &passed, rep.Server.GetBackoffMs()
+	return line, "", nil
+}
+
+// upperSnake spells a grpc-go code as the other stacks do:
+// DeadlineExceeded → DEADLINE_EXCEEDED.
+func upperSnake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && unicode.IsUpper(r) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToUpper(r))
+	}
+	return b.String()
+}
+
+// outcome is what one run left: the client's line and the server's session.
+type outcome struct {
+	stack  string
+	mode   analyze.RetryMode
+	args   args
+	line   clientLine
+	stderr string
+	// session is the run's one session; chain the server's accept times of
+	// its verified peer.
+	session server.Session
+	chain   []time.Time
+}
+
+// run starts a server on loopback in mode, runs one client of st against
+// it and returns what both saw. The client runs the interop steps itself
+// (Start, the retry channel for a.duration, Stop).
+func run(t *testing.T, st stack, mode analyze.RetryMode, a args) outcome {
+	t.Helper()
+	var log testutil.SyncBuffer
+	srv, err := server.New(server.Config{
+		ControlAddr: "127.0.0.1:0",
+		RetryAddr:   "127.0.0.1:0",
+		Logger:      slog.New(slog.NewTextHandler(&log, nil)),
+	})
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("server Close: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", log.String())
+		}
+	})
+	_, port, err := net.SplitHostPort(srv.ControlAddr())
+	if err != nil {
+		t.Fatalf("control address %s: %v", srv.ControlAddr(), err)
+	}
+	a.controlPort, _ = strconv.Atoi(port)
+	a.retryPort = srv.RetryPort()
+
+	ctx, cancel := context.WithTimeout(context.Background(), a.duration+time.Minute)
+	defer cancel()
+	line, stderr, err := st.run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s client: %v\nstderr:\n%s", st.name, err, stderr)
+	}
+	if line.Error != "" {
+		t.Fatalf("%s client: %s\nstderr:\n%s", st.name, line.Error, stderr)
+	}
+	o := outcome{stack: st.name, mode: mode, args: a, line: line, stderr: stderr}
+	sessions := srv.Sessions()
+	if len(sessions) != 1 {
+		t.Fatalf("%d sessions after the %s client's run, want 1", len(sessions), st.name)
+	}
+	o.session = sessions[0]
+	if p := o.session.End.VerifiedPeer; p.IsValid() {
+		o.chain = o.session.Times(p)
+	}
+	return o
+}
+
+// gaps are the intervals between the server's accepts of the verified
+// chain.
+func (o outcome) gaps() []time.Duration {
+	var g []time.Duration
+	for i := 1; i < len(o.chain); i++ {
+		g = append(g, o.chain[i].Sub(o.chain[i-1]))
+	}
+	return g
+}
+
+// clientAttempts are the starts of the client's connection attempts as it
+// saw them itself: for grpc-js each move of the subchannel to CONNECTING,
+// for C-core its channel's first CONNECTING and each end of a backoff (it
+// reconnects at once, with an RPC waiting). grpc-go's are not traced: nil.
+func (o outcome) clientAttempts() []time.Time {
+	var ts []time.Time
+	switch o.stack {
+	case grpcJS:
+		for _, e := range o.line.Subchannel {
+			if e.State == "CONNECTING" {
+				ts = append(ts, unixMS(e.UnixMS))
+			}
+		}
+	case cCore:
+		for _, s := range o.line.States {
+			if s.State == "CONNECTING" {
+				ts = append(ts, unixMS(s.UnixMS))
+				break
+			}
+		}
+		for _, e := range o.line.Subchannel {
+			if e.Event == "backoff_elapsed" {
+				ts = append(ts, unixMS(e.UnixMS))
+			}
+		}
+	}
+	return ts
+}
+
+// connectFailures are C-core's failed attempts: when each failed and the
+// backoff it drew (ms from then to the next attempt).
+func (o outcome) connectFailures() (at []time.Time, backoffMS []int) {
+	for _, e := range o.line.Subchannel {
+		if e.Event == "connect_failed" && e.BackoffMS != nil {
+			at = append(at, unixMS(e.UnixMS))
+			backoffMS = append(backoffMS, *e.BackoffMS)
+		}
+	}
+	return at, backoffMS
+}
+
+// summary is the run in a few lines, for go test -v: the figures the
+// package's tests measure, each time in ms from the session's Start.
+func (o outcome) summary() string {
+	var b strings.Builder
+	origin := o.session.Started
+	rel := func(t time.Time) string { return strconv.FormatFloat(float64(t.Sub(origin))/1e6, 'f', 0, 64) }
+	fmt.Fprintf(&b, "%s %s (%s), mode %s, duration %v, cap %d ms", o.line.Client, o.line.Version, o.line.Runtime, o.mode, o.args.duration, o.args.maxBackoffMS)
+	if o.args.minConnectMS > 0 {
+		fmt.Fprintf(&b, ", min connect %d ms", o.args.minConnectMS)
+	}
+	if o.args.plaintext {
+		b.WriteString(", plaintext")
+	} else {
+		b.WriteString(", TLS")
+	}
+	fmt.Fprintf(&b, "\n  server: %d attempts from the verified peer, at %s ms; intervals %s ms; %s (strict %s)",
+		len(o.chain), joinTimes(o.chain, rel), joinMS(o.gaps()), o.session.End.Verdict, o.session.Result.Strict.Verdict)
+	if ca := o.clientAttempts(); ca != nil {
+		fmt.Fprintf(&b, "\n  client: %d attempts at %s ms", len(ca), joinTimes(ca, rel))
+	}
+	if at, bo := o.connectFailures(); len(at) > 0 {
+		var parts []string
+		for i := range at {
+			parts = append(parts, fmt.Sprintf("%s+%d", rel(at[i]), bo[i]))
+		}
+		fmt.Fprintf(&b, "\n  C-core failures (at+backoff drawn): %s ms", strings.Join(parts, " "))
+	}
+	var states []string
+	for _, s := range o.line.States {
+		states = append(states, s.State+"@"+rel(unixMS(s.UnixMS)))
+	}
+	fmt.Fprintf(&b, "\n  channel states: %s", strings.Join(states, " "))
+	var rpcs []string
+	for _, r := range o.line.RPCs {
+		rpcs = append(rpcs, r.Status+"@"+rel(unixMS(r.UnixMS)))
+	}
+	fmt.Fprintf(&b, "\n  RPCs: %s; Stop: backoff_ms %v", strings.Join(rpcs, " "), o.line.BackoffMS)
+	return b.String()
+}
+
+func joinTimes(ts []time.Time, rel func(time.Time) string) string {
+	var s []string
+	for _, t := range ts {
+		s = append(s, rel(t))
+	}
+	return strings.Join(s, " ")
+}
+
+func joinMS(ds []time.Duration) string {
+	var s []string
+	for _, d := range ds {
+		s = append(s, strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64))
+	}
+	return strings.Join(s, " ")
+}

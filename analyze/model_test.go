@@ -21,8 +21,6 @@ func hangPolicy(t time.Duration) Policy {
 	return p
 }
 
-
-
 func TestVerifyRunCloseIsVerify(t *testing.T) {
 	ts := chainAt(t0, 1000, 1700, 2500, 4300)
 	a, b := Verify(DefaultPolicy(), ts), VerifyRun(DefaultPolicy(), ts, Run{Mode: RetryMode{Kind: ModeRefuse}})
@@ -51,7 +49,7 @@ func TestVerifyRunHangConnectTimeoutDominates(t *testing.T) {
 		}
 	}
 	// Where the backoff outgrows the timeout it sets the window.
-	late := hangPolicy(3 * time.Second).checkHung(4, 4096, 4000*time.Millisecond)
+	late := hangPolicy(3*time.Second).checkHung(4, 4096, 4000*time.Millisecond)
 	if late.Term != TermBackoff || late.MinMS != 4096*0.8-100 || !late.OK {
 		t.Errorf("interval 4 with T=3 s: %+v", late)
 	}

@@ -72,6 +72,12 @@ type Config struct {
 	// ServerHostOverride is the name TLS asks for and checks the server's
 	// certificate against; empty means DefaultServerHostOverride.
 	ServerHostOverride string
+	// Reissue makes the retry RPC again whenever it ends in UNAVAILABLE
+	// before its deadline. On the interop test's retry port it never does;
+	// on a port whose connections succeed and then drop (docs/spec.md
+	// §7.1, settings-close and goaway) the RPC fails with its connection,
+	// and a channel with no RPC waiting has no reason to reconnect.
+	Reissue bool
 	// Deadline is the retry RPC's deadline (the reference uses 540 s).
 	Deadline time.Duration
 	// Progress, when not nil, gets a line per connectivity-state change of
@@ -233,16 +239,34 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // RetryOutcome is how the retry RPC ended; the code must be
 // DeadlineExceeded.
 type RetryOutcome struct {
+	// Code and Err are the last retry RPC's end.
 	Code codes.Code
 	Err  error
+	// Took is the time from the first RPC's start to the last one's end.
 	Took time.Duration
-	// Start is when the retry RPC began.
+	// Start is when the first retry RPC began.
 	Start time.Time
-	// States are the retry channel's connectivity states from the RPC's
-	// start to its end, the first being the state before the RPC. A state
-	// held only a moment may be missing: grpc-go reports changes, not
-	// every state it passed through.
+	// RPCs is how many retry RPCs were made: 1, or more with Reissue.
+	RPCs int
+	// Early are the ends of the RPCs made again (Reissue), the first
+	// MaxKept of them.
+	Early []RPCEnd
+	// States are the retry channel's connectivity states from the first
+	// RPC's start to the last one's end, the first being the state before
+	// it, the first MaxKept of them. A state held only a moment may be
+	// missing: grpc-go reports changes, not every state it passed through.
 	States []StateChange
+}
+
+// MaxKept bounds RetryOutcome's lists: a channel whose connections succeed
+// and drop at once may change state thousands of times a second.
+const MaxKept = 1000
+
+// RPCEnd is the end of one retry RPC.
+type RPCEnd struct {
+	Code codes.Code
+	Err  error
+	At   time.Time
 }
 
 // StateChange is the retry channel entering State at At.
@@ -252,7 +276,8 @@ type StateChange struct {
 }
 
 // retryRPC opens the retry channel with creds and makes one wait-for-ready
-// RPC that can only end at its deadline.
+// RPC that can only end at its deadline, or, with Reissue, as many as it
+// takes to reach it.
 func retryRPC(ctx context.Context, cfg Config, creds credentials.TransportCredentials, cp grpc.ConnectParams) RetryOutcome {
 	conn, err := grpc.NewClient(cfg.retryAddr(),
 		grpc.WithTransportCredentials(creds),
@@ -268,14 +293,25 @@ func retryRPC(ctx context.Context, cfg Config, creds credentials.TransportCreden
 	w := &watcher{conn: conn, progress: cfg.Progress, every: cfg.progressEvery(), start: start, deadline: cfg.Deadline}
 	stopWatch := w.run(rctx)
 	// Any method does; the reference calls Start on the retry port.
-	_, err = pb.NewReconnectServiceClient(conn).Start(rctx,
-		&pb.ReconnectParams{MaxReconnectBackoffMs: cfg.MaxReconnectBackoffMS},
-		grpc.WaitForReady(true))
-	took := time.Since(start)
+	svc := pb.NewReconnectServiceClient(conn)
+	req := &pb.ReconnectParams{MaxReconnectBackoffMs: cfg.MaxReconnectBackoffMS}
+	out := RetryOutcome{Start: start}
+	for {
+		_, err = svc.Start(rctx, req, grpc.WaitForReady(true))
+		out.RPCs++
+		out.Code, out.Err = status.Code(err), err
+		if !cfg.Reissue || out.Code != codes.Unavailable || rctx.Err() != nil {
+			break
+		}
+		if len(out.Early) < MaxKept {
+			out.Early = append(out.Early, RPCEnd{Code: out.Code, Err: err, At: time.Now()})
+		}
+	}
+	out.Took = time.Since(start)
 	// No progress line may follow the RPC's end: the caller prints the
 	// report next, and Close would add a SHUTDOWN line.
-	states := stopWatch()
-	return RetryOutcome{Code: status.Code(err), Err: err, Took: took, Start: start, States: states}
+	out.States = stopWatch()
+	return out
 }
 
 func (c Config) progressEvery() time.Duration {
@@ -324,7 +360,9 @@ func (w *watcher) run(ctx context.Context) (stop func() []StateChange) {
 			if changed {
 				state, still = w.conn.GetState(), ""
 				w.mu.Lock()
-				w.states = append(w.states, StateChange{State: state, At: time.Now()})
+				if len(w.states) < MaxKept {
+					w.states = append(w.states, StateChange{State: state, At: time.Now()})
+				}
 				w.mu.Unlock()
 			}
 			if w.progress != nil {
@@ -430,8 +468,13 @@ func (r *Report) Write(w io.Writer) error {
 	ew.printf("control %s, retry %s (%s)\n", r.Config.controlAddr(), r.Config.retryAddr(), r.Config.retrySecurity())
 	ew.printf("grpc-go backoff: initial %v ×%g ±%g%% cap %v, min connect timeout %v\n",
 		b.BaseDelay, b.Multiplier, b.Jitter*100, b.MaxDelay, r.Connect.MinConnectTimeout)
-	ew.printf("retry RPC: %v after %v (want DeadlineExceeded)\n\n",
-		r.Retry.Code, r.Retry.Took.Round(time.Millisecond))
+	if r.Retry.RPCs > 1 {
+		ew.printf("retry RPCs: %d, made again after %s; the last ended in %v after %v (want DeadlineExceeded)\n\n",
+			r.Retry.RPCs, r.Retry.earlyCodes(), r.Retry.Code, r.Retry.Took.Round(time.Millisecond))
+	} else {
+		ew.printf("retry RPC: %v after %v (want DeadlineExceeded)\n\n",
+			r.Retry.Code, r.Retry.Took.Round(time.Millisecond))
+	}
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// Numbers align right; the verdict, after the last tab, stays left.
@@ -453,6 +496,12 @@ func (r *Report) Write(w io.Writer) error {
 	ew.printf("\nserver: %s (%d backoffs)\nown check: %s (%v)\n",
 		server, len(r.Server.GetBackoffMs()), own, r.Own.Policy)
 	return ew.err
+}
+
+// earlyCodes says how the RPCs made again ended, e.g. "Unavailable ×1304".
+func (o RetryOutcome) earlyCodes() string {
+	// Only Unavailable is made again; the count holds those not kept.
+	return fmt.Sprintf("%v ×%d", codes.Unavailable, o.RPCs-1)
 }
 
 // retrySecurity says how the retry channel is secured, for the report.

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/backoff-audit/audit/pb"
 )
@@ -370,6 +372,96 @@ func TestReportWriteSecurity(t *testing.T) {
 			first, _, _ := strings.Cut(buf.String(), "\n")
 			if want := "control 127.0.0.1:1, retry 127.0.0.1:2 " + tt.want; first+"\n" != want {
 				t.Errorf("first line %q, want %q", first, strings.TrimSuffix(want, "\n"))
+			}
+		})
+	}
+}
+
+// failingServer is a retry port whose Start fails with code after a
+// pause, so that a client that makes it again does so at a bounded rate.
+type failingServer struct {
+	pb.UnimplementedReconnectServiceServer
+	code  codes.Code
+	pause time.Duration
+}
+
+func (s failingServer) Start(ctx context.Context, _ *pb.ReconnectParams) (*pb.Empty, error) {
+	select {
+	case <-time.After(s.pause):
+		return nil, status.Error(s.code, "failing on purpose")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestRunReissue: with Reissue the retry RPC is made again after each
+// UNAVAILABLE until the deadline, and the last one ends in
+// DEADLINE_EXCEEDED; any other code, or no Reissue, ends the retry RPC.
+func TestRunReissue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		reissue  bool
+		code     codes.Code
+		wantCode codes.Code
+		wantMany bool
+	}{
+		{name: "reissue after unavailable", reissue: true, code: codes.Unavailable, wantCode: codes.DeadlineExceeded, wantMany: true},
+		{name: "no reissue", code: codes.Unavailable, wantCode: codes.Unavailable},
+		{name: "reissue, but not after internal", reissue: true, code: codes.Internal, wantCode: codes.Internal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs := grpc.NewServer()
+			pb.RegisterReconnectServiceServer(gs, failingServer{code: tt.code, pause: 100 * time.Millisecond})
+			go gs.Serve(ln)
+			t.Cleanup(gs.Stop)
+			cfg := Config{
+				ServerHost:       "127.0.0.1",
+				ControlPort:      startCanned(t, &cannedServer{info: &pb.ReconnectInfo{}}),
+				RetryPort:        ln.Addr().(*net.TCPAddr).Port,
+				InitialBackoffMS: 1000,
+				Deadline:         time.Second,
+				Plaintext:        true,
+				Reissue:          tt.reissue,
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			rep, err := Run(ctx, cfg)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			r := rep.Retry
+			if r.Code != tt.wantCode {
+				t.Errorf("last retry RPC ended in %v (%v), want %v", r.Code, r.Err, tt.wantCode)
+			}
+			// 1 s of RPCs failing after 100 ms each: about 10.
+			if many := r.RPCs >= 5; many != tt.wantMany || !tt.wantMany && r.RPCs != 1 {
+				t.Errorf("%d retry RPCs, want many: %v", r.RPCs, tt.wantMany)
+			}
+			if len(r.Early) != r.RPCs-1 {
+				t.Errorf("%d early ends kept for %d RPCs", len(r.Early), r.RPCs)
+			}
+			for i, e := range r.Early {
+				if e.Code != codes.Unavailable || e.At.Before(r.Start) || e.At.After(r.Start.Add(r.Took)) {
+					t.Errorf("early end %d: %v at %v, want Unavailable within the retry RPCs' %v", i, e.Code, e.At.Sub(r.Start), r.Took)
+				}
+			}
+			var buf bytes.Buffer
+			if err := rep.Write(&buf); err != nil {
+				t.Fatal(err)
+			}
+			want := "retry RPC: " + tt.wantCode.String() + " after "
+			if tt.wantMany {
+				want = fmt.Sprintf("retry RPCs: %d, made again after Unavailable ×%d; the last ended in DeadlineExceeded after ", r.RPCs, r.RPCs-1)
+			}
+			if !strings.Contains(buf.String(), want) {
+				t.Errorf("report lacks %q:\n%s", want, buf.String())
 			}
 		})
 	}

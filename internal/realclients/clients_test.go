@@ -67,6 +67,7 @@ var closeMode = modeCase{
 			t.Errorf("reference reading %s, strict %s (%s); want both passed", res.Reference.Verdict, res.Strict.Verdict, res.Reason())
 		}
 		wantClientSawServer(t, o, 50*time.Millisecond)
+		wantKernelSawServer(t, o, 50*time.Millisecond)
 	},
 }
 
@@ -110,6 +111,27 @@ func wantClientSawServer(t *testing.T, o outcome, slack time.Duration) {
 	for i := range ca {
 		if d := o.chain[i].Sub(ca[i]); d < -slack || d > slack {
 			t.Errorf("attempt %d: the server accepted it %v after the client began it, want within ±%v", i+1, d, slack)
+		}
+	}
+}
+
+// wantKernelSawServer holds the server's accepts to the kernel's SYNs,
+// where the capture could open: as many, each accept at most slack after
+// its SYN (docs/spec.md §5.1: the server stamps after the handshake and a
+// wake-up).
+func wantKernelSawServer(t *testing.T, o outcome, slack time.Duration) {
+	t.Helper()
+	if o.noCapture != "" {
+		t.Logf("no kernel timestamps: %s", o.noCapture)
+		return
+	}
+	if len(o.syns) != len(o.chain) {
+		t.Errorf("the kernel saw %d SYNs, the server accepted %d", len(o.syns), len(o.chain))
+		return
+	}
+	for i := range o.syns {
+		if d := o.chain[i].Sub(o.syns[i]); d < 0 || d > slack {
+			t.Errorf("attempt %d: accepted %v after its SYN, want 0–%v", i+1, d, slack)
 		}
 	}
 }

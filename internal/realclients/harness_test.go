@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/interop"
 	"github.com/backoff-audit/audit/server"
@@ -111,6 +114,16 @@ type clientLine struct {
 	Passed        *bool          `json:"passed"`
 	BackoffMS     []int32        `json:"backoff_ms"`
 	Error         string         `json:"error"`
+	// Counts are the totals of the lists above, which keep their first
+	// 1000 entries only.
+	Counts counts `json:"counts"`
+}
+
+type counts struct {
+	Subchannel int            `json:"subchannel"`
+	States     int            `json:"states"`
+	RPCs       int            `json:"rpcs"`
+	RPCStatus  map[string]int `json:"rpc_status"`
 }
 
 // stateAt is a channel entering State.
@@ -249,6 +262,9 @@ func runGrpcGo(ctx context.Context, a args) (clientLine, string, error) {
 		Plaintext:             a.plaintext,
 		CAFile:                a.caFile,
 		ServerHostOverride:    a.hostOverride,
+		// As the script clients do: an RPC always waits (harmless where
+		// the RPC can only end at its deadline).
+		Reissue: true,
 	}
 	if a.initialBackoffMS > 0 {
 		cfg.InitialBackoffMS = a.initialBackoffMS
@@ -263,7 +279,15 @@ func runGrpcGo(ctx context.Context, a args) (clientLine, string, error) {
 	line.StartedUnixMS = toUnixMS(r.Start)
 	line.RetryMS = float64(r.Took) / 1e6
 	line.RetryStatus = upperSnake(r.Code.String())
-	line.RPCs = []rpcEnd{{Status: line.RetryStatus, UnixMS: toUnixMS(r.Start.Add(r.Took))}}
+	line.Counts = counts{RPCs: r.RPCs, States: len(r.States), RPCStatus: map[string]int{line.RetryStatus: 1}}
+	for _, e := range r.Early {
+		st := upperSnake(e.Code.String())
+		line.RPCs = append(line.RPCs, rpcEnd{Status: st, UnixMS: toUnixMS(e.At), Error: e.Err.Error()})
+	}
+	if r.RPCs > 1 {
+		line.Counts.RPCStatus["UNAVAILABLE"] += r.RPCs - 1 // only UNAVAILABLE is made again
+	}
+	line.RPCs = append(line.RPCs, rpcEnd{Status: line.RetryStatus, UnixMS: toUnixMS(r.Start.Add(r.Took))})
 	for _, s := range r.States {
 		line.States = append(line.States, stateAt{State: s.State.String(), UnixMS: toUnixMS(s.At)})
 	}
@@ -296,6 +320,11 @@ type outcome struct {
 	// its verified peer.
 	session server.Session
 	chain   []time.Time
+	// syns are the kernel's timestamps of the SYNs to the retry port, one
+	// per attempt (docs/spec.md §5.2), when the capture could open;
+	// noCapture says why it could not.
+	syns      []time.Time
+	noCapture string
 }
 
 // run starts a server on loopback in mode, runs one client of st against
@@ -326,6 +355,7 @@ func run(t *testing.T, st stack, mode analyze.RetryMode, a args) outcome {
 	}
 	a.controlPort, _ = strconv.Atoi(port)
 	a.retryPort = srv.RetryPort()
+	stopCapture, noCapture := captureSYNs(t, a.retryPort)
 
 	ctx, cancel := context.WithTimeout(context.Background(), a.duration+time.Minute)
 	defer cancel()
@@ -336,7 +366,10 @@ func run(t *testing.T, st stack, mode analyze.RetryMode, a args) outcome {
 	if line.Error != "" {
 		t.Fatalf("%s client: %s\nstderr:\n%s", st.name, line.Error, stderr)
 	}
-	o := outcome{stack: st.name, mode: mode, args: a, line: line, stderr: stderr}
+	o := outcome{stack: st.name, mode: mode, args: a, line: line, stderr: stderr, noCapture: noCapture}
+	if stopCapture != nil {
+		o.syns = stopCapture()
+	}
 	sessions := srv.Sessions()
 	if len(sessions) != 1 {
 		t.Fatalf("%d sessions after the %s client's run, want 1", len(sessions), st.name)
@@ -348,12 +381,66 @@ func run(t *testing.T, st stack, mode analyze.RetryMode, a args) outcome {
 	return o
 }
 
+// captureSYNs captures the SYNs to port on lo, where this process may
+// capture (root, or CAP_NET_RAW): in refuse mode and while a restarted
+// port is down only the kernel sees the attempts (docs/spec.md §7.1).
+// stop ends the capture and returns one time per attempt, a retransmitted
+// SYN counted once (docs/spec.md §5.2). Where the capture cannot open, stop
+// is nil and why says so.
+func captureSYNs(t *testing.T, port int) (stop func() []time.Time, why string) {
+	t.Helper()
+	// A small ring: the run sends a few SYNs a second at most.
+	l, err := capture.OpenLive(capture.LiveConfig{Iface: "lo", Port: uint16(port), BufferSize: 1 << 20})
+	if err != nil {
+		return nil, err.Error()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	type attempt struct {
+		src netip.AddrPort
+		seq uint32
+	}
+	var (
+		mu    sync.Mutex
+		seen  = map[attempt]bool{}
+		times []time.Time
+		done  = make(chan error, 1)
+	)
+	go func() {
+		done <- l.Run(ctx, func(s analyze.SYN) {
+			mu.Lock()
+			defer mu.Unlock()
+			if a := (attempt{s.Src, s.Seq}); !seen[a] {
+				seen[a] = true
+				times = append(times, s.Time)
+			}
+		}, nil)
+	}()
+	stopped := false
+	stop = func() []time.Time {
+		if !stopped {
+			stopped = true
+			cancel() // Run drains what the kernel holds, then returns
+			if err := <-done; err != nil {
+				t.Errorf("capture on lo: %v", err)
+			}
+			l.Close()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(times)
+	}
+	t.Cleanup(func() { stop() })
+	return stop, ""
+}
+
 // gaps are the intervals between the server's accepts of the verified
 // chain.
-func (o outcome) gaps() []time.Duration {
+func (o outcome) gaps() []time.Duration { return gapsOf(o.chain) }
+
+func gapsOf(ts []time.Time) []time.Duration {
 	var g []time.Duration
-	for i := 1; i < len(o.chain); i++ {
-		g = append(g, o.chain[i].Sub(o.chain[i-1]))
+	for i := 1; i < len(ts); i++ {
+		g = append(g, ts[i].Sub(ts[i-1]))
 	}
 	return g
 }
@@ -416,6 +503,9 @@ func (o outcome) summary() string {
 	}
 	fmt.Fprintf(&b, "\n  server: %d attempts from the verified peer, at %s ms; intervals %s ms; %s (strict %s)",
 		len(o.chain), joinTimes(o.chain, rel), joinMS(o.gaps()), o.session.End.Verdict, o.session.Result.Strict.Verdict)
+	if o.noCapture == "" {
+		fmt.Fprintf(&b, "\n  kernel: %d SYNs at %s ms; intervals %s ms", len(o.syns), joinTimes(o.syns, rel), joinMS(gapsOf(o.syns)))
+	}
 	if ca := o.clientAttempts(); ca != nil {
 		fmt.Fprintf(&b, "\n  client: %d attempts at %s ms", len(ca), joinTimes(ca, rel))
 	}

@@ -17,6 +17,10 @@ is read. With --server_control_port it also runs the interop steps of
 docs/spec.md §1.3: Start before the retry channel, Stop after it, and Stop's
 answer goes into the line ("passed", "backoff_ms").
 
+A port that lets connections succeed and drops them can make a client
+reconnect hundreds of times a second: each list keeps its first MAX_EVENTS
+entries, and "counts" has the totals.
+
 Exit 0 once the line is printed, 2 when Start or Stop failed or a flag is
 wrong (the line then holds "error"). Run it with /usr/bin/python3: a python3
 earlier on PATH may lack grpc (docs/spec.md §6.1).
@@ -33,6 +37,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
 import reconnect_client as wire  # noqa: E402  the hand-encoded messages of docs/spec.md §2
 
+MAX_EVENTS = 1000
+
 START = "/grpc.testing.ReconnectService/Start"
 STOP = "/grpc.testing.ReconnectService/Stop"
 
@@ -43,6 +49,18 @@ SUBCHANNEL_LINE = re.compile(r"subchannel\.cc:\d+\]\s+subchannel \S+ \{address=(
 CONNECT_FAILED = re.compile(r"^connect failed \((.*)\), backing off for (-?\d+) ms$")
 BACKOFF_ELAPSED = "backoff delay elapsed, reporting IDLE"
 INFO_LINE = re.compile(r"^I\d{4} ")
+
+
+class Counted:
+    """A list that keeps its first MAX_EVENTS items and counts them all."""
+
+    def __init__(self):
+        self.items, self.count = [], 0
+
+    def add(self, item):
+        self.count += 1
+        if len(self.items) < MAX_EVENTS:
+            self.items.append(item)
 
 
 class TraceReader:
@@ -57,7 +75,7 @@ class TraceReader:
         self.suffix = ":%d" % retry_port
         # INFO lines are there only because the trace needed INFO: drop them.
         self.drop_info = drop_info
-        self.events = []
+        self.events = Counted()
         self.real = os.dup(2)
         r, w = os.pipe()
         os.dup2(w, 2)
@@ -80,10 +98,10 @@ class TraceReader:
                 what = m.group(2)
                 f = CONNECT_FAILED.match(what)
                 if f:
-                    self.events.append({"event": "connect_failed", "unix_ms": now,
-                                        "error": f.group(1), "backoff_ms": int(f.group(2))})
+                    self.events.add({"event": "connect_failed", "unix_ms": now,
+                                     "error": f.group(1), "backoff_ms": int(f.group(2))})
                 elif what == BACKOFF_ELAPSED:
-                    self.events.append({"event": "backoff_elapsed", "unix_ms": now})
+                    self.events.add({"event": "backoff_elapsed", "unix_ms": now})
 
     def close(self):
         sys.stderr.flush()
@@ -147,9 +165,14 @@ def main():
         "tls": args.use_tls == "true",
     }
 
+    counts = {}
+
     def finish(code):
         if trace is not None:
-            out["subchannel"] = trace.close()
+            events = trace.close()
+            out["subchannel"] = events.items
+            counts["subchannel"] = events.count
+        out["counts"] = counts
         print(json.dumps(out, sort_keys=True), flush=True)
         return code
 
@@ -186,16 +209,18 @@ def main():
         retry = grpc.insecure_channel(out["retry_target"], options)
     out["options"] = dict(options)
 
-    states = []
+    states = Counted()
     began = time.time()
     out["started_unix_ms"] = began * 1000
-    retry.subscribe(lambda s: states.append({"state": s.name, "unix_ms": time.time() * 1000}),
+    retry.subscribe(lambda s: states.add({"state": s.name, "unix_ms": time.time() * 1000}),
                     try_to_connect=False)
     # Any method does (the reference calls Start on the retry port); an RPC
     # that ends before the deadline is made again.
     call = retry.unary_unary(START, request_serializer=lambda b: b, response_deserializer=wire.decode_empty)
     end = began + args.duration_s
-    rpcs = []
+    rpcs = Counted()
+    rpc_status = {}
+    last = "NONE"
     while True:
         left = end - time.time()
         if left <= 0:
@@ -208,12 +233,15 @@ def main():
             if err.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
                 rpc["error"] = err.details()
         rpc["unix_ms"] = time.time() * 1000
-        rpcs.append(rpc)
+        rpcs.add(rpc)
+        rpc_status[rpc["status"]] = rpc_status.get(rpc["status"], 0) + 1
+        last = rpc["status"]
     out["retry_ms"] = round((time.time() - began) * 1000, 3)
-    out["retry_status"] = rpcs[-1]["status"] if rpcs else "NONE"
-    out["rpcs"] = rpcs
+    out["retry_status"] = last
+    out["rpcs"] = rpcs.items
     retry.close()
-    out["states"] = list(states)
+    out["states"] = list(states.items)
+    counts.update({"states": states.count, "rpcs": rpcs.count, "rpc_status": rpc_status})
 
     if control is not None:
         try:

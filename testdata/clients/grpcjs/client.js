@@ -16,6 +16,10 @@
 // docs/spec.md §1.3: Start before the retry channel, Stop after it, and
 // Stop's answer goes into the line ("passed", "backoff_ms").
 //
+// A port that lets connections succeed and drops them can make a client
+// reconnect hundreds of times a second: each list keeps its first
+// MAX_EVENTS entries, and "counts" has the totals.
+//
 // Exit 0 once the line is printed, 2 when Start or Stop failed or a flag is
 // wrong (the line then holds "error").
 'use strict';
@@ -27,6 +31,8 @@ if (!process.env.GRPC_NODE_TRACE && !process.env.GRPC_TRACE) {
 const fs = require('fs');
 const grpc = require('@grpc/grpc-js');
 const grpcVersion = require('@grpc/grpc-js/package.json').version;
+
+const MAX_EVENTS = 1000;
 
 const START = '/grpc.testing.ReconnectService/Start';
 const STOP = '/grpc.testing.ReconnectService/Stop';
@@ -197,11 +203,15 @@ async function main() {
   try {
     cfg = parseFlags(process.argv.slice(2));
   } catch (e) {
-    process.stdout.write(JSON.stringify({ client: 'grpc-js', error: e.message }) + '\n');
     process.stderr.write(USAGE + '\n');
-    return 2;
+    return [2, { client: 'grpc-js', error: e.message }];
   }
 
+  const counts = { subchannel: 0, states: 0, rpcs: 0, rpc_status: {} };
+  const keep = (list, what, e) => {
+    counts[what]++;
+    if (list.length < MAX_EVENTS) list.push(e);
+  };
   const subchannel = [];
   grpc.setLogVerbosity(grpc.logVerbosity.DEBUG);
   grpc.setLogger({
@@ -214,7 +224,7 @@ async function main() {
         if (!m[1].endsWith(':' + cfg.retryPort)) return;
         const e = { state: m[3], unix_ms: Date.now() };
         if (m[4] !== undefined) e.error = m[4];
-        subchannel.push(e);
+        keep(subchannel, 'subchannel', e);
       } else if (!line.includes(' | subchannel | ')) {
         process.stderr.write(line + '\n');
       }
@@ -232,8 +242,7 @@ async function main() {
   const fail = (what, err) => {
     const grpcCode = typeof err.code === 'number' ? codeName(err.code) + ': ' : '';
     out.error = `${what}: ${grpcCode}${err.details || err.message}`;
-    process.stdout.write(JSON.stringify(out) + '\n');
-    return 2;
+    return [2, out];
   };
 
   let control = null;
@@ -280,12 +289,12 @@ async function main() {
     channel.watchConnectivityState(last, end + 1000, (err) => {
       if (err || !watching) return;
       const s = channel.getConnectivityState(false);
-      states.push({ state: grpc.connectivityState[s], unix_ms: Date.now() });
+      keep(states, 'states', { state: grpc.connectivityState[s], unix_ms: Date.now() });
       watch(s);
     });
   };
   const first = channel.getConnectivityState(false);
-  states.push({ state: grpc.connectivityState[first], unix_ms: began });
+  keep(states, 'states', { state: grpc.connectivityState[first], unix_ms: began });
   watch(first);
 
   // Any method does (the reference calls Start on the retry port); an RPC
@@ -295,7 +304,8 @@ async function main() {
     const r = await unary(retry, START, params, end, true, () => ({}));
     const e = { status: r.err ? codeName(r.err.code) : 'OK', unix_ms: Date.now() };
     if (r.err && r.err.code !== grpc.status.DEADLINE_EXCEEDED) e.error = r.err.details;
-    rpcs.push(e);
+    keep(rpcs, 'rpcs', e);
+    counts.rpc_status[e.status] = (counts.rpc_status[e.status] || 0) + 1;
   }
   watching = false;
   out.retry_ms = Date.now() - began;
@@ -303,6 +313,7 @@ async function main() {
   out.rpcs = rpcs;
   out.states = states;
   out.subchannel = subchannel;
+  out.counts = counts;
   retry.close();
 
   if (control !== null) {
@@ -311,16 +322,14 @@ async function main() {
     if (r.err) return fail(`stop on control port ${hostPort(cfg.host, cfg.controlPort)}`, r.err);
     Object.assign(out, r.res);
   }
-  process.stdout.write(JSON.stringify(out) + '\n');
-  return 0;
+  return [0, out];
 }
 
-// Exit at once: grpc-js's timers (backoff, watches) would keep the process
-// alive a while. Writes to a pipe are synchronous on Linux, so the line is out.
-main().then(
-  (code) => process.exit(code),
-  (e) => {
-    process.stdout.write(JSON.stringify({ client: 'grpc-js', error: String((e && e.stack) || e) }) + '\n');
-    process.exit(2);
-  },
-);
+// Exit once the line is out, not before (a long line to a pipe is written
+// asynchronously), and not later: grpc-js's timers (backoff, watches)
+// would keep the process alive a while.
+function emit([code, out]) {
+  process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(code));
+}
+
+main().then(emit, (e) => emit([2, { client: 'grpc-js', error: String((e && e.stack) || e) }]));

@@ -14,10 +14,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -72,11 +75,13 @@ type Config struct {
 	// ServerHostOverride is the name TLS asks for and checks the server's
 	// certificate against; empty means DefaultServerHostOverride.
 	ServerHostOverride string
-	// Reissue makes the retry RPC again whenever it ends in UNAVAILABLE
-	// before its deadline. On the interop test's retry port it never does;
-	// on a port whose connections succeed and then drop (docs/spec.md
-	// §7.1, settings-close and goaway) the RPC fails with its connection,
-	// and a channel with no RPC waiting has no reason to reconnect.
+	// Reissue makes the retry RPC again whenever it fails before its
+	// deadline. On the interop test's retry port it never does; on a port
+	// whose connections succeed and then drop (docs/spec.md §7.1,
+	// settings-close and goaway) the RPC fails with its connection
+	// (UNAVAILABLE, or UNKNOWN when the connection ends mid-read), and a
+	// channel with no RPC waiting has no reason to reconnect. An answer
+	// (OK) ends the retry RPCs: a retry port never gives one.
 	Reissue bool
 	// Deadline is the retry RPC's deadline (the reference uses 540 s).
 	Deadline time.Duration
@@ -249,8 +254,9 @@ type RetryOutcome struct {
 	// RPCs is how many retry RPCs were made: 1, or more with Reissue.
 	RPCs int
 	// Early are the ends of the RPCs made again (Reissue), the first
-	// MaxKept of them.
-	Early []RPCEnd
+	// MaxKept of them; EarlyCodes counts them all by code.
+	Early      []RPCEnd
+	EarlyCodes map[codes.Code]int
 	// States are the retry channel's connectivity states from the first
 	// RPC's start to the last one's end, the first being the state before
 	// it, the first MaxKept of them. A state held only a moment may be
@@ -300,9 +306,13 @@ func retryRPC(ctx context.Context, cfg Config, creds credentials.TransportCreden
 		_, err = svc.Start(rctx, req, grpc.WaitForReady(true))
 		out.RPCs++
 		out.Code, out.Err = status.Code(err), err
-		if !cfg.Reissue || out.Code != codes.Unavailable || rctx.Err() != nil {
+		if !cfg.Reissue || err == nil || rctx.Err() != nil {
 			break
 		}
+		if out.EarlyCodes == nil {
+			out.EarlyCodes = map[codes.Code]int{}
+		}
+		out.EarlyCodes[out.Code]++
 		if len(out.Early) < MaxKept {
 			out.Early = append(out.Early, RPCEnd{Code: out.Code, Err: err, At: time.Now()})
 		}
@@ -498,10 +508,15 @@ func (r *Report) Write(w io.Writer) error {
 	return ew.err
 }
 
-// earlyCodes says how the RPCs made again ended, e.g. "Unavailable ×1304".
+// earlyCodes says how the RPCs made again ended, e.g.
+// "Unavailable ×1304, Unknown ×2", in the order of the codes.
 func (o RetryOutcome) earlyCodes() string {
-	// Only Unavailable is made again; the count holds those not kept.
-	return fmt.Sprintf("%v ×%d", codes.Unavailable, o.RPCs-1)
+	cs := slices.Sorted(maps.Keys(o.EarlyCodes))
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%v ×%d", c, o.EarlyCodes[c])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // retrySecurity says how the retry channel is secured, for the report.

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -377,38 +378,47 @@ func TestReportWriteSecurity(t *testing.T) {
 	}
 }
 
-// failingServer is a retry port whose Start fails with code after a
-// pause, so that a client that makes it again does so at a bounded rate.
+// failingServer is a retry port whose Start ends with code after a pause,
+// so that a client that makes it again does so at a bounded rate; it
+// alternates with code2 when that is set.
 type failingServer struct {
 	pb.UnimplementedReconnectServiceServer
-	code  codes.Code
-	pause time.Duration
+	code, code2 codes.Code
+	pause       time.Duration
+	calls       atomic.Int32
 }
 
-func (s failingServer) Start(ctx context.Context, _ *pb.ReconnectParams) (*pb.Empty, error) {
+func (s *failingServer) Start(ctx context.Context, _ *pb.ReconnectParams) (*pb.Empty, error) {
+	code := s.code
+	if s.calls.Add(1)%2 == 0 && s.code2 != codes.OK {
+		code = s.code2
+	}
 	select {
 	case <-time.After(s.pause):
-		return nil, status.Error(s.code, "failing on purpose")
+		if code == codes.OK {
+			return &pb.Empty{}, nil
+		}
+		return nil, status.Error(code, "failing on purpose")
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
 // TestRunReissue: with Reissue the retry RPC is made again after each
-// UNAVAILABLE until the deadline, and the last one ends in
-// DEADLINE_EXCEEDED; any other code, or no Reissue, ends the retry RPC.
+// failure until the deadline, and the last one ends in DEADLINE_EXCEEDED;
+// an answer, or no Reissue, ends the retry RPC.
 func TestRunReissue(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name     string
-		reissue  bool
-		code     codes.Code
-		wantCode codes.Code
-		wantMany bool
+		name        string
+		reissue     bool
+		code, code2 codes.Code
+		wantCode    codes.Code
+		wantMany    string // the codes made again, as the report counts them (Unknown, then Unavailable)
 	}{
-		{name: "reissue after unavailable", reissue: true, code: codes.Unavailable, wantCode: codes.DeadlineExceeded, wantMany: true},
+		{name: "reissue after failures", reissue: true, code: codes.Unavailable, code2: codes.Unknown, wantCode: codes.DeadlineExceeded, wantMany: "Unknown ×%d, Unavailable ×%d"},
 		{name: "no reissue", code: codes.Unavailable, wantCode: codes.Unavailable},
-		{name: "reissue, but not after internal", reissue: true, code: codes.Internal, wantCode: codes.Internal},
+		{name: "reissue, but not after an answer", reissue: true, code: codes.OK, wantCode: codes.OK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -418,7 +428,7 @@ func TestRunReissue(t *testing.T) {
 				t.Fatal(err)
 			}
 			gs := grpc.NewServer()
-			pb.RegisterReconnectServiceServer(gs, failingServer{code: tt.code, pause: 100 * time.Millisecond})
+			pb.RegisterReconnectServiceServer(gs, &failingServer{code: tt.code, code2: tt.code2, pause: 100 * time.Millisecond})
 			go gs.Serve(ln)
 			t.Cleanup(gs.Stop)
 			cfg := Config{
@@ -440,16 +450,16 @@ func TestRunReissue(t *testing.T) {
 			if r.Code != tt.wantCode {
 				t.Errorf("last retry RPC ended in %v (%v), want %v", r.Code, r.Err, tt.wantCode)
 			}
-			// 1 s of RPCs failing after 100 ms each: about 10.
-			if many := r.RPCs >= 5; many != tt.wantMany || !tt.wantMany && r.RPCs != 1 {
-				t.Errorf("%d retry RPCs, want many: %v", r.RPCs, tt.wantMany)
+			// 1 s of RPCs ending after 100 ms each: about 10.
+			if many := r.RPCs >= 5; many != (tt.wantMany != "") || tt.wantMany == "" && r.RPCs != 1 {
+				t.Errorf("%d retry RPCs, want many: %v", r.RPCs, tt.wantMany != "")
 			}
 			if len(r.Early) != r.RPCs-1 {
 				t.Errorf("%d early ends kept for %d RPCs", len(r.Early), r.RPCs)
 			}
 			for i, e := range r.Early {
-				if e.Code != codes.Unavailable || e.At.Before(r.Start) || e.At.After(r.Start.Add(r.Took)) {
-					t.Errorf("early end %d: %v at %v, want Unavailable within the retry RPCs' %v", i, e.Code, e.At.Sub(r.Start), r.Took)
+				if want := []codes.Code{tt.code, tt.code2}[i%2]; e.Code != want || e.At.Before(r.Start) || e.At.After(r.Start.Add(r.Took)) {
+					t.Errorf("early end %d: %v at %v, want %v within the retry RPCs' %v", i, e.Code, e.At.Sub(r.Start), want, r.Took)
 				}
 			}
 			var buf bytes.Buffer
@@ -457,8 +467,9 @@ func TestRunReissue(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := "retry RPC: " + tt.wantCode.String() + " after "
-			if tt.wantMany {
-				want = fmt.Sprintf("retry RPCs: %d, made again after Unavailable ×%d; the last ended in DeadlineExceeded after ", r.RPCs, r.RPCs-1)
+			if tt.wantMany != "" {
+				want = fmt.Sprintf("retry RPCs: %d, made again after "+tt.wantMany+"; the last ended in DeadlineExceeded after ",
+					r.RPCs, r.EarlyCodes[codes.Unknown], r.EarlyCodes[codes.Unavailable])
 			}
 			if !strings.Contains(buf.String(), want) {
 				t.Errorf("report lacks %q:\n%s", want, buf.String())

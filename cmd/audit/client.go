@@ -32,9 +32,9 @@ certificate made in memory, which no server of the interop test presents
 (its retry port closes every connection first); --ca_file trusts the roots
 of a PEM file instead, for a retry port that completes the handshake, and
 --use_tls=false makes the channel plaintext. --reissue makes the retry RPC
-again each time it ends in UNAVAILABLE before the deadline, for a retry port
-whose connections succeed and then drop (audit server --retry_mode
-settings-close or goaway): a channel with no RPC waiting does not reconnect.
+again each time it fails before the deadline, for a retry port whose
+connections succeed and then drop (audit server --retry_mode settings-close
+or goaway): a channel with no RPC waiting does not reconnect.
 
 While the retry RPC waits, stderr gets a line per state change of the retry
 channel and one every ` + interop.DefaultProgressEvery.String() + ` otherwise, each with the time so far and the
@@ -77,7 +77,7 @@ Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 	f.StringVar(&cfg.CAFile, "ca_file", "", "PEM roots the retry channel trusts (default: a certificate made in memory)")
 	f.StringVar(&cfg.ServerHostOverride, "server_host_override", interop.DefaultServerHostOverride,
 		"the server name TLS asks for and checks")
-	f.BoolVar(&cfg.Reissue, "reissue", false, "make the retry RPC again when it ends in UNAVAILABLE before the deadline")
+	f.BoolVar(&cfg.Reissue, "reissue", false, "make the retry RPC again when it fails before the deadline")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr while the retry RPC waits")
 	cmd.MarkFlagRequired("server_control_port")
 	cmd.MarkFlagRequired("server_retry_port")

@@ -107,18 +107,21 @@ func TestE2EClientQuiet(t *testing.T) {
 // --min_connect_timeout_ms reach grpc-go, as the report's first two lines
 // say, and a plaintext client of the interop test's retry port still
 // passes (the port closes every connection before either side speaks).
+// --reissue changes nothing there: the one retry RPC can only end at its
+// deadline.
 func TestE2EClientRetryChannelFlags(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	out, stderr, code := runClient(t, time.Minute, auditBin,
 		append(append([]string{"client"}, ports(s)...), "--max_reconnect_backoff_ms=2000", "--deadline=2500ms", "--quiet",
-			"--use_tls=false", "--min_connect_timeout_ms=2500")...)
+			"--use_tls=false", "--min_connect_timeout_ms=2500", "--reissue")...)
 	if code != exitOK {
 		t.Fatalf("audit client exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, out, stderr)
 	}
 	for _, want := range []string{
 		"control 127.0.0.1:" + strconv.Itoa(s.Control) + ", retry 127.0.0.1:" + strconv.Itoa(s.Retry) + " (plaintext)\n",
 		", min connect timeout 2.5s\n",
+		"retry RPC: DeadlineExceeded after 2.5",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)

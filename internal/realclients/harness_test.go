@@ -284,8 +284,8 @@ func runGrpcGo(ctx context.Context, a args) (clientLine, string, error) {
 		st := upperSnake(e.Code.String())
 		line.RPCs = append(line.RPCs, rpcEnd{Status: st, UnixMS: toUnixMS(e.At), Error: e.Err.Error()})
 	}
-	if r.RPCs > 1 {
-		line.Counts.RPCStatus["UNAVAILABLE"] += r.RPCs - 1 // only UNAVAILABLE is made again
+	for c, n := range r.EarlyCodes {
+		line.Counts.RPCStatus[upperSnake(c.String())] += n
 	}
 	line.RPCs = append(line.RPCs, rpcEnd{Status: line.RetryStatus, UnixMS: toUnixMS(r.Start.Add(r.Took))})
 	for _, s := range r.States {

@@ -37,7 +37,7 @@ package analyze
 //	           {"initial_backoff_ms", "multiplier", "jitter", "max_backoff_ms",
 //	           "min_connect_timeout_ms", "tolerance_ms"},
 //	           "retry_mode": what the retry port does during the session
-//	           (docs/spec.md §7), as --retry_mode spells it: "close",
+//	           (docs/spec.md §7.1), as --retry_mode spells it: "close",
 //	           "refuse", "hang", "restart=5s", "settings-close" or "goaway";
 //	           files written before modes existed have none, which reads
 //	           as "close"}
@@ -163,12 +163,10 @@ type SessionParams struct {
 	// Policy is ReferencePolicy(MaxReconnectBackoffMS), with the server's
 	// MinConnectTimeout.
 	Policy Policy `json:"policy"`
-	// Mode is what the retry port did during the session (docs/spec.md §7).
-	// The server always sets it; a record written before modes existed
-	// has none, and the zero RetryMode is close. The zero value is left
-	// out when written, so that such a record reads and writes back the
-	// same.
-	Mode RetryMode `json:"retry_mode,omitzero"`
+	// Mode is what the retry port did during the session (docs/spec.md
+	// §7.1). A record written before modes existed has none: it reads as
+	// the zero RetryMode, close.
+	Mode RetryMode `json:"retry_mode"`
 }
 
 // SessionEnd is the outcome of a session.

@@ -243,9 +243,9 @@ func TestReadRecordEarlierNames(t *testing.T) {
 	}
 }
 
-// TestRecordRetryMode: a start line carries the session's retry mode; one
-// written before modes existed reads as close and writes back unchanged;
-// the restart line reads back with its time and session.
+// TestRecordRetryMode: a start line carries the session's retry mode, close
+// (the zero RetryMode) included; the restart line reads back with its time
+// and session.
 func TestRecordRetryMode(t *testing.T) {
 	const policy = `"policy":{"initial_backoff_ms":1000,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":120000,"min_connect_timeout_ms":20000,"tolerance_ms":100}`
 	t0 := time.Date(2025, 1, 2, 15, 4, 5, 0, time.UTC)
@@ -260,7 +260,7 @@ func TestRecordRetryMode(t *testing.T) {
 	}{
 		{
 			name: "close",
-			e:    start(RetryMode{Kind: ModeClose}),
+			e:    start(RetryMode{}),
 			line: `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `,"retry_mode":"close"}}`,
 		},
 		{
@@ -272,11 +272,6 @@ func TestRecordRetryMode(t *testing.T) {
 			name: "hang",
 			e:    start(RetryMode{Kind: ModeHang}),
 			line: `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `,"retry_mode":"hang"}}`,
-		},
-		{
-			name: "written before modes",
-			e:    start(RetryMode{}),
-			line: `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `}}`,
 		},
 		{
 			name: "port back",
@@ -300,10 +295,14 @@ func TestRecordRetryMode(t *testing.T) {
 			if diff := cmp.Diff([]RecordEvent{tt.e}, got, recordCmp); diff != "" {
 				t.Errorf("read back (-want +got):\n%s", diff)
 			}
-			if p := got[0].Params; p != nil && p.Mode.Is(ModeClose) != (tt.e.Params.Mode.Kind == "" || tt.e.Params.Mode.Kind == ModeClose) {
-				t.Errorf("mode %v read back: Is(close) = %v", p.Mode, p.Mode.Is(ModeClose))
-			}
 		})
+	}
+
+	// A start line written before modes existed reads as close.
+	old := `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `}}` + "\n"
+	got, err := ReadRecord(strings.NewReader(old))
+	if err != nil || len(got) != 1 || !got[0].Params.Mode.Is(ModeClose) {
+		t.Errorf("start line without retry_mode read as %+v, %v; want close", got, err)
 	}
 }
 

@@ -156,7 +156,7 @@ const listenBacklog = 1<<16 - 1
 
 // portDownLocked makes the retry port stop listening, so that the kernel
 // answers every SYN with a reset (refuse and restart modes, docs/spec.md
-// §7). The connections already in its queue are taken first: they came
+// §7.1). The connections already in its queue are taken first: they came
 // before. The socket stays open, so that portUpLocked listens again on the
 // same port with the same options (one dual-stack socket). The caller
 // holds acceptMu; nothing here waits for the accept loop.

@@ -13,7 +13,7 @@ import (
 	"github.com/backoff-audit/audit/analyze"
 )
 
-// The retry modes (docs/spec.md §7). During a session the retry port
+// The retry modes (docs/spec.md §7.1). During a session the retry port
 //
 //   - close: accepts, stamps and closes each connection, as the interop
 //     test's reference does;
@@ -31,15 +31,16 @@ import (
 // initMode checks Config.Mode and prepares what it needs.
 func (s *Server) initMode() error {
 	m := s.cfg.Mode
-	if m.Kind == "" {
-		m.Kind = analyze.ModeClose
-	}
-	// A mode made by hand rather than by ParseRetryMode must still be one.
-	if p, err := analyze.ParseRetryMode(m.String()); err != nil {
+	// A mode made by hand rather than by ParseRetryMode must still be one;
+	// it is kept as ParseRetryMode spells it (close is the zero value).
+	p, err := analyze.ParseRetryMode(m.String())
+	if err != nil {
 		return fmt.Errorf("retry mode: %w", err)
-	} else if p != m {
-		return fmt.Errorf("retry mode %+v: %s takes no duration", m, m.Kind)
 	}
+	if m.Kind != analyze.ModeRestart && m.Down != 0 {
+		return fmt.Errorf("retry mode %s: only restart takes a duration (got %v)", m, m.Down)
+	}
+	m = p
 	s.mode = m
 	switch m.Kind {
 	case analyze.ModeRefuse, analyze.ModeRestart:

@@ -90,7 +90,9 @@ func TestStartLineCarriesModeAndMinConnectTimeout(t *testing.T) {
 		cfg  Config
 		want analyze.SessionParams
 	}{
-		{name: "defaults", want: analyze.SessionParams{Policy: analyze.ReferencePolicy(0), Mode: analyze.RetryMode{Kind: analyze.ModeClose}}},
+		{name: "defaults", want: analyze.SessionParams{Policy: analyze.ReferencePolicy(0)}},
+		{name: "close spelt out", cfg: Config{Mode: analyze.RetryMode{Kind: analyze.ModeClose}},
+			want: analyze.SessionParams{Policy: analyze.ReferencePolicy(0)}},
 		{
 			name: "hang, 3 s",
 			cfg:  Config{Mode: analyze.RetryMode{Kind: analyze.ModeHang}, MinConnectTimeout: 3 * time.Second},
@@ -368,6 +370,61 @@ func TestHangEndings(t *testing.T) {
 			t.Errorf("connection %v still open after Stop", c.LocalAddr())
 		}
 	}
+}
+
+// TestHangVerdict: in hang mode Stop judges by the model of docs/spec.md
+// §7.3: after an attempt the client abandoned at its connect timeout, the
+// next may come that timeout later (a close-mode window would call it
+// late); a client that never gives up on a held connection fails, even
+// with a single attempt.
+func TestHangVerdict(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	t.Run("attempts at the connect timeout", func(t *testing.T) {
+		h := start(t, Config{Mode: mode(t, "hang"), MinConnectTimeout: 3 * time.Second})
+		h.startSession(0)
+		c1, err := dialAndLeave(h.ctx, h.s, lo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.waitEvent(analyze.EventAccept)
+		h.clock.Advance(3 * time.Second)
+		c1.Close()
+		h.waitFor("the server to see the client's close", func() bool {
+			h.s.mu.Lock()
+			defer h.s.mu.Unlock()
+			return len(h.s.held) == 0
+		})
+		c2, err := dialAndLeave(h.ctx, h.s, lo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c2.Close()
+		h.waitEvent(analyze.EventAccept)
+		info := h.stop()
+		ss, _ := h.s.Session(1)
+		if !info.Passed || len(info.BackoffMs) != 1 || info.BackoffMs[0] != 3000 {
+			t.Errorf("Stop: passed %v, backoff_ms %v (%s); want passed, [3000]", info.Passed, info.BackoffMs, ss.End.Reason)
+		}
+		if ivs := ss.Result.Intervals; len(ivs) != 1 || ivs[0].Term != analyze.TermConnectTimeout {
+			t.Errorf("intervals %+v; want one set by the connect timeout", ivs)
+		}
+	})
+	t.Run("never gives up", func(t *testing.T) {
+		h := start(t, Config{Mode: mode(t, "hang"), MinConnectTimeout: 3 * time.Second})
+		h.startSession(0)
+		c, err := dialAndLeave(h.ctx, h.s, lo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		h.waitEvent(analyze.EventAccept)
+		h.clock.Advance(30 * time.Second)
+		info := h.stop()
+		ss, _ := h.s.Session(1)
+		if info.Passed || ss.Result.Tail == "" || ss.End.Reason != ss.Result.Tail {
+			t.Errorf("Stop: passed %v, reason %q; want a failure: the client never gave up", info.Passed, ss.End.Reason)
+		}
+	})
 }
 
 // TestHangEnds: held connections are closed when the session times out,

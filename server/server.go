@@ -4,7 +4,7 @@
 // each arrived and from where. It fixes the C++ reference's bugs (docs/spec.md §4)
 // and verifies each session with analyze.Verify, the one verifier the packet
 // auditor also runs. During a session the retry port may instead fail
-// attempts in other ways, its retry mode (docs/spec.md §7; Config.Mode).
+// attempts in other ways, its retry mode (docs/spec.md §7.1; Config.Mode).
 //
 // A Server behaves like net/http/httptest: New listens at once, the chosen
 // addresses are exposed, and Close is idempotent and waits for every
@@ -88,7 +88,7 @@ type Config struct {
 	// timeout run on real time regardless.
 	Now func() time.Time
 
-	// Mode is what the retry port does during a session (docs/spec.md §7);
+	// Mode is what the retry port does during a session (docs/spec.md §7.1);
 	// outside sessions it accepts and closes. The zero value is close.
 	// refuse and restart need Linux.
 	Mode analyze.RetryMode
@@ -181,7 +181,7 @@ type Server struct {
 	retryFile *os.File
 	retryRaw  syscall.RawConn
 	// retryDown is set, under acceptMu, while the retry port does not
-	// listen (refuse and restart modes, docs/spec.md §7).
+	// listen (refuse and restart modes, docs/spec.md §7.1).
 	retryDown bool
 
 	// mode is Config.Mode, its zero value spelt ModeClose; tlsConf the

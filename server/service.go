@@ -83,7 +83,7 @@ func (v service) Start(ctx context.Context, req *pb.ReconnectParams) (*pb.Empty,
 // reference reading with our fixes (too few attempts and overflow fail),
 // backoff_ms the verified chain's intervals. In refuse mode the server saw
 // no attempt, so passed is false and the reason in the record and the log
-// says why (docs/spec.md §7). Connections the kernel
+// says why (docs/spec.md §7.1). Connections the kernel
 // completed before the Stop may still wait in the retry port's accept
 // queue: they are taken and filed in the session first, since the client
 // made them before it called Stop.

@@ -28,12 +28,13 @@ type Session struct {
 	// End is the outcome as written to the record: verdict, the chosen
 	// chain and why, the foreign chains with their counts.
 	End analyze.SessionEnd
-	// Result is analyze.Verify over the verified peer's chain (End.VerifiedPeer); its
+	// Result is analyze.VerifyRun over the verified peer's chain
+	// (End.VerifiedPeer) in the session's mode, with Endings and Back; its
 	// Reference reading is Verdict Overflow when End.Dropped > 0.
 	Result analyze.Result
 
 	// The mode is Params.Mode; the fields below say what it did
-	// (docs/spec.md §7).
+	// (docs/spec.md §7.1).
 
 	// Endings, in hang mode, is how each of the verified peer's kept
 	// attempts ended, in the order of Times(End.VerifiedPeer):
@@ -228,7 +229,7 @@ func (s *Server) begin(peer netip.AddrPort, maxMS int32) (*session, error) {
 	if s.mode.Is(analyze.ModeRefuse) || s.mode.Is(analyze.ModeRestart) {
 		// The port stops listening before the session starts, under the
 		// lock that orders accepts with sessions: what completed before
-		// is taken first, as outside any session (docs/spec.md §7).
+		// is taken first, as outside any session (docs/spec.md §7.1).
 		s.acceptMu.Lock()
 		defer s.acceptMu.Unlock()
 		if err := s.portDownLocked(); err != nil {
@@ -314,7 +315,7 @@ func (s *Server) timeout(sess *session) {
 }
 
 // comeBack makes the retry port listen again in restart mode, if sess
-// still runs, and records when (docs/spec.md §7).
+// still runs, and records when (docs/spec.md §7.1).
 func (s *Server) comeBack(sess *session) {
 	s.acceptMu.Lock()
 	defer s.acceptMu.Unlock()
@@ -345,7 +346,7 @@ func (s *Server) endLocked(sess *session, cause string, stopPeer netip.AddrPort)
 	s.cur = nil
 	close(sess.done)
 	if s.retryDown {
-		// Outside a session the port accepts and closes (docs/spec.md §7).
+		// Outside a session the port accepts and closes (docs/spec.md §7.1).
 		// Every caller holds acceptMu.
 		if err := s.portUpLocked(); err != nil {
 			s.log.Error("retry port would not listen again after the session", "session", sess.ID, "err", err)
@@ -398,14 +399,13 @@ func (s *Server) verdict(sess *session) {
 			}
 		}
 	}
-	// VerifyRun plugs in here. The modes other than close change what a
-	// correct chain looks like (docs/spec.md §7): hang attempts last until
-	// the client's connect timeout, restart's refused attempts are not in
-	// the list. analyze.VerifyRun(policy, times, analyze.Run{Mode:
-	// sess.Params.Mode, End: sess.Ended, Endings: sess.Endings, Back:
-	// sess.Back}) is to judge them; until it exists every mode is judged
-	// as close mode is.
-	r := analyze.Verify(sess.Params.Policy, times)
+	// The model of docs/spec.md §7.3: the mode, and in hang mode each
+	// attempt's ending, set each interval's window; a hung last attempt
+	// the client never gave up on fails the chain. In close mode it is
+	// analyze.Verify.
+	r := analyze.VerifyRun(sess.Params.Policy, times, analyze.Run{
+		Mode: sess.Params.Mode, End: sess.Ended, Endings: sess.Endings, Back: sess.Back,
+	})
 	end.Reason = r.Reason()
 	if sess.Params.Mode.Is(analyze.ModeRefuse) {
 		// Verify saw no attempt and says "too few attempts": true, but

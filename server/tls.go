@@ -33,7 +33,7 @@ func defaultCertificate() (tls.Certificate, error) {
 }
 
 // h2Exchange is the server's side of a connection of the settings-close
-// and goaway modes (docs/spec.md §7): the TLS handshake with ALPN h2, the
+// and goaway modes (docs/spec.md §7.1): the TLS handshake with ALPN h2, the
 // client's HTTP/2 preface read, the server's SETTINGS frame written, then
 // for goaway a GOAWAY (last stream 0, NO_ERROR); then sent is called, and
 // the close begins. c's deadline bounds it all; the caller closes c. An

@@ -1,5 +1,5 @@
 // Command gencert writes the test certificate of the retry port's TLS modes
-// (settings-close and goaway, docs/spec.md §7): a self-signed ECDSA P-256
+// (settings-close and goaway, docs/spec.md §7.1): a self-signed ECDSA P-256
 // certificate that is its own CA, valid until 2126, for the names a client
 // of the interop test asks for (docs/spec.md §2.3: foo.test.google.fr)
 // and for loopback.

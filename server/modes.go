@@ -40,8 +40,7 @@ func (s *Server) initMode() error {
 	if m.Kind != analyze.ModeRestart && m.Down != 0 {
 		return fmt.Errorf("retry mode %s: only restart takes a duration (got %v)", m, m.Down)
 	}
-	m = p
-	s.mode = m
+	s.mode, m = p, p
 	switch m.Kind {
 	case analyze.ModeRefuse, analyze.ModeRestart:
 		if !canStopListening {

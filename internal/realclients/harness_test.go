@@ -187,11 +187,15 @@ func (s stack) require(t *testing.T) {
 	if what == "" {
 		return
 	}
-	if os.Getenv("CI") == "true" {
+	if isCI() {
 		t.Fatalf("the %s client needs %s; CI must run every client", s.name, what)
 	}
 	t.Skipf("SKIPPED, NOT RUN: the %s client needs %s", s.name, what)
 }
+
+// isCI reports whether the tests run in CI, which installs every runtime
+// and runs as root: there nothing may be skipped.
+func isCI() bool { return os.Getenv("CI") == "true" }
 
 var missingCCore = sync.OnceValue(func() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -325,6 +329,48 @@ type outcome struct {
 	// noCapture says why it could not.
 	syns      []time.Time
 	noCapture string
+	// back is when a restarted retry port listened again; zero otherwise.
+	back time.Time
+}
+
+// policy is what the run is judged against (docs/spec.md §7.3): the
+// spec's, with the run's cap and connect timeout.
+func (o outcome) policy() analyze.Policy {
+	p := analyze.ReferencePolicy(o.args.maxBackoffMS)
+	if o.args.minConnectMS > 0 {
+		p.MinConnectTimeout = time.Duration(o.args.minConnectMS) * time.Millisecond
+	}
+	return p
+}
+
+// attempts are the run's attempt times from the best source there is: the
+// kernel's SYNs where the capture opened (docs/spec.md §5.1), else the
+// server's accepts, which miss every attempt a refusing port turned away.
+func (o outcome) attempts() (ts []time.Time, source string) {
+	if o.noCapture == "" {
+		return o.syns, "kernel"
+	}
+	return o.chain, "server"
+}
+
+// retryEnd is when the client's last retry RPC ended: the end of the run
+// as the model's tail reads it.
+func (o outcome) retryEnd() time.Time {
+	return unixMS(o.line.StartedUnixMS + o.line.RetryMS)
+}
+
+// verify judges the attempts with the model of docs/spec.md §7.3 for the
+// run's mode, and names the known deviations they match (§7.4). How each
+// held attempt ended (hang mode) is the server's, where its accepts are
+// the same attempts.
+func (o outcome) verify() (analyze.Result, []analyze.Signature) {
+	ts, _ := o.attempts()
+	run := analyze.Run{Mode: o.mode, End: o.retryEnd(), Back: o.back}
+	if len(o.session.Endings) == len(ts) {
+		run.Endings = o.session.Endings
+	}
+	r := analyze.VerifyRun(o.policy(), ts, run)
+	return r, analyze.Signatures(r)
 }
 
 // run starts a server on loopback in mode, runs one client of st against
@@ -333,11 +379,18 @@ type outcome struct {
 func run(t *testing.T, st stack, mode analyze.RetryMode, a args) outcome {
 	t.Helper()
 	var log testutil.SyncBuffer
-	srv, err := server.New(server.Config{
+	cfg := server.Config{
 		ControlAddr: "127.0.0.1:0",
 		RetryAddr:   "127.0.0.1:0",
 		Logger:      slog.New(slog.NewTextHandler(&log, nil)),
-	})
+		Mode:        mode,
+	}
+	if a.minConnectMS > 0 {
+		// The session's policy, which Stop's verdict uses, has the
+		// clients' connect timeout (docs/spec.md §7.3).
+		cfg.MinConnectTimeout = time.Duration(a.minConnectMS) * time.Millisecond
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
@@ -378,6 +431,7 @@ func run(t *testing.T, st stack, mode analyze.RetryMode, a args) outcome {
 	if p := o.session.End.VerifiedPeer; p.IsValid() {
 		o.chain = o.session.Times(p)
 	}
+	o.back = o.session.Back
 	return o
 }
 
@@ -446,11 +500,12 @@ func gapsOf(ts []time.Time) []time.Duration {
 }
 
 // clientAttempts are the starts of the client's connection attempts as it
-// saw them itself: for grpc-js each move of the subchannel to CONNECTING,
-// for C-core its channel's first CONNECTING and each end of a backoff (it
-// reconnects at once, with an RPC waiting). grpc-go's are not traced: nil.
-func (o outcome) clientAttempts() []time.Time {
-	var ts []time.Time
+// saw them itself, from attempt first (0-based) on: for grpc-js each move
+// of the subchannel to CONNECTING, from the first attempt; for C-core each
+// end of a backoff, after which it connects at once with an RPC waiting,
+// so from the second (its channel state may skip CONNECTING for the
+// first). grpc-go's are not traced: none.
+func (o outcome) clientAttempts() (ts []time.Time, first int) {
 	switch o.stack {
 	case grpcJS:
 		for _, e := range o.line.Subchannel {
@@ -459,19 +514,14 @@ func (o outcome) clientAttempts() []time.Time {
 			}
 		}
 	case cCore:
-		for _, s := range o.line.States {
-			if s.State == "CONNECTING" {
-				ts = append(ts, unixMS(s.UnixMS))
-				break
-			}
-		}
+		first = 1
 		for _, e := range o.line.Subchannel {
 			if e.Event == "backoff_elapsed" {
 				ts = append(ts, unixMS(e.UnixMS))
 			}
 		}
 	}
-	return ts
+	return ts, first
 }
 
 // connectFailures are C-core's failed attempts: when each failed and the
@@ -501,46 +551,76 @@ func (o outcome) summary() string {
 	} else {
 		b.WriteString(", TLS")
 	}
+	res, sigs := o.verify()
+	_, source := o.attempts()
+	fmt.Fprintf(&b, "\n  model (§7.3, from the %s's times, T %v): %s, strict %s", source, o.policy().MinConnectTimeout, res.Reference.Verdict, res.Strict.Verdict)
+	if r := res.Reason(); r != "" {
+		fmt.Fprintf(&b, ": %s", r)
+	}
+	for _, s := range sigs {
+		fmt.Fprintf(&b, "\n  signature: %s (%s)", s.Name, s.Detail)
+	}
+	if rc := res.Reconnects; rc != nil {
+		fmt.Fprintf(&b, "\n  reconnects: %.1f/s, median interval %.1f ms, tight loop %v", rc.PerSecond, rc.MedianMS, rc.TightLoop)
+	}
+	if rv := res.Recovery; rv != nil {
+		fmt.Fprintf(&b, "\n  recovery: attempt %d came %.0f ms after the port's return; the backoff owed %.0f ms (%.0f–%.0f), ok %v",
+			rv.Attempt+1, rv.AfterMS, rv.OwedMS, rv.MinMS, rv.MaxMS, rv.OK)
+	}
 	fmt.Fprintf(&b, "\n  server: %d attempts from the verified peer, at %s ms; intervals %s ms; %s (strict %s)",
 		len(o.chain), joinTimes(o.chain, rel), joinMS(o.gaps()), o.session.End.Verdict, o.session.Result.Strict.Verdict)
 	if o.noCapture == "" {
 		fmt.Fprintf(&b, "\n  kernel: %d SYNs at %s ms; intervals %s ms", len(o.syns), joinTimes(o.syns, rel), joinMS(gapsOf(o.syns)))
 	}
-	if ca := o.clientAttempts(); ca != nil {
-		fmt.Fprintf(&b, "\n  client: %d attempts at %s ms", len(ca), joinTimes(ca, rel))
+	if ca, first := o.clientAttempts(); ca != nil {
+		fmt.Fprintf(&b, "\n  client: attempts %d–%d at %s ms", first+1, first+len(ca), joinTimes(ca, rel))
 	}
 	if at, bo := o.connectFailures(); len(at) > 0 {
 		var parts []string
-		for i := range at {
+		for i := range at[:min(len(at), shown)] {
 			parts = append(parts, fmt.Sprintf("%s+%d", rel(at[i]), bo[i]))
 		}
-		fmt.Fprintf(&b, "\n  C-core failures (at+backoff drawn): %s ms", strings.Join(parts, " "))
+		fmt.Fprintf(&b, "\n  C-core failures (at+backoff drawn): %s ms%s", strings.Join(parts, " "), more(len(at)))
 	}
 	var states []string
-	for _, s := range o.line.States {
+	for _, s := range o.line.States[:min(len(o.line.States), shown)] {
 		states = append(states, s.State+"@"+rel(unixMS(s.UnixMS)))
 	}
-	fmt.Fprintf(&b, "\n  channel states: %s", strings.Join(states, " "))
+	fmt.Fprintf(&b, "\n  channel states: %s%s", strings.Join(states, " "), more(max(len(o.line.States), o.line.Counts.States)))
 	var rpcs []string
 	for _, r := range o.line.RPCs {
 		rpcs = append(rpcs, r.Status+"@"+rel(unixMS(r.UnixMS)))
+	}
+	if len(rpcs) > 6 {
+		rpcs = append(rpcs[:3], fmt.Sprintf("… %d in all %v …", o.line.Counts.RPCs, o.line.Counts.RPCStatus), rpcs[len(rpcs)-1])
 	}
 	fmt.Fprintf(&b, "\n  RPCs: %s; Stop: backoff_ms %v", strings.Join(rpcs, " "), o.line.BackoffMS)
 	return b.String()
 }
 
+// shown is how many values of a list a summary prints: a reconnect storm
+// has thousands.
+const shown = 12
+
 func joinTimes(ts []time.Time, rel func(time.Time) string) string {
 	var s []string
-	for _, t := range ts {
+	for _, t := range ts[:min(len(ts), shown)] {
 		s = append(s, rel(t))
 	}
-	return strings.Join(s, " ")
+	return strings.Join(s, " ") + more(len(ts))
 }
 
 func joinMS(ds []time.Duration) string {
 	var s []string
-	for _, d := range ds {
+	for _, d := range ds[:min(len(ds), shown)] {
 		s = append(s, strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64))
 	}
-	return strings.Join(s, " ")
+	return strings.Join(s, " ") + more(len(ds))
+}
+
+func more(n int) string {
+	if n <= shown {
+		return ""
+	}
+	return fmt.Sprintf(" … (%d in all)", n)
 }

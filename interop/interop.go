@@ -331,8 +331,14 @@ func (c Config) progressEvery() time.Duration {
 	return c.ProgressEvery
 }
 
+// minProgressGap is the least time between two progress lines: a channel
+// whose connections succeed and drop at once changes state hundreds of
+// times a second (docs/spec.md §7.3), which would flood stderr.
+const minProgressGap = 250 * time.Millisecond
+
 // watcher follows the retry channel's state while the RPC waits: it keeps
-// every change and, when progress is set, writes a line per change and a
+// every change and, when progress is set, writes a line per change (at
+// most one per minProgressGap, counting the changes it folds in) and a
 // line after every span of silence.
 type watcher struct {
 	conn     *grpc.ClientConn
@@ -356,29 +362,47 @@ func (w *watcher) run(ctx context.Context) (stop func() []StateChange) {
 	w.states = []StateChange{{State: state, At: w.start}}
 	go func() {
 		defer close(done)
+		var last time.Time      // of the last line
+		var changedAt time.Time // of the last change
+		pending := 0            // changes since the last line
 		for {
 			wctx, wcancel := ctx, context.CancelFunc(func() {})
 			if w.progress != nil {
-				wctx, wcancel = context.WithTimeout(ctx, w.every)
+				wait := w.every
+				if pending > 0 {
+					wait = max(minProgressGap-time.Since(last), 0)
+				}
+				wctx, wcancel = context.WithTimeout(ctx, wait)
 			}
 			changed := w.conn.WaitForStateChange(wctx, state)
 			wcancel()
 			if ctx.Err() != nil {
 				return
 			}
-			still := "still "
 			if changed {
-				state, still = w.conn.GetState(), ""
+				state, changedAt = w.conn.GetState(), time.Now()
+				pending++
 				w.mu.Lock()
 				if len(w.states) < MaxKept {
-					w.states = append(w.states, StateChange{State: state, At: time.Now()})
+					w.states = append(w.states, StateChange{State: state, At: changedAt})
 				}
 				w.mu.Unlock()
 			}
-			if w.progress != nil {
-				fmt.Fprintf(w.progress, "retry channel %s%v after %.1f s of %s s\n",
-					still, state, time.Since(w.start).Seconds(), strconv.FormatFloat(w.deadline.Seconds(), 'f', -1, 64))
+			if w.progress == nil || pending > 0 && time.Since(last) < minProgressGap {
+				continue
 			}
+			// A change line gives the time of the change, however late
+			// it is written.
+			still, more, at := "still ", "", time.Now()
+			if pending > 0 {
+				still, at = "", changedAt
+			}
+			if pending > 1 {
+				more = fmt.Sprintf(" (%d state changes since the last line)", pending)
+			}
+			fmt.Fprintf(w.progress, "retry channel %s%v after %.1f s of %s s%s\n",
+				still, state, at.Sub(w.start).Seconds(), strconv.FormatFloat(w.deadline.Seconds(), 'f', -1, 64), more)
+			last, pending = time.Now(), 0
 		}
 	}()
 	return func() []StateChange {

@@ -11,10 +11,13 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,11 +25,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -475,5 +480,87 @@ func TestRunReissue(t *testing.T) {
 				t.Errorf("report lacks %q:\n%s", want, buf.String())
 			}
 		})
+	}
+}
+
+// startSettingsClose is a plaintext retry port whose connections succeed
+// and drop at once (docs/spec.md §7.1, settings-close without TLS): it
+// reads the client's HTTP/2 preface, sends its SETTINGS and closes.
+func startSettingsClose(t *testing.T) (port int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				preface := make([]byte, len(http2.ClientPreface))
+				if _, err := io.ReadFull(c, preface); err != nil {
+					return
+				}
+				http2.NewFramer(c, c).WriteSettings()
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+var foldedLine = regexp.MustCompile(`^retry channel [A-Z_]+ after \d+\.\d s of 1\.5 s \((\d+) state changes since the last line\)$`)
+
+// TestRunProgressStorm: a channel that reconnects in a tight loop changes
+// state hundreds of times, every change is kept (up to MaxKept), and the
+// progress lines fold them in: at most one line per minProgressGap.
+func TestRunProgressStorm(t *testing.T) {
+	t.Parallel()
+	var progress testutil.SyncBuffer
+	cfg := Config{
+		ServerHost:       "127.0.0.1",
+		ControlPort:      startCanned(t, &cannedServer{info: &pb.ReconnectInfo{}}),
+		RetryPort:        startSettingsClose(t),
+		InitialBackoffMS: 1000,
+		Deadline:         1500 * time.Millisecond,
+		Plaintext:        true,
+		Reissue:          true,
+		Progress:         &progress,
+		ProgressEvery:    400 * time.Millisecond,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	out := strings.TrimSuffix(progress.String(), "\n")
+	lines := strings.Split(out, "\n")
+	t.Logf("%d state changes kept, %d RPCs; progress:\n%s", len(rep.Retry.States), rep.Retry.RPCs, out)
+	if len(rep.Retry.States) < 20 {
+		t.Errorf("%d state changes kept, want at least 20 from a tight reconnect loop", len(rep.Retry.States))
+	}
+	// 1.5 s at one line per 250 ms, and the first line at once.
+	if max := int(cfg.Deadline/minProgressGap) + 2; len(lines) > max {
+		t.Errorf("%d progress lines in %v, want at most %d", len(lines), cfg.Deadline, max)
+	}
+	folded := 0
+	for _, l := range lines {
+		if m := foldedLine.FindStringSubmatch(l); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			folded += n
+		}
+	}
+	if folded == 0 {
+		t.Errorf("no line folds state changes in")
 	}
 }

@@ -28,9 +28,9 @@ type liveSession struct {
 	policy    analyze.Policy
 	// mode is what the retry port did (docs/spec.md §7.1), and back when
 	// a restarted port listened again.
-	mode      analyze.RetryMode
-	back      time.Time
-	accepts   []analyze.Accept
+	mode    analyze.RetryMode
+	back    time.Time
+	accepts []analyze.Accept
 	// late are the accepts just after the session ended (session 0).
 	late    []analyze.Accept
 	end     *analyze.SessionEnd

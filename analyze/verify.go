@@ -26,6 +26,10 @@ const (
 	TooFew Verdict = "too few attempts"
 	// Overflow is a session that recorded more attempts than it may keep.
 	Overflow Verdict = "too many attempts"
+	// NotJudged is the server's answer in a mode where it accepts nothing
+	// for a while (refuse, restart), so it never saw the attempts that a
+	// verdict needs: only a capture judges them (docs/spec.md §7.1).
+	NotJudged Verdict = "not judged"
 )
 
 // Interval is one gap between consecutive attempts, judged as the reference

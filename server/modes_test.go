@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -181,7 +182,7 @@ func TestRefuseMode(t *testing.T) {
 				}
 				info := h.stop()
 				stop := h.waitEvent(analyze.EventStop)
-				if info.Passed || stop.End.Passed || stop.End.Reason != refuseReason || stop.End.Attempts != 0 {
+				if info.Passed || stop.End.Passed || stop.End.Verdict != analyze.NotJudged || stop.End.Reason != refuseReason || stop.End.Attempts != 0 {
 					t.Errorf("session %d: passed %v, end %+v; want not passed, no attempt, reason %q",
 						id, info.Passed, stop.End, refuseReason)
 				}
@@ -502,6 +503,9 @@ func TestRestartMode(t *testing.T) {
 		h.retry("127.0.0.1")
 		info := h.stop()
 		ss, _ := h.s.Session(1)
+		if ss.End.Verdict != analyze.NotJudged || info.Passed || !strings.Contains(ss.End.Reason, "saw only the 2 attempts after the port came back") {
+			t.Errorf("restart verdict %q passed %v (%s); want not judged: the server saw only the attempts after the return", ss.End.Verdict, info.Passed, ss.End.Reason)
+		}
 		if !ss.Back.Equal(back.Time) || ss.End.Attempts != 2 || len(info.BackoffMs) != 1 || info.BackoffMs[0] != 1000 {
 			t.Errorf("session back %v, %d attempts, backoff_ms %v; want back %v, 2 attempts, [1000]",
 				ss.Back, ss.End.Attempts, info.BackoffMs, back.Time)

@@ -407,10 +407,17 @@ func (s *Server) verdict(sess *session) {
 		Mode: sess.Params.Mode, End: sess.Ended, Endings: sess.Endings, Back: sess.Back,
 	})
 	end.Reason = r.Reason()
-	if sess.Params.Mode.Is(analyze.ModeRefuse) {
-		// Verify saw no attempt and says "too few attempts": true, but
-		// the reason is the mode, and the attempts are elsewhere.
+	switch m := sess.Params.Mode; {
+	case m.Is(analyze.ModeRefuse):
+		r.Reference = analyze.Reading{Verdict: analyze.NotJudged}
 		end.Reason = refuseReason
+	case m.Is(analyze.ModeRestart):
+		// The attempts refused while the port was down are not in the
+		// list, so the first interval seen is interval k of a chain
+		// whose k the server cannot know.
+		r.Reference = analyze.Reading{Verdict: analyze.NotJudged}
+		end.Reason = fmt.Sprintf("restart mode: the server accepted nothing for %v, so it saw only the %d attempts after the port came back; "+
+			"audit live judges the whole chain from the kernel's SYNs", m.Down, len(times))
 	}
 	if end.VerifiedReason == analyze.VerifiedNone {
 		end.Reason = fmt.Sprintf("no connection came from the Start caller's address %s and %d other addresses connected: no peer verified",

@@ -161,6 +161,7 @@ var closeMode = modeCase{
 	check: func(t testing.TB, o outcome) {
 		wantDeadlineOnly(t, o)
 		wantStopAgrees(t, o)
+		wantServerAgrees(t, o)
 		if len(o.chain) < 4 {
 			t.Fatalf("%d attempts in %v, want at least 4", len(o.chain), o.args.duration)
 		}
@@ -190,6 +191,9 @@ var refuseMode = modeCase{
 		wantDeadlineOnly(t, o)
 		if len(o.chain) != 0 {
 			t.Errorf("the server accepted %d connections on a port that listened on nothing", len(o.chain))
+		}
+		if v := o.session.End.Verdict; v != analyze.NotJudged {
+			t.Errorf("the server's verdict %q, want %q: it saw none of the attempts", v, analyze.NotJudged)
 		}
 		ts := needAttempts(t, o)
 		if len(ts) < 4 {
@@ -260,6 +264,7 @@ var hangDefaultMode = modeCase{
 func checkHang(t testing.TB, o outcome) {
 	wantDeadlineOnly(t, o)
 	wantStopAgrees(t, o)
+	wantServerAgrees(t, o)
 	wantKernelSawServer(t, o, 50*time.Millisecond)
 	ts, _ := o.attempts()
 	res, sigs := o.verify()
@@ -359,6 +364,9 @@ var restartMode = modeCase{
 		if o.noCapture == "" && len(o.chain) != after {
 			t.Errorf("the server accepted %d connections, the kernel saw %d SYNs after the port came back", len(o.chain), after)
 		}
+		if v := o.session.End.Verdict; v != analyze.NotJudged {
+			t.Errorf("the server's verdict %q, want %q: it saw only the attempts after the port came back", v, analyze.NotJudged)
+		}
 		res := analyze.VerifyRun(o.policy(), ts, analyze.Run{Mode: o.mode, End: o.retryEnd(), Back: o.back})
 		if !res.Reference.Passed || !res.Strict.Passed {
 			t.Errorf("model %s, strict %s (%s); want both passed", res.Reference.Verdict, res.Strict.Verdict, res.Reason())
@@ -404,6 +412,7 @@ func checkStorm(t testing.TB, o outcome) {
 		}
 	}
 	wantStopAgrees(t, o)
+	wantServerAgrees(t, o)
 	if !slices.ContainsFunc(o.line.States, func(s stateAt) bool { return s.State == "READY" }) {
 		t.Errorf("the retry channel was never READY: the handshake with the test CA failed (states %v)", o.line.States)
 	}
@@ -427,6 +436,16 @@ func wantDeadlineOnly(t testing.TB, o outcome) {
 	}
 	if len(o.line.RPCs) == 0 {
 		t.Errorf("no retry RPC ended")
+	}
+}
+
+// wantServerAgrees: Stop's verdict, from the server's accepts, is the
+// model's from the attempts (the kernel's where captured).
+func wantServerAgrees(t testing.TB, o outcome) {
+	t.Helper()
+	res, _ := o.verify()
+	if got, want := o.session.End.Verdict, res.Reference.Verdict; got != want {
+		t.Errorf("the server's verdict %q (%s), the model's from the attempts %q (%s)", got, o.session.End.Reason, want, res.Reason())
 	}
 }
 

@@ -82,8 +82,8 @@ mode is in the record's start line and in the log.
                   (the default)
   refuse          listen on nothing: the kernel resets every SYN. The
                   server sees no attempt, so Stop answers passed=false
-                  with the reason "refuse mode: ..."; only a capture sees
-                  the attempts ('audit live' judges them from the SYNs)
+                  with the verdict "not judged"; only a capture sees the
+                  attempts ('audit live' judges them from the SYNs)
   hang            accept, note the time, then hold the connection without
                   ever writing, until the client gives up on it (at its
                   connect timeout, at least --min_connect_timeout_ms) or
@@ -91,7 +91,9 @@ mode is in the record's start line and in the log.
                   At most --max_held at once: more are closed at once
   restart=D       refuse for D (e.g. restart=5s) from Start, then accept
                   and close on the same port; the record's "restart" line
-                  says when the port came back
+                  says when the port came back. The server sees only
+                  the attempts after it, so Stop's verdict is "not
+                  judged" here too
   settings-close  accept, note the time, complete TLS 1.2/1.3 with ALPN h2,
                   read the client's HTTP/2 preface, send SETTINGS, close:
                   an attempt that succeeds and dies at once. Each

@@ -41,6 +41,9 @@ func (s *Server) initMode() error {
 		return fmt.Errorf("retry mode %s: only restart takes a duration (got %v)", m, m.Down)
 	}
 	s.mode, m = p, p
+	if s.cfg.TLSCert != nil && !m.Is(analyze.ModeSettingsClose) && !m.Is(analyze.ModeGoaway) {
+		return fmt.Errorf("--tls_cert: --retry_mode=%s presents no certificate (only settings-close and goaway do)", m)
+	}
 	switch m.Kind {
 	case analyze.ModeRefuse, analyze.ModeRestart:
 		if !canStopListening {

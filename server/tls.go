@@ -32,6 +32,24 @@ func defaultCertificate() (tls.Certificate, error) {
 	return c, nil
 }
 
+// LoadKeyPair reads the certificate and key (PEM) a TLS mode presents, for
+// Config.TLSCert: nil when both paths are empty (the committed test
+// certificate), an error naming both when only one is given or they do not
+// load.
+func LoadKeyPair(certFile, keyFile string) (*tls.Certificate, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, nil
+	case certFile == "" || keyFile == "":
+		return nil, fmt.Errorf("--tls_cert and --tls_key: give both or neither")
+	}
+	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls_cert=%s --tls_key=%s: %w", certFile, keyFile, err)
+	}
+	return &c, nil
+}
+
 // h2Exchange is the server's side of a connection of the settings-close
 // and goaway modes (docs/spec.md §7.1): the TLS handshake with ALPN h2, the
 // client's HTTP/2 preface read, the server's SETTINGS frame written, then

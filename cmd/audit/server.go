@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +30,7 @@ type serverFlags struct {
 	maxWaiting     int
 	record         string
 
-	retryMode           string
+	retryMode           analyze.RetryMode
 	minConnectTimeoutMS int
 	maxHeld             int
 	tlsCert, tlsKey     string
@@ -140,7 +139,7 @@ func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
 	f.IntVar(&fl.maxWaiting, "max_waiting", server.DefaultMaxWaiting,
 		"Starts that may wait while a session runs; more are refused at once with RESOURCE_EXHAUSTED")
 	f.StringVar(&fl.record, "record", "", "append one JSON line per event of the server to this file (format: analyze/record.go)")
-	f.StringVar(&fl.retryMode, "retry_mode", string(analyze.ModeClose),
+	f.TextVar(&fl.retryMode, "retry_mode", fl.retryMode,
 		"what the retry port does during a session: "+analyze.ModeNames+" (see audit server --help)")
 	f.IntVar(&fl.minConnectTimeoutMS, "min_connect_timeout_ms", int(analyze.DefaultMinConnectTimeout/time.Millisecond),
 		"MIN_CONNECT_TIMEOUT of the sessions' policy: the least time a client gives one attempt (hang mode's attempts last that long)")
@@ -171,17 +170,13 @@ func (fl serverFlags) config() (server.Config, error) {
 	if fl.maxWaiting <= 0 {
 		errs = append(errs, fmt.Errorf("--max_waiting=%d: must be positive", fl.maxWaiting))
 	}
-	mode, err := analyze.ParseRetryMode(fl.retryMode)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("--retry_mode: %w", err))
-	}
 	if fl.minConnectTimeoutMS <= 0 {
 		errs = append(errs, fmt.Errorf("--min_connect_timeout_ms=%d: must be positive", fl.minConnectTimeoutMS))
 	}
 	if fl.maxHeld <= 0 {
 		errs = append(errs, fmt.Errorf("--max_held=%d: must be positive", fl.maxHeld))
 	}
-	cert, err := fl.certificate(mode)
+	cert, err := server.LoadKeyPair(fl.tlsCert, fl.tlsKey)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -193,29 +188,11 @@ func (fl serverFlags) config() (server.Config, error) {
 		SessionTimeout:    fl.sessionTimeout,
 		MaxAttempts:       fl.maxAttempts,
 		MaxWaiting:        fl.maxWaiting,
-		Mode:              mode,
+		Mode:              fl.retryMode,
 		MinConnectTimeout: time.Duration(fl.minConnectTimeoutMS) * time.Millisecond,
 		MaxHeld:           fl.maxHeld,
 		TLSCert:           cert,
 	}, errors.Join(errs...)
-}
-
-// certificate loads --tls_cert and --tls_key; nil when neither is given
-// (the server's default).
-func (fl serverFlags) certificate(mode analyze.RetryMode) (*tls.Certificate, error) {
-	switch {
-	case fl.tlsCert == "" && fl.tlsKey == "":
-		return nil, nil
-	case fl.tlsCert == "" || fl.tlsKey == "":
-		return nil, errors.New("--tls_cert and --tls_key: give both or neither")
-	case !mode.Is(analyze.ModeSettingsClose) && !mode.Is(analyze.ModeGoaway):
-		return nil, fmt.Errorf("--tls_cert: --retry_mode=%s presents no certificate (only settings-close and goaway do)", mode)
-	}
-	c, err := tls.LoadX509KeyPair(fl.tlsCert, fl.tlsKey)
-	if err != nil {
-		return nil, fmt.Errorf("--tls_cert=%s --tls_key=%s: %w", fl.tlsCert, fl.tlsKey, err)
-	}
-	return &c, nil
 }
 
 // serve runs the server until ctx ends, printing the chosen addresses to

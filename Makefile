@@ -15,7 +15,8 @@ BIN := bin/audit
 all: build
 
 # deps installs the system packages the build and the tests need (as root), or
-# says exactly what is missing.
+# says exactly what is missing, and the grpc-js client's npm packages
+# (npm ci --prefix testdata/clients/grpcjs, only when they are not there).
 deps:
 	@./.ci/deps.sh
 

@@ -65,7 +65,7 @@ func TestFitCap(t *testing.T) {
 				tt.policy(&p)
 			}
 			tr := fitTracker(tt.peers...)
-			a := NewAudit(50052, p, tr.Chains(), CaptureInfo{})
+			a := NewAudit(50052, p, Run{}, tr.Chains(), CaptureInfo{})
 			if got := a.Summary.FitsCapMS; got != tt.want {
 				t.Fatalf("FitsCapMS = %d, want %d", got, tt.want)
 			}
@@ -90,7 +90,7 @@ func TestFitCap(t *testing.T) {
 func TestFitCapReported(t *testing.T) {
 	const line = "every failing peer fits a cap of 1.5s; the run's cap may be --max-backoff 1.5s\n"
 	tr := fitTracker([]float64{1000, 1500, 1450, 1550, 1500}, []float64{1000, 1600, 2560})
-	full := NewAudit(50052, DefaultPolicy(), tr.Chains(), CaptureInfo{})
+	full := NewAudit(50052, DefaultPolicy(), Run{}, tr.Chains(), CaptureInfo{})
 	tests := []struct {
 		name string
 		a    *Audit
@@ -151,7 +151,7 @@ func BenchmarkFitCap(b *testing.B) {
 	}
 	cs := fitTracker(peers...).Chains()
 	for b.Loop() {
-		if a := NewAudit(50052, DefaultPolicy(), cs, CaptureInfo{}); a.Summary.FitsCapMS != 2000 {
+		if a := NewAudit(50052, DefaultPolicy(), Run{}, cs, CaptureInfo{}); a.Summary.FitsCapMS != 2000 {
 			b.Fatalf("FitsCapMS = %d", a.Summary.FitsCapMS)
 		}
 	}

@@ -674,6 +674,9 @@ type ServerSession struct {
 	// Late holds the connections accepted after the session ended and
 	// before the next one started (session 0 in the record).
 	Late []Accept
+	// Back is when a restarted retry port listened again (the restart
+	// event of ModeRestart); zero otherwise.
+	Back time.Time
 }
 
 // ServerSessions groups the events of a record file (or of a server's
@@ -702,6 +705,10 @@ func ServerSessions(events []RecordEvent) []ServerSession {
 		case EventStop, EventExpire:
 			if i, ok := open[e.Session]; ok && out[i].End == nil {
 				out[i].End, out[i].EndTime = e.End, e.Time
+			}
+		case EventRestart:
+			if i, ok := open[e.Session]; ok && out[i].End == nil {
+				out[i].Back = e.Time
 			}
 		}
 	}

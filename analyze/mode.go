@@ -35,8 +35,8 @@ var modeKinds = []ModeKind{ModeClose, ModeRefuse, ModeHang, ModeRestart, ModeSet
 // ModeNames is the list of modes for help and error texts.
 const ModeNames = "close, refuse, hang, restart=DURATION, settings-close, goaway"
 
-// RetryMode is what the retry port does during a session. The zero value
-// is ModeClose.
+// RetryMode is what the retry port does during a session. The zero value,
+// which ParseRetryMode returns for "close", is ModeClose.
 type RetryMode struct {
 	Kind ModeKind
 	// Down is how long ModeRestart refuses, counted from the session's
@@ -60,6 +60,8 @@ func ParseRetryMode(s string) (RetryMode, error) {
 		return RetryMode{}, fmt.Errorf("retry mode %q: restart needs how long the port stays down, for example restart=5s", s)
 	case kind != ModeRestart && hasArg:
 		return RetryMode{}, fmt.Errorf("retry mode %q: %s takes no value", s, kind)
+	case kind == ModeClose:
+		return RetryMode{}, nil
 	case kind != ModeRestart:
 		return RetryMode{Kind: kind}, nil
 	}

@@ -18,7 +18,7 @@ package analyze
 //
 // Every line has:
 //
-//	"event"    "start" | "accept" | "stop" | "expire"
+//	"event"    "start" | "accept" | "restart" | "stop" | "expire"
 //	"time"     RFC 3339 in UTC with exactly nine fractional digits,
 //	           e.g. "2025-01-02T15:04:05.123456789Z": when the server saw the
 //	           event (for "accept", the timestamp the verdict uses)
@@ -35,15 +35,26 @@ package analyze
 //	"params"   {"max_reconnect_backoff_ms": int, as the client sent it (0 =
 //	           default), "policy": the policy the session is verified against,
 //	           {"initial_backoff_ms", "multiplier", "jitter", "max_backoff_ms",
-//	           "min_connect_timeout_ms", "tolerance_ms"}}
+//	           "min_connect_timeout_ms", "tolerance_ms"},
+//	           "retry_mode": what the retry port does during the session
+//	           (docs/spec.md §7.1), as --retry_mode spells it: "close",
+//	           "refuse", "hang", "restart=5s", "settings-close" or "goaway";
+//	           files written before modes existed have none, which reads
+//	           as "close"}
 //
-// "accept" (a connection to the retry port was accepted and closed) adds:
+// "accept" (a connection to the retry port was accepted; in close mode,
+// and outside sessions, closed at once) adds:
 //
 //	"peer"     ip:port of the connecting client
 //	"overflow" true when the session already held its maximum of attempts:
 //	           the connection is in the file but not in the session's list,
 //	           and the session's verdict is "too many attempts"; absent
 //	           otherwise
+//
+// "restart" (retry mode restart=D only: the retry port, refusing since the
+// session's start, listens again D later) adds nothing; its "time" is when
+// the port came back, and its "session" the running session. A session
+// that ended before D has none: its port came back at its end.
 //
 // "stop" (a Stop RPC ended the session) and "expire" (the session ended
 // without Stop: its session timeout ran out, or the server shut down) add:
@@ -75,7 +86,7 @@ package analyze
 //
 // Example (one line each):
 //
-//	{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,"policy":{"initial_backoff_ms":1000,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":120000,"min_connect_timeout_ms":20000,"tolerance_ms":100}}}
+//	{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,"policy":{"initial_backoff_ms":1000,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":120000,"min_connect_timeout_ms":20000,"tolerance_ms":100},"retry_mode":"close"}}
 //	{"event":"accept","time":"2025-01-02T15:04:05.210000000Z","session":1,"peer":"127.0.0.1:40114"}
 //	{"event":"accept","time":"2025-01-02T15:04:06.190000000Z","session":1,"peer":"127.0.0.1:40116"}
 //	{"event":"stop","time":"2025-01-02T15:04:07.000000000Z","session":1,"peer":"127.0.0.1:40112","end":{"cause":"stop","verdict":"passed","passed":true,"reason":"","attempts":2,"dropped":0,"verified_peer":"127.0.0.1","verified_reason":"start peer","verified_attempts":2,"backoff_ms":[980],"foreign":[]}}
@@ -99,6 +110,9 @@ const (
 	EventStop   EventKind = "stop"
 	EventExpire EventKind = "expire"
 )
+
+// EventRestart is the line of retry mode restart=D: the port listens again.
+const EventRestart EventKind = "restart"
 
 // End causes of a session.
 const (
@@ -146,8 +160,13 @@ type RecordEvent struct {
 type SessionParams struct {
 	// MaxReconnectBackoffMS is the Start request's field as sent (0 = default).
 	MaxReconnectBackoffMS int32 `json:"max_reconnect_backoff_ms"`
-	// Policy is ReferencePolicy(MaxReconnectBackoffMS).
+	// Policy is ReferencePolicy(MaxReconnectBackoffMS), with the server's
+	// MinConnectTimeout.
 	Policy Policy `json:"policy"`
+	// Mode is what the retry port did during the session (docs/spec.md
+	// §7.1). A record written before modes existed has none: it reads as
+	// the zero RetryMode, close.
+	Mode RetryMode `json:"retry_mode"`
 }
 
 // SessionEnd is the outcome of a session.
@@ -259,6 +278,7 @@ func (e *RecordEvent) validate() error {
 		if !e.Peer.IsValid() {
 			return errors.New("accept event without peer")
 		}
+	case EventRestart:
 	case EventStop, EventExpire:
 		if e.End == nil {
 			return fmt.Errorf("%s event without end", e.Event)

@@ -242,3 +242,90 @@ func TestReadRecordEarlierNames(t *testing.T) {
 		t.Errorf("written back as %s; want the current names only", b.String())
 	}
 }
+
+// TestRecordRetryMode: a start line carries the session's retry mode, close
+// (the zero RetryMode) included; the restart line reads back with its time
+// and session.
+func TestRecordRetryMode(t *testing.T) {
+	const policy = `"policy":{"initial_backoff_ms":1000,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":120000,"min_connect_timeout_ms":20000,"tolerance_ms":100}`
+	t0 := time.Date(2025, 1, 2, 15, 4, 5, 0, time.UTC)
+	start := func(m RetryMode) RecordEvent {
+		return RecordEvent{Event: EventStart, Time: t0, Session: 1, Peer: netip.MustParseAddrPort("127.0.0.1:40112"),
+			Params: &SessionParams{Policy: ReferencePolicy(0), Mode: m}}
+	}
+	tests := []struct {
+		name string
+		e    RecordEvent
+		line string
+	}{
+		{
+			name: "close",
+			e:    start(RetryMode{}),
+			line: `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `,"retry_mode":"close"}}`,
+		},
+		{
+			name: "restart",
+			e:    start(RetryMode{Kind: ModeRestart, Down: 1500 * time.Millisecond}),
+			line: `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `,"retry_mode":"restart=1.5s"}}`,
+		},
+		{
+			name: "hang",
+			e:    start(RetryMode{Kind: ModeHang}),
+			line: `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `,"retry_mode":"hang"}}`,
+		},
+		{
+			name: "port back",
+			e:    RecordEvent{Event: EventRestart, Time: t0.Add(1500 * time.Millisecond), Session: 1},
+			line: `{"event":"restart","time":"2025-01-02T15:04:06.500000000Z","session":1}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteRecordEvent(&buf, tt.e); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.line+"\n", buf.String()); diff != "" {
+				t.Errorf("line (-want +got):\n%s", diff)
+			}
+			got, err := ReadRecord(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]RecordEvent{tt.e}, got, recordCmp); diff != "" {
+				t.Errorf("read back (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// A start line written before modes existed reads as close.
+	old := `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `}}` + "\n"
+	got, err := ReadRecord(strings.NewReader(old))
+	if err != nil || len(got) != 1 || !got[0].Params.Mode.Is(ModeClose) {
+		t.Errorf("start line without retry_mode read as %+v, %v; want close", got, err)
+	}
+}
+
+// TestReadRecordModeErrors: a start line with a mode no server writes, or
+// a restart line outside a session, is an error naming the line.
+func TestReadRecordModeErrors(t *testing.T) {
+	const params = `"params":{"max_reconnect_backoff_ms":0,"policy":{"initial_backoff_ms":1000,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":120000,"min_connect_timeout_ms":20000,"tolerance_ms":100},"retry_mode":`
+	tests := []struct {
+		name, in, wantErr string
+	}{
+		{name: "unknown mode", in: `{"event":"start","time":"2025-01-02T15:04:05Z","session":1,"peer":"127.0.0.1:1",` + params + `"sleep"}}`,
+			wantErr: `line 1 at offset 0: retry mode "sleep": unknown`},
+		{name: "restart without duration", in: `{"event":"start","time":"2025-01-02T15:04:05Z","session":1,"peer":"127.0.0.1:1",` + params + `"restart"}}`,
+			wantErr: `line 1 at offset 0: retry mode "restart": restart needs`},
+		{name: "restart in session 0", in: `{"event":"restart","time":"2025-01-02T15:04:05Z","session":0}`,
+			wantErr: "line 1 at offset 0: restart event with session 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ReadRecord(strings.NewReader(tt.in + "\n"))
+			if len(got) != 0 || err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("ReadRecord = %d events, %v; want none and an error containing %q", len(got), err, tt.wantErr)
+			}
+		})
+	}
+}

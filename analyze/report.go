@@ -27,6 +27,9 @@ import (
 //	  "port": 50052,                       // the retry port audited
 //	  "policy": {"initial_backoff_ms", "multiplier", "jitter", "max_backoff_ms",
 //	             "min_connect_timeout_ms", "tolerance_ms"},
+//	  "retry_mode": "close",               // what the retry port did (docs/spec.md §7):
+//	                                       //   close | refuse | hang | restart=5s |
+//	                                       //   settings-close | goaway
 //	  "capture": {
 //	    "packets", "syns",                 // read, and SYNs to the port
 //	    "attempts", "retransmits",         // SYNs grouped by (src, dst, ISN)
@@ -61,8 +64,18 @@ import (
 //	                                       //   "http/2 preface" | "http/2 settings" | "data";
 //	                                       //   absent when that side sent none
 //	    "intervals": [{"k", "measured_ms", "backoff_ms", "expected_ms", "min_ms",
-//	                   "max_ms", "ok", "outcome", "jitter_pct", "strict_ok"}],
-//	    "backoff_ms": [1000, 1600]         // ReconnectInfo.backoff_ms
+//	                   "max_ms", "ok", "outcome", "jitter_pct", "strict_ok",
+//	                   "term"}],           // "term" only after a hung or successful
+//	                                       //   attempt: "backoff" | "connect timeout" |
+//	                                       //   "reset" (docs/spec.md §7)
+//	    "backoff_ms": [1000, 1600],        // ReconnectInfo.backoff_ms
+//	    "signatures": [{"name", "seen_in", "detail"}],
+//	                                       // known deviations the chain matches
+//	    "recovery": {"attempt", "after_ms", "owed_ms", "min_ms", "max_ms", "ok"},
+//	                                       // restart: the client's return
+//	    "reconnects": {"per_second", "median_ms", "tight_loop"}
+//	                                       // settings-close, goaway; these three
+//	                                       //   are absent when they do not apply
 //	  }],
 //	  "summary": {"peers", "passed", "failed", "too_few", "passed_all",
 //	              "fits_cap_ms"}          // audit pcap only, absent when 0
@@ -83,6 +96,7 @@ import (
 type Report struct {
 	Port    uint16       `json:"port"`
 	Policy  Policy       `json:"policy"`
+	Mode    RetryMode    `json:"retry_mode"`
 	Capture CaptureInfo  `json:"capture"`
 	Peers   []PeerReport `json:"peers"`
 	Summary Summary      `json:"summary"`
@@ -165,6 +179,9 @@ type PeerReport struct {
 	Attempts        []AttemptReport `json:"attempts"`
 	Intervals       []Interval      `json:"intervals"`
 	BackoffMS       []int32         `json:"backoff_ms"`
+	Signatures      []Signature     `json:"signatures,omitempty"`
+	Recovery        *Recovery       `json:"recovery,omitempty"`
+	Reconnects      *Reconnects     `json:"reconnects,omitempty"`
 }
 
 // AttemptReport is one attempt of a peer.
@@ -272,7 +289,7 @@ type Summary struct {
 // NewPeerReport verifies one chain against p.
 func NewPeerReport(p Policy, c Chain) PeerReport { return PeerReportOf(c, Verify(p, c.Times())) }
 
-// PeerReportOf is the report of a chain already verified: res is Verify's
+// PeerReportOf is the report of a chain already verified: res is VerifyRun's
 // result over c's times.
 func PeerReportOf(c Chain, res Result) PeerReport {
 	pr := PeerReport{
@@ -286,6 +303,9 @@ func PeerReportOf(c Chain, res Result) PeerReport {
 		Attempts:        make([]AttemptReport, len(c.Attempts)),
 		Intervals:       res.Intervals,
 		BackoffMS:       res.BackoffMS,
+		Signatures:      Signatures(res),
+		Recovery:        res.Recovery,
+		Reconnects:      res.Reconnects,
 	}
 	if pr.Intervals == nil {
 		pr.Intervals = []Interval{}
@@ -348,9 +368,12 @@ func peerOrder(v1 Verdict, a1 netip.Addr, v2 Verdict, a2 netip.Addr) int {
 type Audit struct {
 	Port    uint16
 	Policy  Policy
+	Mode    RetryMode
 	Capture CaptureInfo
 	// Summary counts the peers the audit lists (see Only).
 	Summary Summary
+
+	run Run // what every chain is verified in
 
 	chains chainSource
 	peers  []auditPeer // in report order
@@ -403,14 +426,14 @@ func (cs chainSlice) times(i int, buf []time.Time) (netip.Addr, []time.Time, int
 	return c.Peer, buf, retrans
 }
 
-// NewAudit verifies every chain of cs against p and orders the peers as
-// NewReport does. It holds cs: adding SYNs to its Tracker before the Audit
-// is written changes what it writes.
+// NewAudit verifies every chain of cs against p in run (VerifyRun) and
+// orders the peers as NewReport does. It holds cs: adding SYNs to its
+// Tracker before the Audit is written changes what it writes.
 //
 // It also looks for a lower cap that every failing peer fits
 // (Summary.FitsCapMS).
-func NewAudit(port uint16, p Policy, cs *Chains, capture CaptureInfo) *Audit {
-	a := newAudit(port, p, cs, capture)
+func NewAudit(port uint16, p Policy, run Run, cs *Chains, capture CaptureInfo) *Audit {
+	a := newAudit(port, p, run, cs, capture)
 	a.fits = true
 	a.Summary.FitsCapMS = a.fitCap()
 	return a
@@ -420,9 +443,9 @@ func NewAudit(port uint16, p Policy, cs *Chains, capture CaptureInfo) *Audit {
 // than one goroutine costs more than it saves.
 const auditBatch = 512
 
-func newAudit(port uint16, p Policy, cs chainSource, capture CaptureInfo) *Audit {
+func newAudit(port uint16, p Policy, run Run, cs chainSource, capture CaptureInfo) *Audit {
 	n := cs.Len()
-	a := &Audit{Port: port, Policy: p, Capture: capture, chains: cs, peers: make([]auditPeer, n)}
+	a := &Audit{Port: port, Policy: p, Mode: run.Mode, run: run, Capture: capture, chains: cs, peers: make([]auditPeer, n)}
 	a.Capture.Attempts, a.Capture.Retransmits = 0, 0
 	if a.Capture.Skipped == nil {
 		a.Capture.Skipped = map[string]uint64{}
@@ -447,7 +470,7 @@ func newAudit(port uint16, p Policy, cs chainSource, capture CaptureInfo) *Audit
 				// Verified again when written in full: keeping every
 				// Result would hold every interval, which is what an
 				// Audit avoids.
-				res := Verify(p, times)
+				res := VerifyRun(p, times, run)
 				if kept+len(res.Intervals) <= budget {
 					kept += len(res.Intervals)
 					a.results[i] = res
@@ -506,7 +529,7 @@ func (a *Audit) Only(peers ...netip.Addr) *Audit {
 
 // Report builds the whole report.
 func (a *Audit) Report() Report {
-	r := Report{Port: a.Port, Policy: a.Policy, Capture: a.Capture, Summary: a.Summary,
+	r := Report{Port: a.Port, Policy: a.Policy, Mode: a.Mode, Capture: a.Capture, Summary: a.Summary,
 		Peers: make([]PeerReport, len(a.peers))}
 	var buf []Attempt
 	for i, p := range a.peers {
@@ -528,7 +551,7 @@ func (a *Audit) peerReport(i int, c Chain) PeerReport {
 	if res := a.results[a.peers[i].index]; res.Intervals != nil || len(c.Attempts) < 2 && res.Reference.Verdict != "" {
 		return PeerReportOf(c, res)
 	}
-	return NewPeerReport(a.Policy, c)
+	return PeerReportOf(c, VerifyRun(a.Policy, c.Times(), a.run))
 }
 
 // writeBatch is how many peers a goroutine of writePeers formats at a time.
@@ -633,6 +656,9 @@ func (a *Audit) WriteJSON(w io.Writer) error {
 	if err := member("policy", a.Policy, false); err != nil {
 		return err
 	}
+	if err := member("retry_mode", a.Mode, false); err != nil {
+		return err
+	}
 	if err := member("capture", a.Capture, false); err != nil {
 		return err
 	}
@@ -674,7 +700,7 @@ const TablesUpTo = 20
 // peers, 9 000 tables that say ok bury the ones that failed.
 func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	writeTextHeader(bw, a.Port, a.Policy, a.Capture)
+	writeTextHeader(bw, a.Port, a.Policy, a.Mode, a.Capture)
 	brief := !tables && len(a.peers) > TablesUpTo
 	err := a.writePeers(bw, func(b []byte, i int, c func() Chain) ([]byte, error) {
 		p := a.peers[i]
@@ -792,16 +818,16 @@ func (r Report) WriteText(w io.Writer) error {
 			c := r.Capture
 			fmt.Fprintf(bw, "port %d: %d SYNs captured on %s, %d attempts, %d retransmits\n",
 				r.Port, c.SYNs, r.Live.Iface, c.Attempts, c.Retransmits)
-			fmt.Fprintf(bw, "policy: %v\n", r.Policy)
+			fmt.Fprintf(bw, "policy: %v%s\n", r.Policy, modeText(r.Policy, r.Mode))
 		} else {
-			writeTextHeader(bw, r.Port, r.Policy, r.Capture)
+			writeTextHeader(bw, r.Port, r.Policy, r.Mode, r.Capture)
 		}
 		peers(r.Peers)
 	case r.Record != nil:
 		writeCaptureLine(bw, r.Port, r.Capture)
 		r.writeRecordText(bw, peers)
 	default:
-		writeTextHeader(bw, r.Port, r.Policy, r.Capture)
+		writeTextHeader(bw, r.Port, r.Policy, r.Mode, r.Capture)
 		peers(r.Peers)
 	}
 	bw.WriteByte('\n')
@@ -869,9 +895,21 @@ func (r Report) writeRecordText(bw *bufio.Writer, peers func([]PeerReport)) {
 	}
 }
 
-func writeTextHeader(w *bufio.Writer, port uint16, p Policy, c CaptureInfo) {
+func writeTextHeader(w *bufio.Writer, port uint16, p Policy, m RetryMode, c CaptureInfo) {
 	writeCaptureLine(w, port, c)
-	fmt.Fprintf(w, "policy: %v\n", p)
+	fmt.Fprintf(w, "policy: %v%s\n", p, modeText(p, m))
+}
+
+// modeText is what a report's policy line adds for a retry mode other than
+// the interop test's.
+func modeText(p Policy, m RetryMode) string {
+	switch {
+	case m.Is(ModeClose):
+		return ""
+	case m.Hangs():
+		return fmt.Sprintf("; retry mode %v, connect timeout %v", m, p.MinConnectTimeout)
+	}
+	return fmt.Sprintf("; retry mode %v", m)
 }
 
 func writeCaptureLine(w *bufio.Writer, port uint16, c CaptureInfo) {
@@ -914,6 +952,24 @@ func appendPeerText(b []byte, p PeerReport) []byte {
 		for _, iv := range p.Intervals {
 			b = appendIntervalRow(b, iv)
 		}
+	}
+	if rc := p.Recovery; rc != nil {
+		verdict := "outside it"
+		if rc.OK {
+			verdict = "ok"
+		}
+		b = fmt.Appendf(b, "  recovery: attempt %d came %.0f ms after the port's return; the backoff owed %.0f ms then (window %.0f–%.0f ms): %s\n",
+			rc.Attempt+1, rc.AfterMS, rc.OwedMS, rc.MinMS, rc.MaxMS, verdict)
+	}
+	if rc := p.Reconnects; rc != nil {
+		loop := "it kept backing off"
+		if rc.TightLoop {
+			loop = "a tight loop: the client reset its backoff after each success"
+		}
+		b = fmt.Appendf(b, "  reconnects: %.2f a second, median interval %.0f ms: %s\n", rc.PerSecond, rc.MedianMS, loop)
+	}
+	for _, sg := range p.Signatures {
+		b = fmt.Appendf(b, "  signature: %s (seen in %s): %s\n", sg.Name, sg.Seen, sg.Detail)
 	}
 	return appendFatesText(b, p.Attempts)
 }
@@ -1016,6 +1072,11 @@ func appendIntervalRow(b []byte, iv Interval) []byte {
 	b = appendPadded(b, jitter, 8)
 	b = append(b, "%  "...)
 	b = append(b, iv.Outcome...)
+	if iv.Term != "" {
+		b = append(b, " ("...)
+		b = append(b, iv.Term...)
+		b = append(b, ')')
+	}
 	switch {
 	case iv.OK && !iv.StrictOK:
 		b = append(b, ", strict: fails"...)
@@ -1179,6 +1240,29 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 	b, _ = appendJSONList(b, p.BackoffMS, func(b []byte, v *int32) ([]byte, error) {
 		return strconv.AppendInt(b, int64(*v), 10), nil
 	})
+	// The members a chain seldom has, in the struct's order: encoding/json
+	// is fast enough for them.
+	for _, m := range []struct {
+		name string
+		v    any
+		set  bool
+	}{
+		{"signatures", p.Signatures, len(p.Signatures) > 0},
+		{"recovery", p.Recovery, p.Recovery != nil},
+		{"reconnects", p.Reconnects, p.Reconnects != nil},
+	} {
+		if !m.set {
+			continue
+		}
+		v, err := json.Marshal(m.v)
+		if err != nil {
+			return b, err
+		}
+		b = append(b, `,"`...)
+		b = append(b, m.name...)
+		b = append(b, `":`...)
+		b = append(b, v...)
+	}
 	return append(b, '}'), nil
 }
 
@@ -1259,6 +1343,10 @@ func appendIntervalJSON(b []byte, iv *Interval, windows *windowText) ([]byte, er
 	b, err5 := appendJSONFloat(b, iv.JitterPct)
 	b = append(b, `,"strict_ok":`...)
 	b = strconv.AppendBool(b, iv.StrictOK)
+	if iv.Term != "" {
+		b = append(b, `,"term":`...)
+		b = appendJSONString(b, string(iv.Term))
+	}
 	return append(b, '}'), cmp.Or(err1, err2, err5)
 }
 

@@ -265,7 +265,7 @@ func TestAudit(t *testing.T) {
 				t.Fatalf("NewReport (-want +got):\n%s", diff)
 			}
 			want := withChainsFit(wantReport(tr))
-			a := NewAudit(50052, DefaultPolicy(), tr.Chains(), chainsInfo)
+			a := NewAudit(50052, DefaultPolicy(), Run{}, tr.Chains(), chainsInfo)
 			if diff := cmp.Diff(want, a.Report(), netipOpt); diff != "" {
 				t.Fatalf("Report (-want +got):\n%s", diff)
 			}
@@ -321,7 +321,7 @@ func TestAudit(t *testing.T) {
 // TestAuditTextBrief pins the text of a report of more than TablesUpTo
 // peers: failing peers in full, passing peers one line each.
 func TestAuditTextBrief(t *testing.T) {
-	a := NewAudit(50052, DefaultPolicy(), chainsTracker(TablesUpTo+5).Chains(), chainsInfo)
+	a := NewAudit(50052, DefaultPolicy(), Run{}, chainsTracker(TablesUpTo+5).Chains(), chainsInfo)
 	var buf bytes.Buffer
 	if err := a.WriteText(&buf, false); err != nil {
 		t.Fatal(err)
@@ -331,7 +331,7 @@ func TestAuditTextBrief(t *testing.T) {
 
 func TestAuditOnly(t *testing.T) {
 	tr := chainsTracker(40)
-	a := NewAudit(50052, DefaultPolicy(), tr.Chains(), chainsInfo)
+	a := NewAudit(50052, DefaultPolicy(), Run{}, tr.Chains(), chainsInfo)
 	only := a.Only(netip.MustParseAddr("::ffff:10.9.0.2"), netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.99.0.1"))
 	want := withChainsFit(wantReport(tr).Only(netip.MustParseAddr("10.9.0.2"), netip.MustParseAddr("10.9.0.1")))
 	if diff := cmp.Diff(want, only.Report(), netipOpt); diff != "" {
@@ -422,7 +422,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 // writePeers stops at the first error, its own or the writer's, and leaves
 // no goroutine blocked.
 func TestWritePeersError(t *testing.T) {
-	a := NewAudit(50052, DefaultPolicy(), chainsTracker(20*writeBatch).Chains(), chainsInfo)
+	a := NewAudit(50052, DefaultPolicy(), Run{}, chainsTracker(20*writeBatch).Chains(), chainsInfo)
 	before := runtime.NumGoroutine()
 	errBad := errors.New("bad peer")
 	err := a.writePeers(io.Discard, func(b []byte, i int, c func() Chain) ([]byte, error) {
@@ -466,7 +466,7 @@ func TestFileInfoJSON(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			info := CaptureInfo{Files: []FileInfo{tt.file}}
-			a := NewAudit(50052, DefaultPolicy(), NewTracker().Chains(), info)
+			a := NewAudit(50052, DefaultPolicy(), Run{}, NewTracker().Chains(), info)
 			var js bytes.Buffer
 			if err := a.WriteJSON(&js); err != nil {
 				t.Fatal(err)
@@ -533,9 +533,15 @@ func TestAppendWholeNS(t *testing.T) {
 // windows held, are what encoding/json writes.
 func TestAppendPeerJSONVerified(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, p := range []Policy{DefaultPolicy(), ReferencePolicy(3000), ReferencePolicy(500)} {
+	// Every mode's model, so the members a run adds (term, signatures,
+	// recovery, reconnects) are held to encoding/json too.
+	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	runs := []Run{{}, {Mode: RetryMode{Kind: ModeHang}, End: t1.Add(time.Hour)}, {Mode: RetryMode{Kind: ModeGoaway}},
+		{Mode: RetryMode{Kind: ModeRestart, Down: time.Minute}, Back: t1.Add(10 * time.Minute)}}
+	for i, p := range []Policy{DefaultPolicy(), ReferencePolicy(3000), ReferencePolicy(500), hangPolicy(3 * time.Second)} {
 		windows := newWindowText(p)
-		for range 200 {
+		for j := range 200 {
+			run := runs[(i+j)%len(runs)]
 			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			var c Chain
 			c.Peer = netip.MustParseAddr("127.0.0.1")
@@ -544,7 +550,7 @@ func TestAppendPeerJSONVerified(t *testing.T) {
 				at = at.Add(time.Duration(rng.Int64N(int64(200 * time.Second))))
 				c.Attempts = append(c.Attempts, Attempt{Time: at, Src: netip.AddrPortFrom(c.Peer, uint16(40000+k))})
 			}
-			pr := NewPeerReport(p, c)
+			pr := PeerReportOf(c, VerifyRun(p, c.Times(), run))
 			want, err := json.Marshal(pr)
 			if err != nil {
 				t.Fatal(err)

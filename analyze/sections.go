@@ -220,6 +220,9 @@ func sessionFailure(n int, chain *PeerReport, hasServer bool, sv *ServerVerdict)
 	if chain != nil {
 		kernelFailed, kernelReason = !chain.Passed, chain.Reason
 	}
+	if sv != nil && sv.Verdict == NotJudged {
+		hasServer = false // the kernel's verdict is the session's
+	}
 	serverFailed := hasServer && (sv == nil || !sv.Passed)
 	serverReason := "the session did not end with Stop, so the server gave no verdict"
 	if sv != nil {

@@ -26,6 +26,10 @@ const (
 	TooFew Verdict = "too few attempts"
 	// Overflow is a session that recorded more attempts than it may keep.
 	Overflow Verdict = "too many attempts"
+	// NotJudged is the server's answer in a mode where it accepts nothing
+	// for a while (refuse, restart), so it never saw the attempts that a
+	// verdict needs: only a capture judges them (docs/spec.md §7.1).
+	NotJudged Verdict = "not judged"
 )
 
 // Interval is one gap between consecutive attempts, judged as the reference
@@ -52,6 +56,12 @@ type Interval struct {
 	// backoff is not jittered, so interval 1 must lie within
 	// BaseDelay ± Tolerance. Later intervals read as in the reference.
 	StrictOK bool `json:"strict_ok"`
+	// Term names what set the window when the attempt before the interval
+	// hung (docs/spec.md §7): TermConnectTimeout when the connect timeout
+	// outlasts the backoff's expected value, else TermBackoff; TermReset
+	// when the connection before it succeeded, so backoff began anew and
+	// the interval is reported, not judged. Empty for a plain backoff.
+	Term Term `json:"term,omitempty"`
 }
 
 // Reading is one verdict over a chain.
@@ -80,6 +90,21 @@ type Result struct {
 	// BackoffMS is ReconnectInfo.backoff_ms: every interval, in order, even
 	// after a failure.
 	BackoffMS []int32
+	// Run is what the chain was verified in: the retry port's mode, and
+	// what the wire or the server showed of each attempt.
+	Run Run
+	// Tail, when not empty, is the failure after the last attempt: a
+	// client that never gave up on a hung connection, or never tried
+	// again after it did (docs/spec.md §7). It fails both readings, with
+	// no interval at fault.
+	Tail string
+	// Recovery is set when the retry port came back during the chain
+	// (ModeRestart): how long after its return the client came again.
+	Recovery *Recovery
+	// Reconnects is set in the modes where each connection succeeds
+	// before it is closed (settings-close, goaway): how fast the client
+	// came back.
+	Reconnects *Reconnects
 }
 
 // Passed reports the reference reading's verdict.
@@ -146,30 +171,15 @@ func floorMS(d time.Duration) int32 {
 	return int32(max(min(wholeMS(d), math.MaxInt32), math.MinInt32))
 }
 
-// Verify judges the attempt times t[0] < t[1] < … of one chain against p.
-// The times are taken as given; a gap that runs backwards is early.
-func Verify(p Policy, times []time.Time) Result {
-	r := Result{Policy: p, Attempts: len(times), ReferencePassed: true}
-	if n := len(times) - 1; n > 0 {
-		r.Intervals = make([]Interval, 0, n)
-		r.BackoffMS = make([]int32, 0, n)
-	}
-	e := p.first()
-	for k := 1; k < len(times); k++ {
-		iv := p.check(k, e, times[k].Sub(times[k-1]))
-		r.Intervals = append(r.Intervals, iv)
-		r.BackoffMS = append(r.BackoffMS, iv.BackoffMS)
-		if !iv.OK {
-			r.ReferencePassed = false
-		}
-		e = p.next(e)
-	}
-	r.Reference = reading(r.Intervals, len(times), func(iv Interval) bool { return iv.OK })
-	r.Strict = reading(r.Intervals, len(times), func(iv Interval) bool { return iv.StrictOK })
-	return r
-}
+// Verify judges the attempt times t[0] < t[1] < … of one chain against p,
+// as the reference does: every attempt failed at once (ModeClose). The
+// times are taken as given; a gap that runs backwards is early.
+func Verify(p Policy, times []time.Time) Result { return VerifyRun(p, times, Run{}) }
 
-func reading(ivs []Interval, attempts int, ok func(Interval) bool) Reading {
+func reading(ivs []Interval, attempts int, tail string, ok func(Interval) bool) Reading {
+	if tail != "" {
+		return Reading{Verdict: Failed}
+	}
 	if attempts < 2 {
 		return Reading{Verdict: TooFew}
 	}
@@ -184,9 +194,13 @@ func reading(ivs []Interval, attempts int, ok func(Interval) bool) Reading {
 // Reason says in one line why the reference reading did not pass, naming
 // the first failing interval; "" when it passed.
 func (r Result) Reason() string {
-	switch r.Reference.Verdict {
-	case Passed:
+	switch {
+	case r.Reference.Verdict == Passed:
 		return ""
+	case r.Tail != "":
+		return r.Tail
+	}
+	switch r.Reference.Verdict {
 	case TooFew:
 		return fmt.Sprintf("too few attempts: %d connection(s), at least 2 are needed to measure a backoff", r.Attempts)
 	}
@@ -199,8 +213,12 @@ func (r Result) Reason() string {
 		if w := iv.WholeMS(); w != int64(iv.BackoffMS) {
 			judged = fmt.Sprintf("judged as %d ms, the reference's int32 limit; ", iv.BackoffMS)
 		}
-		return fmt.Sprintf("interval %d: %d ms is %s (%sexpected %.0f ms, window %.0f–%.0f ms)",
-			k, iv.WholeMS(), iv.Outcome, judged, iv.ExpectedMS, iv.MinMS, iv.MaxMS)
+		term := ""
+		if iv.Term != "" {
+			term = ", set by the " + string(iv.Term)
+		}
+		return fmt.Sprintf("interval %d: %d ms is %s (%sexpected %.0f ms%s, window %.0f–%.0f ms)",
+			k, iv.WholeMS(), iv.Outcome, judged, iv.ExpectedMS, term, iv.MinMS, iv.MaxMS)
 	}
 	return string(r.Reference.Verdict)
 }

@@ -14,15 +14,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -31,10 +37,11 @@ import (
 	"github.com/backoff-audit/audit/pb"
 )
 
-// serverNameOverride is the TLS name the C++ interop client asks for
-// (docs/spec.md §2). No handshake ever completes on the retry port; the name is
-// kept so that the ClientHello looks like the reference client's.
-const serverNameOverride = "foo.test.google.fr"
+// DefaultServerHostOverride is the TLS name the C++ interop client asks
+// for (docs/spec.md §2.3). No handshake completes on the interop test's
+// retry port; the name is kept so that the ClientHello looks like the
+// reference client's.
+const DefaultServerHostOverride = "foo.test.google.fr"
 
 // stopTimeout bounds Stop, which runs even after the caller gave up so that
 // the server's session ends and the next one can start.
@@ -53,6 +60,29 @@ type Config struct {
 	// InitialBackoffMS is grpc-go's BaseDelay. Anything but 1000 is a
 	// deliberately wrong client, which the server should fail.
 	InitialBackoffMS int32
+	// MinConnectTimeoutMS is grpc-go's MinConnectTimeout, the least time
+	// one attempt is given to connect; 0 means the spec's 20 s
+	// (docs/spec.md §1.1). It matters only where an attempt can hang.
+	MinConnectTimeoutMS int32
+	// Plaintext makes the retry channel plaintext. The interop test's
+	// channel is TLS (docs/spec.md §1.3), the zero value.
+	Plaintext bool
+	// CAFile, when set, holds the PEM roots the retry channel trusts, for
+	// a retry port that completes the TLS handshake. Empty: a certificate
+	// made in memory, which no server presents (the interop test's port
+	// closes every connection before the handshake).
+	CAFile string
+	// ServerHostOverride is the name TLS asks for and checks the server's
+	// certificate against; empty means DefaultServerHostOverride.
+	ServerHostOverride string
+	// Reissue makes the retry RPC again whenever it fails before its
+	// deadline. On the interop test's retry port it never does; on a port
+	// whose connections succeed and then drop (docs/spec.md §7.1,
+	// settings-close and goaway) the RPC fails with its connection
+	// (UNAVAILABLE, or UNKNOWN when the connection ends mid-read), and a
+	// channel with no RPC waiting has no reason to reconnect. An answer
+	// (OK) ends the retry RPCs: a retry port never gives one.
+	Reissue bool
 	// Deadline is the retry RPC's deadline (the reference uses 540 s).
 	Deadline time.Duration
 	// Progress, when not nil, gets a line per connectivity-state change of
@@ -96,6 +126,12 @@ func (c Config) validate() error {
 	if c.InitialBackoffMS <= 0 {
 		errs = append(errs, fmt.Errorf("--initial_backoff_ms %d: must be positive", c.InitialBackoffMS))
 	}
+	if c.MinConnectTimeoutMS < 0 {
+		errs = append(errs, fmt.Errorf("--min_connect_timeout_ms %d: must not be negative", c.MinConnectTimeoutMS))
+	}
+	if c.Plaintext && c.CAFile != "" {
+		errs = append(errs, fmt.Errorf("--ca_file %s: needs --use_tls", c.CAFile))
+	}
 	if c.Deadline <= 0 {
 		errs = append(errs, fmt.Errorf("--deadline %v: must be positive", c.Deadline))
 	}
@@ -111,10 +147,14 @@ func (c Config) policy() analyze.Policy {
 
 // connectParams is the grpc-go backoff of the retry channel. Every field is
 // set: a ConnectParams left partly zero is not grpc-go's default but a
-// zero multiplier, no jitter, a zero MaxDelay (retry at once, docs/spec.md §6)
+// zero multiplier, no jitter, a zero MaxDelay (retry at once, docs/spec.md §6.3)
 // and a zero MinConnectTimeout.
 func (c Config) connectParams() grpc.ConnectParams {
 	ref := c.policy()
+	minConnect := ref.MinConnectTimeout
+	if c.MinConnectTimeoutMS > 0 {
+		minConnect = time.Duration(c.MinConnectTimeoutMS) * time.Millisecond
+	}
 	return grpc.ConnectParams{
 		Backoff: backoff.Config{
 			BaseDelay:  time.Duration(c.InitialBackoffMS) * time.Millisecond,
@@ -122,8 +162,15 @@ func (c Config) connectParams() grpc.ConnectParams {
 			Jitter:     ref.Jitter,
 			MaxDelay:   ref.MaxDelay, // never zero: ReferencePolicy maps 0 to 120 s
 		},
-		MinConnectTimeout: ref.MinConnectTimeout,
+		MinConnectTimeout: minConnect,
 	}
+}
+
+func (c Config) serverHostOverride() string {
+	if c.ServerHostOverride == "" {
+		return DefaultServerHostOverride
+	}
+	return c.ServerHostOverride
 }
 
 // Report is what one run saw.
@@ -145,6 +192,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Config: cfg, Connect: cfg.connectParams()}
+	// Before Start: a bad --ca_file is the caller's mistake, not a session.
+	creds, err := cfg.retryCredentials()
+	if err != nil {
+		return nil, err
+	}
 
 	control, err := grpc.NewClient(cfg.controlAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -170,7 +222,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	// Step 2. Whatever happens to the retry RPC, Stop must run.
-	rep.Retry = retryRPC(ctx, cfg, rep.Connect)
+	rep.Retry = retryRPC(ctx, cfg, creds, rep.Connect)
 
 	// Step 3, even when ctx is done: the server's session must end.
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
@@ -192,18 +244,47 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // RetryOutcome is how the retry RPC ended; the code must be
 // DeadlineExceeded.
 type RetryOutcome struct {
+	// Code and Err are the last retry RPC's end.
 	Code codes.Code
 	Err  error
+	// Took is the time from the first RPC's start to the last one's end.
 	Took time.Duration
+	// Start is when the first retry RPC began.
+	Start time.Time
+	// RPCs is how many retry RPCs were made: 1, or more with Reissue.
+	RPCs int
+	// Early are the ends of the RPCs made again (Reissue), the first
+	// MaxKept of them; EarlyCodes counts them all by code.
+	Early      []RPCEnd
+	EarlyCodes map[codes.Code]int
+	// States are the retry channel's connectivity states from the first
+	// RPC's start to the last one's end, the first being the state before
+	// it, the first MaxKept of them. A state held only a moment may be
+	// missing: grpc-go reports changes, not every state it passed through.
+	States []StateChange
 }
 
-// retryRPC opens the TLS retry channel and makes one wait-for-ready RPC
-// that can only end at its deadline.
-func retryRPC(ctx context.Context, cfg Config, cp grpc.ConnectParams) RetryOutcome {
-	creds, err := retryCredentials()
-	if err != nil {
-		return RetryOutcome{Code: codes.Internal, Err: err}
-	}
+// MaxKept bounds RetryOutcome's lists: a channel whose connections succeed
+// and drop at once may change state thousands of times a second.
+const MaxKept = 1000
+
+// RPCEnd is the end of one retry RPC.
+type RPCEnd struct {
+	Code codes.Code
+	Err  error
+	At   time.Time
+}
+
+// StateChange is the retry channel entering State at At.
+type StateChange struct {
+	State connectivity.State
+	At    time.Time
+}
+
+// retryRPC opens the retry channel with creds and makes one wait-for-ready
+// RPC that can only end at its deadline, or, with Reissue, as many as it
+// takes to reach it.
+func retryRPC(ctx context.Context, cfg Config, creds credentials.TransportCredentials, cp grpc.ConnectParams) RetryOutcome {
 	conn, err := grpc.NewClient(cfg.retryAddr(),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(cp))
@@ -215,19 +296,32 @@ func retryRPC(ctx context.Context, cfg Config, cp grpc.ConnectParams) RetryOutco
 	rctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
 	defer cancel()
 	start := time.Now()
-	stopWatch := func() {}
-	if cfg.Progress != nil {
-		stopWatch = watchRetry(rctx, conn, cfg.Progress, cfg.progressEvery(), start, cfg.Deadline)
-	}
+	w := &watcher{conn: conn, progress: cfg.Progress, every: cfg.progressEvery(), start: start, deadline: cfg.Deadline}
+	stopWatch := w.run(rctx)
 	// Any method does; the reference calls Start on the retry port.
-	_, err = pb.NewReconnectServiceClient(conn).Start(rctx,
-		&pb.ReconnectParams{MaxReconnectBackoffMs: cfg.MaxReconnectBackoffMS},
-		grpc.WaitForReady(true))
-	took := time.Since(start)
+	svc := pb.NewReconnectServiceClient(conn)
+	req := &pb.ReconnectParams{MaxReconnectBackoffMs: cfg.MaxReconnectBackoffMS}
+	out := RetryOutcome{Start: start}
+	for {
+		_, err = svc.Start(rctx, req, grpc.WaitForReady(true))
+		out.RPCs++
+		out.Code, out.Err = status.Code(err), err
+		if !cfg.Reissue || err == nil || rctx.Err() != nil {
+			break
+		}
+		if out.EarlyCodes == nil {
+			out.EarlyCodes = map[codes.Code]int{}
+		}
+		out.EarlyCodes[out.Code]++
+		if len(out.Early) < MaxKept {
+			out.Early = append(out.Early, RPCEnd{Code: out.Code, Err: err, At: time.Now()})
+		}
+	}
+	out.Took = time.Since(start)
 	// No progress line may follow the RPC's end: the caller prints the
 	// report next, and Close would add a SHUTDOWN line.
-	stopWatch()
-	return RetryOutcome{Code: status.Code(err), Err: err, Took: took}
+	out.States = stopWatch()
+	return out
 }
 
 func (c Config) progressEvery() time.Duration {
@@ -237,48 +331,118 @@ func (c Config) progressEvery() time.Duration {
 	return c.ProgressEvery
 }
 
-// watchRetry writes to w a line per state change of conn, and a line after
-// every span of silence, until stop is called or ctx is done; stop returns
-// once the last line is written. Write errors are ignored: progress is a
-// courtesy and must not end the run.
-func watchRetry(ctx context.Context, conn *grpc.ClientConn, w io.Writer, every time.Duration, start time.Time, deadline time.Duration) (stop func()) {
+// minProgressGap is the least time between two progress lines: a channel
+// whose connections succeed and drop at once changes state hundreds of
+// times a second (docs/spec.md §7.3), which would flood stderr.
+const minProgressGap = 250 * time.Millisecond
+
+// watcher follows the retry channel's state while the RPC waits: it keeps
+// every change and, when progress is set, writes a line per change (at
+// most one per minProgressGap, counting the changes it folds in) and a
+// line after every span of silence.
+type watcher struct {
+	conn     *grpc.ClientConn
+	progress io.Writer
+	every    time.Duration
+	start    time.Time
+	deadline time.Duration
+
+	mu     sync.Mutex
+	states []StateChange
+}
+
+// run watches until stop is called or ctx is done; stop returns once the
+// last line is written, with the states seen. Write errors are ignored:
+// progress is a courtesy and must not end the run.
+func (w *watcher) run(ctx context.Context) (stop func() []StateChange) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	// Read before the RPC leaves IDLE, so that its first change is a line.
-	state := conn.GetState()
+	// Read before the RPC leaves IDLE, so that its first change is seen.
+	state := w.conn.GetState()
+	w.states = []StateChange{{State: state, At: w.start}}
 	go func() {
 		defer close(done)
+		var last time.Time      // of the last line
+		var changedAt time.Time // of the last change
+		pending := 0            // changes since the last line
 		for {
-			wctx, wcancel := context.WithTimeout(ctx, every)
-			changed := conn.WaitForStateChange(wctx, state)
+			wctx, wcancel := ctx, context.CancelFunc(func() {})
+			if w.progress != nil {
+				wait := w.every
+				if pending > 0 {
+					wait = max(minProgressGap-time.Since(last), 0)
+				}
+				wctx, wcancel = context.WithTimeout(ctx, wait)
+			}
+			changed := w.conn.WaitForStateChange(wctx, state)
 			wcancel()
 			if ctx.Err() != nil {
 				return
 			}
-			still := "still "
 			if changed {
-				state, still = conn.GetState(), ""
+				state, changedAt = w.conn.GetState(), time.Now()
+				pending++
+				w.mu.Lock()
+				if len(w.states) < MaxKept {
+					w.states = append(w.states, StateChange{State: state, At: changedAt})
+				}
+				w.mu.Unlock()
 			}
-			fmt.Fprintf(w, "retry channel %s%v after %.1f s of %s s\n",
-				still, state, time.Since(start).Seconds(), strconv.FormatFloat(deadline.Seconds(), 'f', -1, 64))
+			if w.progress == nil || pending > 0 && time.Since(last) < minProgressGap {
+				continue
+			}
+			// A change line gives the time of the change, however late
+			// it is written.
+			still, more, at := "still ", "", time.Now()
+			if pending > 0 {
+				still, at = "", changedAt
+			}
+			if pending > 1 {
+				more = fmt.Sprintf(" (%d state changes since the last line)", pending)
+			}
+			fmt.Fprintf(w.progress, "retry channel %s%v after %.1f s of %s s%s\n",
+				still, state, at.Sub(w.start).Seconds(), strconv.FormatFloat(w.deadline.Seconds(), 'f', -1, 64), more)
+			last, pending = time.Now(), 0
 		}
 	}()
-	return func() { cancel(); <-done }
+	return func() []StateChange {
+		cancel()
+		<-done
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.states
+	}
 }
 
-// retryCredentials trusts one certificate made in memory for
-// serverNameOverride. The retry port closes every connection before the
-// handshake, so no certificate is ever presented; the pool only keeps grpc-go
+// retryCredentials are the retry channel's: plaintext, TLS trusting the
+// roots of CAFile, or TLS trusting one certificate made in memory. The
+// interop test's retry port closes every connection before the handshake,
+// so no certificate is ever presented; the in-memory one only keeps grpc-go
 // from reading the system's roots.
-func retryCredentials() (credentials.TransportCredentials, error) {
+func (c Config) retryCredentials() (credentials.TransportCredentials, error) {
+	name := c.serverHostOverride()
+	switch {
+	case c.Plaintext:
+		return insecure.NewCredentials(), nil
+	case c.CAFile != "":
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca_file %s: no PEM certificate in it", c.CAFile)
+		}
+		return credentials.NewClientTLSFromCert(pool, name), nil
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate test key: %w", err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: serverNameOverride},
-		DNSNames:              []string{serverNameOverride},
+		Subject:               pkix.Name{CommonName: name},
+		DNSNames:              []string{name},
 		NotBefore:             time.Unix(0, 0),
 		NotAfter:              time.Unix(1<<33, 0),
 		IsCA:                  true,
@@ -295,7 +459,7 @@ func retryCredentials() (credentials.TransportCredentials, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	return credentials.NewClientTLSFromCert(pool, serverNameOverride), nil
+	return credentials.NewClientTLSFromCert(pool, name), nil
 }
 
 // checkBackoffs runs the one verifier over the server's backoff_ms. Gaps
@@ -335,12 +499,16 @@ func (r *Report) Verdict() (passed bool, reason string) {
 func (r *Report) Write(w io.Writer) error {
 	b := r.Connect.Backoff
 	ew := &errWriter{w: w}
-	ew.printf("control %s, retry %s (TLS, server name %s)\n",
-		r.Config.controlAddr(), r.Config.retryAddr(), serverNameOverride)
+	ew.printf("control %s, retry %s (%s)\n", r.Config.controlAddr(), r.Config.retryAddr(), r.Config.retrySecurity())
 	ew.printf("grpc-go backoff: initial %v ×%g ±%g%% cap %v, min connect timeout %v\n",
 		b.BaseDelay, b.Multiplier, b.Jitter*100, b.MaxDelay, r.Connect.MinConnectTimeout)
-	ew.printf("retry RPC: %v after %v (want DeadlineExceeded)\n\n",
-		r.Retry.Code, r.Retry.Took.Round(time.Millisecond))
+	if r.Retry.RPCs > 1 {
+		ew.printf("retry RPCs: %d, made again after %s; the last ended in %v after %v (want DeadlineExceeded)\n\n",
+			r.Retry.RPCs, r.Retry.earlyCodes(), r.Retry.Code, r.Retry.Took.Round(time.Millisecond))
+	} else {
+		ew.printf("retry RPC: %v after %v (want DeadlineExceeded)\n\n",
+			r.Retry.Code, r.Retry.Took.Round(time.Millisecond))
+	}
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// Numbers align right; the verdict, after the last tab, stays left.
@@ -362,6 +530,28 @@ func (r *Report) Write(w io.Writer) error {
 	ew.printf("\nserver: %s (%d backoffs)\nown check: %s (%v)\n",
 		server, len(r.Server.GetBackoffMs()), own, r.Own.Policy)
 	return ew.err
+}
+
+// earlyCodes says how the RPCs made again ended, e.g.
+// "Unavailable ×1304, Unknown ×2", in the order of the codes.
+func (o RetryOutcome) earlyCodes() string {
+	cs := slices.Sorted(maps.Keys(o.EarlyCodes))
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%v ×%d", c, o.EarlyCodes[c])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// retrySecurity says how the retry channel is secured, for the report.
+func (c Config) retrySecurity() string {
+	switch {
+	case c.Plaintext:
+		return "plaintext"
+	case c.CAFile != "":
+		return fmt.Sprintf("TLS, server name %s, roots %s", c.serverHostOverride(), c.CAFile)
+	}
+	return "TLS, server name " + c.serverHostOverride()
 }
 
 // errWriter keeps the first write error, so Write can print freely.

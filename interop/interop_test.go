@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/backoff-audit/audit/analyze"
@@ -36,6 +37,14 @@ func TestConnectParams(t *testing.T) {
 			want: grpc.ConnectParams{
 				Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 120 * time.Second},
 				MinConnectTimeout: 20 * time.Second,
+			},
+		},
+		{
+			name: "a short connect timeout",
+			cfg:  Config{InitialBackoffMS: 1000, MinConnectTimeoutMS: 3000},
+			want: grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 120 * time.Second},
+				MinConnectTimeout: 3 * time.Second,
 			},
 		},
 		{
@@ -337,6 +346,24 @@ func TestRunProgress(t *testing.T) {
 	}
 	if still == 0 {
 		t.Errorf("no line while the state held, with a line due every %v", cfg.ProgressEvery)
+	}
+	// The report keeps the changes too, from the state before the RPC.
+	got := rep.Retry.States
+	var names []string
+	for i, sc := range got {
+		names = append(names, sc.State.String())
+		if i == 0 && (sc.State != connectivity.Idle || !sc.At.Equal(rep.Retry.Start)) {
+			t.Errorf("first state %v at %v, want IDLE at the RPC's start %v", sc.State, sc.At, rep.Retry.Start)
+		}
+		if i > 0 && sc.At.Before(got[i-1].At) {
+			t.Errorf("state %d (%v) at %v, before the one it follows", i, sc.State, sc.At)
+		}
+		if d := sc.At.Sub(rep.Retry.Start); d < 0 || d > rep.Retry.Took {
+			t.Errorf("state %d (%v) %v after the RPC's start, outside its %v", i, sc.State, d, rep.Retry.Took)
+		}
+	}
+	if !slices.Contains(names, "TRANSIENT_FAILURE") {
+		t.Errorf("Retry.States %v; want TRANSIENT_FAILURE among them", names)
 	}
 	// The watcher would have written again by now, had Run left it running.
 	time.Sleep(2 * cfg.ProgressEvery)

@@ -58,8 +58,16 @@ type Outcome struct {
 	FirstFailure     string
 }
 
-// policy is what a sniff-only session is judged against.
-func (c Config) policy() analyze.Policy { return analyze.ReferencePolicy(c.MaxMS) }
+// policy is what a sniff-only session is judged against: the cap of
+// --max_reconnect_backoff_ms and the connect timeout of
+// --min_connect_timeout_ms.
+func (c Config) policy() analyze.Policy {
+	p := analyze.ReferencePolicy(c.MaxMS)
+	if c.Server.MinConnectTimeout > 0 {
+		p.MinConnectTimeout = c.Server.MinConnectTimeout
+	}
+	return p
+}
 
 // maxAttempts is what one session keeps, the server's --max_attempts: the
 // kernel's list of a session is capped as the server's is, and later
@@ -288,6 +296,7 @@ func (a *liveAuditor) loop(ctx context.Context, w *feeds, end *runEnd) {
 		case <-idle.C:
 			if a.sess != nil {
 				a.sess.cause = analyze.CauseIdle
+				a.sess.endTime = time.Now().Round(0) // wall clock, as the SYNs
 				a.finish()
 			}
 		case err := <-w.capDone:
@@ -421,7 +430,7 @@ func (a *liveAuditor) addSYN(s analyze.SYN) {
 	at := analyze.Attempt{Time: s.Time.UTC(), Src: s.Src, Dst: s.Dst, Seq: s.Seq}
 	if a.sess == nil && a.sniffOnly() {
 		a.number++
-		a.sess = newSniffSession(a.number, a.cfg.policy(), a.cfg.maxAttempts(), at)
+		a.sess = newSniffSession(a.number, a.cfg.policy(), a.cfg.Server.Mode, a.cfg.maxAttempts(), at)
 	}
 	switch {
 	case a.sess == nil || !a.sess.contains(at.Time):
@@ -518,6 +527,10 @@ func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
 			a.sess.accepts = append(a.sess.accepts, acc)
 		case a.ending && e.Session == 0 && len(a.sess.late) < a.sess.maxAttempts:
 			a.sess.late = append(a.sess.late, acc) // a SYN from just before Stop
+		}
+	case analyze.EventRestart:
+		if a.sess != nil && e.Session == a.sess.number && !a.ending {
+			a.sess.back = e.Time
 		}
 	case analyze.EventStop, analyze.EventExpire:
 		if a.sess != nil && e.Session == a.sess.number && !a.ending {

@@ -86,7 +86,8 @@ func AuditRecord(opt RecordOptions, chains []analyze.Chain, capInfo analyze.Capt
 		}
 		ls := &liveSession{number: s.Number, server: true, offline: true, start: s.Start, startPeer: s.Peer,
 			maxMS: s.Params.MaxReconnectBackoffMS, policy: s.Params.Policy, accepts: s.Accepts,
-			end: s.End, endTime: s.EndTime, late: s.Late, cause: analyze.CauseNoEnd, peer: s.Peer.Addr().Unmap()}
+			end: s.End, endTime: s.EndTime, late: s.Late, cause: analyze.CauseNoEnd, peer: s.Peer.Addr().Unmap(),
+			mode: s.Params.Mode, back: s.Back}
 		if s.End != nil {
 			ls.cause = s.End.Cause
 		}

@@ -26,7 +26,11 @@ type liveSession struct {
 	startPeer netip.AddrPort
 	maxMS     int32
 	policy    analyze.Policy
-	accepts   []analyze.Accept
+	// mode is what the retry port did (docs/spec.md §7.1), and back when
+	// a restarted port listened again.
+	mode    analyze.RetryMode
+	back    time.Time
+	accepts []analyze.Accept
 	// late are the accepts just after the session ended (session 0).
 	late    []analyze.Accept
 	end     *analyze.SessionEnd
@@ -60,22 +64,32 @@ func newServerSession(e analyze.RecordEvent, maxAttempts int) *liveSession {
 	s := &liveSession{number: e.Session, server: true, start: e.Time, startPeer: e.Peer, maxAttempts: maxAttempts,
 		peer: e.Peer.Addr().Unmap(), policy: analyze.DefaultPolicy(), seen: map[netip.Addr]peerProgress{}}
 	if e.Params != nil {
-		s.maxMS, s.policy = e.Params.MaxReconnectBackoffMS, e.Params.Policy
+		s.maxMS, s.policy, s.mode = e.Params.MaxReconnectBackoffMS, e.Params.Policy, e.Params.Mode
 	}
 	return s
 }
 
-func newSniffSession(number int, p analyze.Policy, maxAttempts int, first analyze.Attempt) *liveSession {
-	return &liveSession{number: number, start: first.Time, policy: p, maxAttempts: maxAttempts,
+func newSniffSession(number int, p analyze.Policy, mode analyze.RetryMode, maxAttempts int, first analyze.Attempt) *liveSession {
+	return &liveSession{number: number, start: first.Time, policy: p, mode: mode, maxAttempts: maxAttempts,
 		peer: first.Src.Addr().Unmap(), seen: map[netip.Addr]peerProgress{}}
+}
+
+// runEnd is when the session's run ended, for the model's tail (a hung
+// attempt the client never gave up on): the session's end, or where the
+// capture stopped if that came first; zero when unknown.
+func (s *liveSession) runEnd() time.Time {
+	if !s.captureEnd.IsZero() && (s.endTime.IsZero() || s.captureEnd.Before(s.endTime)) {
+		return s.captureEnd
+	}
+	return s.endTime
 }
 
 // serverSession is the session as analyze's cross-check reads it.
 func (s *liveSession) serverSession() analyze.ServerSession {
 	return analyze.ServerSession{
 		Number: s.number, Start: s.start, Peer: s.startPeer,
-		Params:  analyze.SessionParams{MaxReconnectBackoffMS: s.maxMS, Policy: s.policy},
-		Accepts: s.accepts, End: s.end, EndTime: s.endTime, Late: s.late,
+		Params:  analyze.SessionParams{MaxReconnectBackoffMS: s.maxMS, Policy: s.policy, Mode: s.mode},
+		Accepts: s.accepts, End: s.end, EndTime: s.endTime, Late: s.late, Back: s.back,
 	}
 }
 
@@ -147,11 +161,14 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 	var peers []analyze.PeerReport
 	if as := byPeer[chain]; len(as) > 0 {
 		c := analyze.Chain{Peer: chain, Attempts: as}
-		res := analyze.Verify(s.policy, c.Times())
+		// The model of the session's mode (docs/spec.md §7.3); the run
+		// ends with the session, or where the capture stopped.
+		res := analyze.VerifyRun(s.policy, c.Times(), analyze.Run{Mode: s.mode, End: s.runEnd(), Back: s.back})
 		input.Kernel = &res
 		peers = append(peers, analyze.PeerReportOf(c, res))
 	}
 	r := analyze.NewReportOf(port, s.policy, peers, capInfo)
+	r.Mode = s.mode
 	r.Capture.Attempts, r.Capture.Retransmits = len(inside), 0
 	for _, a := range inside {
 		r.Capture.Retransmits += a.Retransmits

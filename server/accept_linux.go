@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -61,6 +62,11 @@ func (s *Server) acceptLoop() {
 			if s.retryDone {
 				return false // wait for Close to close the listener
 			}
+			if s.retryDown {
+				// Not listening (refuse, restart): nothing to take; the
+				// next arrival after it listens again wakes the loop.
+				return false
+			}
 			more, aerr = s.takeQueued(int(fd), acceptBatch)
 			// Returning false waits for readiness, which the poller
 			// reports once per new arrival after EAGAIN: with connections
@@ -86,7 +92,7 @@ func (s *Server) acceptLoop() {
 // and is about to end the session (or close the server), so connections
 // complete before that belong to it.
 func (s *Server) drainQueueLocked() {
-	if s.retryDone {
+	if s.retryDone || s.retryDown {
 		return
 	}
 	var aerr error
@@ -99,7 +105,8 @@ func (s *Server) drainQueueLocked() {
 }
 
 // takeQueued accepts, stamps and closes up to limit connections from the
-// listening socket fd, which is non-blocking. It reports whether it stopped
+// listening socket fd, which is non-blocking; a connection the session's
+// mode holds open is handed over instead of closed. It reports whether it stopped
 // at the limit with the queue perhaps not empty, and an accept error that is
 // not about one connection.
 func (s *Server) takeQueued(fd, limit int) (more bool, err error) {
@@ -114,10 +121,94 @@ func (s *Server) takeQueued(fd, limit int) (more bool, err error) {
 		default:
 			return false, err
 		}
-		s.take(peerOf(sa))
-		syscall.Close(nfd)
+		if hc := s.take(peerOf(sa)); hc != nil {
+			if c, err := fdConn(nfd); err != nil {
+				s.dropHeld(hc, err)
+			} else {
+				s.serveHeld(hc, c)
+			}
+		} else {
+			syscall.Close(nfd)
+		}
 	}
 	return true, nil
+}
+
+// fdConn makes an accepted descriptor a net.Conn, which takes a duplicate;
+// nfd itself is closed.
+func fdConn(nfd int) (net.Conn, error) {
+	f := os.NewFile(uintptr(nfd), "retry connection")
+	defer f.Close()
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("hold retry connection: %w", err)
+	}
+	return c, nil
+}
+
+// canStopListening: here the retry port can stop listening and start
+// again (portDownLocked, portUpLocked).
+const canStopListening = true
+
+// listenBacklog asks for the largest accept queue; the kernel caps it at
+// net.core.somaxconn, as it does the one package net asks for.
+const listenBacklog = 1<<16 - 1
+
+// portDownLocked makes the retry port stop listening, so that the kernel
+// answers every SYN with a reset (refuse and restart modes, docs/spec.md
+// §7.1). The connections already in its queue are taken first: they came
+// before. The socket stays open, so that portUpLocked listens again on the
+// same port with the same options (one dual-stack socket). The caller
+// holds acceptMu; nothing here waits for the accept loop.
+func (s *Server) portDownLocked() error {
+	if s.retryDone || s.retryDown {
+		return nil
+	}
+	s.drainQueueLocked()
+	var serr error
+	// On Linux, shutting down the reading side of a listening socket
+	// disconnects it: it leaves the listening table, and its queue is
+	// reset.
+	if err := s.retryRaw.Control(func(fd uintptr) { serr = syscall.Shutdown(int(fd), syscall.SHUT_RD) }); err != nil {
+		return fmt.Errorf("retry port %s: stop listening: %w", s.retry.Addr(), err)
+	}
+	if serr != nil {
+		return fmt.Errorf("retry port %s: stop listening: %w", s.retry.Addr(), serr)
+	}
+	s.retryDown = true
+	return nil
+}
+
+// portUpLocked makes the retry port listen again after portDownLocked.
+// The caller holds acceptMu.
+func (s *Server) portUpLocked() error {
+	if s.retryDone || !s.retryDown {
+		return nil
+	}
+	var serr error
+	err := s.retryRaw.Control(func(fd uintptr) {
+		sa, err := syscall.Getsockname(int(fd))
+		if err != nil {
+			serr = err
+			return
+		}
+		// A socket bound to port 0 gave its port back when it stopped
+		// listening and must bind it again; one bound to a chosen port
+		// kept it, and bind says EINVAL.
+		if err := syscall.Bind(int(fd), sa); err != nil && !errors.Is(err, syscall.EINVAL) {
+			serr = fmt.Errorf("bind: %w", err)
+			return
+		}
+		serr = syscall.Listen(int(fd), listenBacklog)
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("retry port %s: listen again: %w", s.retry.Addr(), err)
+	}
+	s.retryDown = false
+	return nil
 }
 
 // peerOf is a connection's peer as accept4 gave it, an IPv4-mapped IPv6

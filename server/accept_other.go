@@ -37,13 +37,27 @@ func (s *Server) acceptLoop() {
 		}
 		delay = 0
 		s.acceptMu.Lock()
+		var hc *heldConn
 		if !s.retryDone {
-			s.take(addrPortOf(c.RemoteAddr()))
+			hc = s.take(addrPortOf(c.RemoteAddr()))
 		}
-		c.Close()
+		if hc != nil {
+			s.serveHeld(hc, c)
+		} else {
+			c.Close()
+		}
 		s.acceptMu.Unlock()
 	}
 }
+
+// canStopListening: here the refuse and restart modes are refused.
+const canStopListening = false
+
+func (s *Server) portDownLocked() error {
+	return errors.New("the retry port can stop listening on Linux only")
+}
+
+func (s *Server) portUpLocked() error { return nil }
 
 // drainQueueLocked takes nothing: connections are only taken by the accept
 // loop here.

@@ -3,7 +3,8 @@
 // and a retry port that accepts and closes every connection, recording when
 // each arrived and from where. It fixes the C++ reference's bugs (docs/spec.md §4)
 // and verifies each session with analyze.Verify, the one verifier the packet
-// auditor also runs.
+// auditor also runs. During a session the retry port may instead fail
+// attempts in other ways, its retry mode (docs/spec.md §7.1; Config.Mode).
 //
 // A Server behaves like net/http/httptest: New listens at once, the chosen
 // addresses are exposed, and Close is idempotent and waits for every
@@ -11,6 +12,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +39,14 @@ const (
 	DefaultMaxAttempts    = 10000
 	DefaultKeepSessions   = 16
 	DefaultMaxWaiting     = 64
+	// DefaultMaxHeld bounds the connections hang mode holds at once.
+	DefaultMaxHeld = 10000
+	// DefaultMaxHandshakes bounds the TLS and HTTP/2 handshakes of the
+	// settings-close and goaway modes at once.
+	DefaultMaxHandshakes = 256
+	// DefaultHandshakeTimeout bounds each connection of the settings-close
+	// and goaway modes, from accept to close.
+	DefaultHandshakeTimeout = 5 * time.Second
 )
 
 // Config configures a Server. The zero value is usable.
@@ -72,12 +82,37 @@ type Config struct {
 	// Logger receives the log: one line per interval as connections
 	// arrive, and each session's start and end. Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock of every timestamp (accepts, session start and end).
-	// Default time.Now. The session timeout runs on real time regardless.
+	// Now is the clock of every timestamp (accepts, session start and end,
+	// the restart line, how long a held connection was held). Default
+	// time.Now. The session timeout, the restart delay and the handshake
+	// timeout run on real time regardless.
 	Now func() time.Time
 
-	// OnEvent, when set, is called for every start, accept, stop and
-	// expire event, the same values (in the same order) that Record
+	// Mode is what the retry port does during a session (docs/spec.md §7.1);
+	// outside sessions it accepts and closes. The zero value is close.
+	// refuse and restart need Linux.
+	Mode analyze.RetryMode
+	// MinConnectTimeout is MIN_CONNECT_TIMEOUT in the sessions' policy
+	// (analyze.Policy.MinConnectTimeout): the least time a client gives
+	// one attempt, which bounds how long an attempt hangs in hang mode.
+	// Default analyze.DefaultMinConnectTimeout.
+	MinConnectTimeout time.Duration
+	// MaxHeld bounds the connections hang mode holds open at once; beyond
+	// it a connection is accepted, stamped and closed, and counted in
+	// Session.NotHeld. Default DefaultMaxHeld.
+	MaxHeld int
+	// MaxHandshakes bounds the connections of the settings-close and
+	// goaway modes in their handshake at once; beyond it a connection is
+	// accepted, stamped and closed, and counted in Session.NotHeld.
+	// Default DefaultMaxHandshakes.
+	MaxHandshakes int
+	// TLSCert is the certificate the settings-close and goaway modes
+	// present. Default: the committed test certificate
+	// (testdata/README.md, "Test certificate").
+	TLSCert *tls.Certificate
+
+	// OnEvent, when set, is called for every start, accept, restart, stop
+	// and expire event, the same values (in the same order) that Record
 	// receives. Calls are made one at a time from the server's goroutines
 	// (the retry accept loop, RPC handlers, the session timer); a slow
 	// OnEvent delays the retry port and the end of sessions. It may call
@@ -95,6 +130,8 @@ type Config struct {
 
 	// outsideEvery replaces outsideLogEvery when set (tests).
 	outsideEvery time.Duration
+	// handshakeTimeout replaces DefaultHandshakeTimeout when set (tests).
+	handshakeTimeout time.Duration
 }
 
 // gracefulStopWait bounds how long Close lets running RPCs answer before it
@@ -143,6 +180,19 @@ type Server struct {
 	// takes connections from it, as does the end of a session.
 	retryFile *os.File
 	retryRaw  syscall.RawConn
+	// retryDown is set, under acceptMu, while the retry port does not
+	// listen (refuse and restart modes, docs/spec.md §7.1).
+	retryDown bool
+
+	// mode is Config.Mode, its zero value spelt ModeClose; tlsConf the
+	// TLS configuration of the settings-close and goaway modes.
+	mode    analyze.RetryMode
+	tlsConf *tls.Config
+	// handshakeTimeout bounds each connection of those modes.
+	handshakeTimeout time.Duration
+	// holders counts the goroutines of held connections (held, guarded by
+	// mu): Close waits for them after the session's end has closed them.
+	holders sync.WaitGroup
 
 	mu      sync.Mutex
 	closing bool
@@ -157,6 +207,10 @@ type Server struct {
 	outsidePeer  netip.AddrPort
 	outsideKick  chan struct{}
 	outsideEvery time.Duration
+	// held holds the retry connections kept open (hang mode) or in their
+	// handshake (settings-close, goaway): all of the running session's,
+	// since its end closes them.
+	held map[*heldConn]struct{}
 
 	// finishedMu guards finished. It is never held while taking another
 	// lock, so OnEvent (called under emitMu) may call Session.
@@ -191,14 +245,28 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxWaiting <= 0 {
 		cfg.MaxWaiting = DefaultMaxWaiting
 	}
+	if cfg.MinConnectTimeout <= 0 {
+		cfg.MinConnectTimeout = analyze.DefaultMinConnectTimeout
+	}
+	if cfg.MaxHeld <= 0 {
+		cfg.MaxHeld = DefaultMaxHeld
+	}
+	if cfg.MaxHandshakes <= 0 {
+		cfg.MaxHandshakes = DefaultMaxHandshakes
+	}
 	s := &Server{
-		cfg:          cfg,
-		log:          cfg.Logger,
-		now:          cfg.Now,
-		sem:          make(chan struct{}, 1),
-		closed:       make(chan struct{}),
-		outsideKick:  make(chan struct{}, 1),
-		outsideEvery: outsideLogEvery,
+		cfg:              cfg,
+		log:              cfg.Logger,
+		now:              cfg.Now,
+		sem:              make(chan struct{}, 1),
+		closed:           make(chan struct{}),
+		outsideKick:      make(chan struct{}, 1),
+		outsideEvery:     outsideLogEvery,
+		held:             make(map[*heldConn]struct{}),
+		handshakeTimeout: DefaultHandshakeTimeout,
+	}
+	if err := s.initMode(); err != nil {
+		return nil, err
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -208,6 +276,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.outsideEvery > 0 {
 		s.outsideEvery = cfg.outsideEvery
+	}
+	if cfg.handshakeTimeout > 0 {
+		s.handshakeTimeout = cfg.handshakeTimeout
 	}
 	control, err := listen("control", cfg.ControlAddr)
 	if err != nil {
@@ -285,8 +356,9 @@ func (s *Server) RetryPort() int { return s.retry.Addr().(*net.TCPAddr).Port }
 // Close stops serving: both ports stop accepting at once (the connections
 // already complete in the retry port's queue are recorded first), Starts
 // still waiting for a session get UNAVAILABLE, running RPCs get a moment to
-// answer, a running session ends as "expire" with cause "server closed",
-// and when Close returns every event has been written to Record. No client
+// answer, a running session ends as "expire" with cause "server closed"
+// (closing the connections its mode held), and when Close returns every
+// event has been written to Record. No client
 // can hold it up: it waits at most gracefulStopWait for running RPCs. It
 // waits for every goroutine of the server and returns the first Record
 // write error. Calls after the first return the same result.
@@ -317,6 +389,7 @@ func (s *Server) Close() error {
 			s.mu.Unlock()
 		}
 		s.acceptMu.Unlock()
+		s.holders.Wait() // the end of the session closed their connections
 		s.flushOutside()
 		s.emitMu.Lock()
 		s.closeErr = s.recErr
@@ -348,12 +421,14 @@ func (s *Server) stopGRPC() {
 }
 
 // take records one connection taken from the retry port's queue; the
-// caller holds acceptMu.
-func (s *Server) take(peer netip.AddrPort) {
+// caller holds acceptMu. It returns the connection's place among the held
+// ones when the session's mode keeps it open (serveHeld then takes it
+// over), nil when the caller closes it at once.
+func (s *Server) take(peer netip.AddrPort) *heldConn {
 	if s.cfg.BeforeStamp != nil {
 		s.cfg.BeforeStamp(peer)
 	}
-	s.accepted(peer)
+	return s.accepted(peer)
 }
 
 // acceptBackoff is the wait after a failed accept that is not about one

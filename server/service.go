@@ -69,7 +69,11 @@ func (v service) Start(ctx context.Context, req *pb.ReconnectParams) (*pb.Empty,
 			return nil, errClosing
 		}
 	}
-	if s.begin(caller, maxMS) == nil {
+	sess, err := s.begin(caller, maxMS)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "start session: %v", err)
+	}
+	if sess == nil {
 		return nil, errClosing
 	}
 	return &pb.Empty{}, nil
@@ -77,7 +81,9 @@ func (v service) Start(ctx context.Context, req *pb.ReconnectParams) (*pb.Empty,
 
 // Stop ends the running session and answers its verdict: passed is the
 // reference reading with our fixes (too few attempts and overflow fail),
-// backoff_ms the verified chain's intervals. Connections the kernel
+// backoff_ms the verified chain's intervals. In refuse mode the server saw
+// no attempt, so passed is false and the reason in the record and the log
+// says why (docs/spec.md §7.1). Connections the kernel
 // completed before the Stop may still wait in the retry port's accept
 // queue: they are taken and filed in the session first, since the client
 // made them before it called Stop.

@@ -28,9 +28,39 @@ type Session struct {
 	// End is the outcome as written to the record: verdict, the chosen
 	// chain and why, the foreign chains with their counts.
 	End analyze.SessionEnd
-	// Result is analyze.Verify over the verified peer's chain (End.VerifiedPeer); its
+	// Result is analyze.VerifyRun over the verified peer's chain
+	// (End.VerifiedPeer) in the session's mode, with Endings and Back; its
 	// Reference reading is Verdict Overflow when End.Dropped > 0.
 	Result analyze.Result
+
+	// The mode is Params.Mode; the fields below say what it did
+	// (docs/spec.md §7.1).
+
+	// Endings, in hang mode, is how each of the verified peer's kept
+	// attempts ended, in the order of Times(End.VerifiedPeer):
+	// analyze.FateAbandoned when the client closed the held connection,
+	// Duration the time from the accept stamp to the server seeing the
+	// close; analyze.FateOpen when it was still held at the session's end
+	// (Duration zero); analyze.FateClosed when the server closed it at
+	// once because MaxHeld connections were held. ClientSent names the
+	// first bytes the client sent on it. The server sees no SYN, so
+	// Accepted is zero. Nil in the other modes.
+	Endings []analyze.Ending
+	// Back, in restart mode, is when the retry port listened again;
+	// zero when the session ended before it did.
+	Back time.Time
+	// NotHeld counts the connections the mode would have held (hang) or
+	// handshaken (settings-close, goaway) but closed at once, because
+	// Config.MaxHeld or Config.MaxHandshakes were reached.
+	NotHeld int
+	// Abandoned counts, in hang mode, the held connections the client
+	// closed before the session ended (of every peer).
+	Abandoned int
+	// Handshakes counts, in the settings-close and goaway modes, the
+	// connections that got the server's SETTINGS (TLS and the client's
+	// preface complete); HandshakeErrors those that failed before it,
+	// timed out or were cut by the session's end.
+	Handshakes, HandshakeErrors int
 }
 
 // Times returns the accept times of one address's chain, in order.
@@ -51,6 +81,7 @@ func (s *Session) clone() Session {
 	c.End.Foreign = slices.Clone(s.End.Foreign)
 	c.Result.Intervals = slices.Clone(s.Result.Intervals)
 	c.Result.BackoffMS = slices.Clone(s.Result.BackoffMS)
+	c.Endings = slices.Clone(s.Endings)
 	return c
 }
 
@@ -62,6 +93,9 @@ type session struct {
 	chains map[netip.Addr]*chainState
 	order  []netip.Addr
 	done   chan struct{} // closed when the session ends
+	// endings, in hang mode, is every kept attempt's ending, by its index
+	// in Accepts.
+	endings []analyze.Ending
 }
 
 type chainState struct {
@@ -69,8 +103,10 @@ type chainState struct {
 	last time.Time
 }
 
-// accepted records one retry connection and logs its interval.
-func (s *Server) accepted(peer netip.AddrPort) {
+// accepted records one retry connection and logs its interval. It returns
+// the connection's entry among the held ones when the session's mode keeps
+// it open, nil when it is to be closed at once.
+func (s *Server) accepted(peer netip.AddrPort) *heldConn {
 	s.mu.Lock()
 	// Stamped under the lock, so a Stop cannot slip between the stamp and
 	// the choice of session and file an accept of session N under N+1.
@@ -105,8 +141,15 @@ func (s *Server) accepted(peer netip.AddrPort) {
 	}
 	var startAddr netip.Addr
 	var dropped int
+	var hc *heldConn
+	firstFull := false // the first connection the bound on held ones closed at once
 	kick := false
 	if sess != nil {
+		if !e.Overflow {
+			var full bool
+			hc, full = s.holdLocked(sess, peer, t)
+			firstFull = full && sess.NotHeld == 1
+		}
 		startAddr, dropped = sess.Peer.Addr(), sess.End.Dropped
 	} else {
 		s.outside++
@@ -117,6 +160,11 @@ func (s *Server) accepted(peer netip.AddrPort) {
 	}
 	s.emitLocked(e)
 
+	if firstFull { // later ones are only counted
+		s.log.Warn("connection closed at once: the retry port holds its maximum of connections",
+			"session", e.Session, "peer", peer.String(), "retry_mode", s.mode.String(),
+			"max_held", s.cfg.MaxHeld, "max_handshakes", s.cfg.MaxHandshakes)
+	}
 	switch {
 	case sess == nil:
 		if kick { // the first since the last summary: one is due
@@ -137,6 +185,7 @@ func (s *Server) accepted(peer netip.AddrPort) {
 		s.log.Info("first connection", "session", e.Session, "peer", peer.String(),
 			"from_start_addr", peer.Addr() == startAddr)
 	}
+	return hc
 }
 
 // logOutside summarises the connections outside any session: the first
@@ -174,20 +223,35 @@ func (s *Server) flushOutside() {
 }
 
 // begin starts a session; the caller holds the semaphore token.
-// When the server is closing it gives the token back and returns nil.
-func (s *Server) begin(peer netip.AddrPort, maxMS int32) *session {
+// When the server is closing it gives the token back and returns nil, and
+// so it does with an error when the retry port would not stop listening.
+func (s *Server) begin(peer netip.AddrPort, maxMS int32) (*session, error) {
+	if s.mode.Is(analyze.ModeRefuse) || s.mode.Is(analyze.ModeRestart) {
+		// The port stops listening before the session starts, under the
+		// lock that orders accepts with sessions: what completed before
+		// is taken first, as outside any session (docs/spec.md §7.1).
+		s.acceptMu.Lock()
+		defer s.acceptMu.Unlock()
+		if err := s.portDownLocked(); err != nil {
+			<-s.sem
+			s.log.Error("retry port would not stop listening; session not started", "err", err)
+			return nil, err
+		}
+	}
 	s.mu.Lock()
 	if s.closing {
 		<-s.sem
 		s.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	s.lastID++
+	policy := analyze.ReferencePolicy(maxMS)
+	policy.MinConnectTimeout = s.cfg.MinConnectTimeout
 	sess := &session{
 		Session: Session{
 			ID:      s.lastID,
 			Peer:    peer,
-			Params:  analyze.SessionParams{MaxReconnectBackoffMS: maxMS, Policy: analyze.ReferencePolicy(maxMS)},
+			Params:  analyze.SessionParams{MaxReconnectBackoffMS: maxMS, Policy: policy, Mode: s.mode},
 			Started: s.now(),
 		},
 		chains: make(map[netip.Addr]*chainState),
@@ -202,43 +266,92 @@ func (s *Server) begin(peer netip.AddrPort, maxMS int32) *session {
 		RetryPort: uint16(s.RetryPort()), Params: &p,
 	})
 	s.log.Info("session started", "session", sess.ID, "peer", peer.String(),
-		"max_reconnect_backoff_ms", maxMS, "policy", sess.Params.Policy.String())
-	return sess
+		"max_reconnect_backoff_ms", maxMS, "policy", sess.Params.Policy.String(),
+		"retry_mode", sess.Params.Mode.String())
+	return sess, nil
 }
 
-// watch ends sess when its timeout runs out first.
+// watch ends sess when its timeout runs out first; in restart mode it
+// brings the retry port back Mode.Down after the session began.
 func (s *Server) watch(sess *session) {
 	defer s.wg.Done()
 	t := time.NewTimer(s.cfg.SessionTimeout)
 	defer t.Stop()
-	select {
-	case <-t.C:
-		// Connections complete before the timeout belong to the session.
-		s.acceptMu.Lock()
-		defer s.acceptMu.Unlock()
-		s.drainQueueLocked()
-		s.mu.Lock()
-		if s.cur != sess {
-			s.mu.Unlock()
-			return
+	var back <-chan time.Time
+	if m := sess.Params.Mode; m.Is(analyze.ModeRestart) {
+		bt := time.NewTimer(m.Down)
+		defer bt.Stop()
+		back = bt.C
+	}
+	for {
+		select {
+		case <-back:
+			back = nil
+			s.comeBack(sess)
+			continue
+		case <-t.C:
+			s.timeout(sess)
+		case <-sess.done:
+		case <-s.closed:
 		}
-		s.log.Warn("session timed out without Stop; ending it", "session", sess.ID,
-			"peer", sess.Peer.String(), "session_timeout", s.cfg.SessionTimeout)
-		s.endLocked(sess, analyze.CauseTimeout, netip.AddrPort{})
-	case <-sess.done:
-	case <-s.closed:
+		return
 	}
 }
 
+// timeout ends sess, if it still runs, as timed out.
+func (s *Server) timeout(sess *session) {
+	// Connections complete before the timeout belong to the session.
+	s.acceptMu.Lock()
+	defer s.acceptMu.Unlock()
+	s.drainQueueLocked()
+	s.mu.Lock()
+	if s.cur != sess {
+		s.mu.Unlock()
+		return
+	}
+	s.log.Warn("session timed out without Stop; ending it", "session", sess.ID,
+		"peer", sess.Peer.String(), "session_timeout", s.cfg.SessionTimeout)
+	s.endLocked(sess, analyze.CauseTimeout, netip.AddrPort{})
+}
+
+// comeBack makes the retry port listen again in restart mode, if sess
+// still runs, and records when (docs/spec.md §7.1).
+func (s *Server) comeBack(sess *session) {
+	s.acceptMu.Lock()
+	defer s.acceptMu.Unlock()
+	s.mu.Lock()
+	if s.cur != sess || s.closing {
+		s.mu.Unlock()
+		return
+	}
+	if err := s.portUpLocked(); err != nil {
+		s.mu.Unlock()
+		s.log.Error("retry port would not listen again; it refuses until the session ends", "session", sess.ID, "err", err)
+		return
+	}
+	sess.Back = s.now().Round(0) // wall clock, as the accepts it is compared with
+	s.emitLocked(analyze.RecordEvent{Event: analyze.EventRestart, Time: sess.Back, Session: sess.ID})
+	s.log.Info("retry port listening again", "session", sess.ID, "after", sess.Params.Mode.Down)
+}
+
 // endLocked verifies and ends the current session sess, frees the
-// semaphore, and emits the stop or expire event. It is called with mu held
-// and returns with mu released.
+// semaphore, and emits the stop or expire event; the connections the mode
+// held are closed, and a retry port that stopped listening listens again.
+// It is called with acceptMu and mu held and returns with mu released.
 func (s *Server) endLocked(sess *session, cause string, stopPeer netip.AddrPort) Session {
 	sess.Ended = s.now()
 	sess.End.Cause = cause
+	held := s.releaseHeldLocked() // what is still held is open at the end
 	s.verdict(sess)
 	s.cur = nil
 	close(sess.done)
+	if s.retryDown {
+		// Outside a session the port accepts and closes (docs/spec.md §7.1).
+		// Every caller holds acceptMu.
+		if err := s.portUpLocked(); err != nil {
+			s.log.Error("retry port would not listen again after the session", "session", sess.ID, "err", err)
+		}
+	}
 	s.finishedMu.Lock()
 	s.finished = append(s.finished, &sess.Session)
 	if n := len(s.finished) - s.cfg.KeepSessions; n > 0 {
@@ -253,6 +366,9 @@ func (s *Server) endLocked(sess *session, cause string, stopPeer netip.AddrPort)
 		e.Peer = stopPeer
 	}
 	s.emitLocked(e)
+	for _, c := range held {
+		c.Close()
+	}
 	s.logEnd(out)
 	return out
 }
@@ -275,8 +391,34 @@ func (s *Server) verdict(sess *session) {
 		times = sess.Times(end.VerifiedPeer)
 	}
 	end.VerifiedAttempts = len(times)
-	r := analyze.Verify(sess.Params.Policy, times)
+	sess.Endings = nil
+	if sess.endings != nil {
+		for i, a := range sess.Accepts {
+			if a.Peer.Addr() == end.VerifiedPeer {
+				sess.Endings = append(sess.Endings, sess.endings[i])
+			}
+		}
+	}
+	// The model of docs/spec.md §7.3: the mode, and in hang mode each
+	// attempt's ending, set each interval's window; a hung last attempt
+	// the client never gave up on fails the chain. In close mode it is
+	// analyze.Verify.
+	r := analyze.VerifyRun(sess.Params.Policy, times, analyze.Run{
+		Mode: sess.Params.Mode, End: sess.Ended, Endings: sess.Endings, Back: sess.Back,
+	})
 	end.Reason = r.Reason()
+	switch m := sess.Params.Mode; {
+	case m.Is(analyze.ModeRefuse):
+		r.Reference = analyze.Reading{Verdict: analyze.NotJudged}
+		end.Reason = refuseReason
+	case m.Is(analyze.ModeRestart):
+		// The attempts refused while the port was down are not in the
+		// list, so the first interval seen is interval k of a chain
+		// whose k the server cannot know.
+		r.Reference = analyze.Reading{Verdict: analyze.NotJudged}
+		end.Reason = fmt.Sprintf("restart mode: the server accepted nothing for %v, so it saw only the %d attempts after the port came back; "+
+			"audit live judges the whole chain from the kernel's SYNs", m.Down, len(times))
+	}
 	if end.VerifiedReason == analyze.VerifiedNone {
 		end.Reason = fmt.Sprintf("no connection came from the Start caller's address %s and %d other addresses connected: no peer verified",
 			own, len(sess.order))
@@ -292,6 +434,11 @@ func (s *Server) verdict(sess *session) {
 		end.BackoffMS = []int32{}
 	}
 }
+
+// refuseReason is the verdict's reason in refuse mode, where the server
+// accepts nothing during the session and so cannot judge it.
+const refuseReason = "refuse mode: the server accepts nothing during the session, so it saw no attempt; " +
+	"audit live judges the attempts from the kernel's SYNs"
 
 func (s *Server) logEnd(ss Session) {
 	end := ss.End
@@ -311,9 +458,32 @@ func (s *Server) logEnd(ss Session) {
 	if end.VerifiedPeer.IsValid() {
 		chain = end.VerifiedPeer.String()
 	}
-	s.log.Log(context.Background(), lvl, "session ended", "session", ss.ID, "cause", end.Cause,
+	args := []any{"session", ss.ID, "cause", end.Cause,
 		"verdict", string(end.Verdict), "passed", end.Passed, "reason", end.Reason,
 		"verified_peer", chain, "verified_reason", string(end.VerifiedReason),
 		"verified_attempts", end.VerifiedAttempts, "attempts", end.Attempts, "dropped", end.Dropped,
-		"foreign_chains", len(end.Foreign), "backoff_ms", end.BackoffMS)
+		"foreign_chains", len(end.Foreign), "backoff_ms", end.BackoffMS}
+	switch m := ss.Params.Mode; m.Kind {
+	case analyze.ModeHang:
+		open := 0
+		for _, e := range ss.Endings {
+			if e.Fate == analyze.FateOpen {
+				open++
+			}
+		}
+		args = append(args, "retry_mode", m.String(), "abandoned", ss.Abandoned,
+			"verified_open_at_end", open, "not_held", ss.NotHeld)
+	case analyze.ModeRestart:
+		back := "never (the session ended first)"
+		if !ss.Back.IsZero() {
+			back = ss.Back.Sub(ss.Started).String()
+		}
+		args = append(args, "retry_mode", m.String(), "port_back_after", back)
+	case analyze.ModeSettingsClose, analyze.ModeGoaway:
+		args = append(args, "retry_mode", m.String(), "handshakes", ss.Handshakes,
+			"handshake_errors", ss.HandshakeErrors, "not_held", ss.NotHeld)
+	case analyze.ModeRefuse:
+		args = append(args, "retry_mode", m.String())
+	}
+	s.log.Log(context.Background(), lvl, "session ended", args...)
 }

@@ -23,6 +23,14 @@ func TestClientUsageErrors(t *testing.T) {
 		{name: "no ports", args: []string{"client"}, want: "server_control_port"},
 		{name: "bad port", args: []string{"client", "--server_control_port=70000", "--server_retry_port=1"}, want: "--server_control_port 70000"},
 		{name: "zero initial backoff", args: []string{"client", "--server_control_port=1", "--server_retry_port=1", "--initial_backoff_ms=0"}, want: "--initial_backoff_ms 0"},
+		{name: "negative connect timeout", args: []string{"client", "--server_control_port=1", "--server_retry_port=1", "--min_connect_timeout_ms=-5"}, want: "--min_connect_timeout_ms -5"},
+		{name: "roots without TLS", args: []string{"client", "--server_control_port=1", "--server_retry_port=1", "--use_tls=false", "--ca_file=ca.pem"}, want: "--ca_file ca.pem: needs --use_tls"},
+		{
+			// Read before Start: no session is opened for a client that cannot run.
+			name: "unreadable roots",
+			args: []string{"client", "--server_host=127.0.0.1", "--server_control_port=" + closed, "--server_retry_port=1", "--ca_file=/nonexistent/ca.pem"},
+			want: "--ca_file: open /nonexistent/ca.pem",
+		},
 		{
 			name: "unreachable control port",
 			args: []string{"client", "--server_host=127.0.0.1", "--server_control_port=" + closed, "--server_retry_port=1", "--deadline=5s"},
@@ -92,5 +100,31 @@ func TestE2EClientQuiet(t *testing.T) {
 	}
 	if stderr != "" {
 		t.Errorf("stderr with --quiet: %q, want nothing", stderr)
+	}
+}
+
+// TestE2EClientRetryChannelFlags: --use_tls=false and
+// --min_connect_timeout_ms reach grpc-go, as the report's first two lines
+// say, and a plaintext client of the interop test's retry port still
+// passes (the port closes every connection before either side speaks).
+// --reissue changes nothing there: the one retry RPC can only end at its
+// deadline.
+func TestE2EClientRetryChannelFlags(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	out, stderr, code := runClient(t, time.Minute, auditBin,
+		append(append([]string{"client"}, ports(s)...), "--max_reconnect_backoff_ms=2000", "--deadline=2500ms", "--quiet",
+			"--use_tls=false", "--min_connect_timeout_ms=2500", "--reissue")...)
+	if code != exitOK {
+		t.Fatalf("audit client exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, out, stderr)
+	}
+	for _, want := range []string{
+		"control 127.0.0.1:" + strconv.Itoa(s.Control) + ", retry 127.0.0.1:" + strconv.Itoa(s.Retry) + " (plaintext)\n",
+		", min connect timeout 2.5s\n",
+		"retry RPC: DeadlineExceeded after 2.5",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 type pcapConfig struct {
 	port    uint16
 	policy  analyze.Policy
+	mode    analyze.RetryMode
 	format  string
 	peers   []string
 	record  string
@@ -43,6 +44,13 @@ a passing peer gets one line (its largest jitter included). JSON has every
 peer in full, one peer per line. When every failing peer would pass under one
 lower cap, the report names it after the summary (JSON: summary.fits_cap_ms):
 a client run with its own cap, read without --max-backoff.
+
+--retry_mode names what the retry port did while the capture ran
+(docs/spec.md §7): close (the interop test, the default), refuse, hang,
+restart=DURATION, settings-close or goaway. After an attempt that hung, an
+interval's window is raised to at least --min-connect-timeout, and a client
+still waiting on a hung connection past that deadline fails. Each peer's
+report names the known deviations its chain matches (signatures).
 
 --record RECORD.jsonl (the file of 'audit server --record') judges each
 session of the record that overlaps the capture instead: the verified peer's
@@ -86,7 +94,7 @@ or unreadable input.`,
 				return pcapWithRecord(cmd.OutOrStdout(), stderr, cfg, port, tr.Peers(), info, override)
 			}
 			// Every peer is verified, whatever --peer keeps.
-			aud := analyze.NewAudit(port, cfg.policy, tr.Chains(), info).Only(peers...)
+			aud := analyze.NewAudit(port, cfg.policy, analyze.Run{Mode: cfg.mode}, tr.Chains(), info).Only(peers...)
 			if err := writeAudit(cmd.OutOrStdout(), aud, cfg.format, cfg.verbose || len(peers) > 0); err != nil {
 				return usageError(err)
 			}
@@ -96,6 +104,7 @@ or unreadable input.`,
 	f := cmd.Flags()
 	f.Uint16Var(&cfg.port, "port", 0, "the retry port (default: the only port the capture has SYNs to)")
 	addPolicyFlags(f, &cfg.policy)
+	f.TextVar(&cfg.mode, "retry_mode", cfg.mode, "what the retry port did: "+analyze.ModeNames)
 	f.StringVar(&cfg.format, "format", cfg.format, "output format: text or json")
 	f.StringArrayVar(&cfg.peers, "peer", nil, "report only this client address (repeatable)")
 	f.BoolVarP(&cfg.verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
@@ -111,11 +120,12 @@ func addPolicyFlags(f *pflag.FlagSet, p *analyze.Policy) {
 	f.Float64Var(&p.Multiplier, "multiplier", p.Multiplier, "MULTIPLIER: growth of the backoff per attempt")
 	f.Float64Var(&p.Jitter, "jitter", p.Jitter, "JITTER: allowed relative deviation of each backoff")
 	f.DurationVar(&p.MaxDelay, "max-backoff", p.MaxDelay, "MAX_BACKOFF: cap on the expected backoff")
+	f.DurationVar(&p.MinConnectTimeout, "min-connect-timeout", p.MinConnectTimeout, "MIN_CONNECT_TIMEOUT: the least time a client waits on an attempt that hangs")
 	f.DurationVar(&p.Tolerance, "tolerance", p.Tolerance, "transmission-delay allowance on both sides of every window")
 }
 
 // policyFlags are the flags addPolicyFlags binds.
-var policyFlags = []string{"initial-backoff", "multiplier", "jitter", "max-backoff", "tolerance"}
+var policyFlags = []string{"initial-backoff", "multiplier", "jitter", "max-backoff", "min-connect-timeout", "tolerance"}
 
 // policyFlagsSet reports whether a policy flag was given.
 func policyFlagsSet(f *pflag.FlagSet) bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/server"
 )
 
@@ -28,6 +29,11 @@ type serverFlags struct {
 	maxAttempts    int
 	maxWaiting     int
 	record         string
+
+	retryMode           analyze.RetryMode
+	minConnectTimeoutMS int
+	maxHeld             int
+	tlsCert, tlsKey     string
 }
 
 func newServerCmd() *cobra.Command {
@@ -35,7 +41,7 @@ func newServerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "server [--control_port=PORT] [--retry_port=PORT]",
 		Short: "Run the reference reconnect server (drop-in for the C++ reconnect_interop_server)",
-		Long: `server runs the server side of gRPC's connection backoff interop test:
+		Long: fmt.Sprintf(`server runs the server side of gRPC's connection backoff interop test:
 grpc.testing.ReconnectService (plaintext) on the control port, and a retry
 port that accepts and closes every connection, on IPv4 and IPv6, recording
 when each arrived and from which address. Both listen on every interface.
@@ -64,9 +70,44 @@ caller that holds the running session is FAILED_PRECONDITION, and a
 negative max_reconnect_backoff_ms INVALID_ARGUMENT.
 
 --record FILE appends one JSON line per event (session start, every accepted
-connection, session end) for 'audit' to cross-check against the packets.`,
+connection, the port coming back in restart mode, session end) for 'audit'
+to cross-check against the packets.
+
+--retry_mode sets what the retry port does during a session, from its
+Start to its end; outside sessions it accepts and closes in every mode. The
+mode is in the record's start line and in the log.
+
+  close           accept, note the time, close at once: the interop test
+                  (the default)
+  refuse          listen on nothing: the kernel resets every SYN. The
+                  server sees no attempt, so Stop answers passed=false
+                  with the verdict "not judged"; only a capture sees the
+                  attempts ('audit live' judges them from the SYNs)
+  hang            accept, note the time, then hold the connection without
+                  ever writing, until the client gives up on it (at its
+                  connect timeout, at least --min_connect_timeout_ms) or
+                  the session ends; the log notes how long each was held.
+                  At most --max_held at once: more are closed at once
+  restart=D       refuse for D (e.g. restart=5s) from Start, then accept
+                  and close on the same port; the record's "restart" line
+                  says when the port came back. The server sees only
+                  the attempts after it, so Stop's verdict is "not
+                  judged" here too
+  settings-close  accept, note the time, complete TLS 1.2/1.3 with ALPN h2,
+                  read the client's HTTP/2 preface, send SETTINGS, close:
+                  an attempt that succeeds and dies at once. Each
+                  connection lives at most %v, and at most %d are in
+                  their handshake at once (more are closed at once)
+  goaway          settings-close, with a GOAWAY (NO_ERROR) before the close
+
+The TLS modes present --tls_cert and --tls_key (PEM), by default the
+project's test certificate (testdata/tls/server.pem, its own CA, for
+localhost, foo.test.google.fr, *.test.google.fr, 127.0.0.1 and ::1). refuse
+and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHandshakes),
 		Example: `  audit server --control_port=8080 --retry_port=8081
-  audit server --control_port=0 --retry_port=0 --record=run.jsonl`,
+  audit server --control_port=0 --retry_port=0 --record=run.jsonl
+  audit server --retry_port=8081 --retry_mode=restart=10s
+  audit server --retry_port=8081 --retry_mode=goaway --tls_cert=cert.pem --tls_key=key.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := fl.config()
@@ -98,6 +139,14 @@ func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
 	f.IntVar(&fl.maxWaiting, "max_waiting", server.DefaultMaxWaiting,
 		"Starts that may wait while a session runs; more are refused at once with RESOURCE_EXHAUSTED")
 	f.StringVar(&fl.record, "record", "", "append one JSON line per event of the server to this file (format: analyze/record.go)")
+	f.TextVar(&fl.retryMode, "retry_mode", fl.retryMode,
+		"what the retry port does during a session: "+analyze.ModeNames+" (see audit server --help)")
+	f.IntVar(&fl.minConnectTimeoutMS, "min_connect_timeout_ms", int(analyze.DefaultMinConnectTimeout/time.Millisecond),
+		"MIN_CONNECT_TIMEOUT of the sessions' policy: the least time a client gives one attempt (hang mode's attempts last that long)")
+	f.IntVar(&fl.maxHeld, "max_held", server.DefaultMaxHeld,
+		"hang mode: connections held open at once; more are accepted and closed at once, and counted")
+	f.StringVar(&fl.tlsCert, "tls_cert", "", "settings-close and goaway: the certificate (PEM) the retry port presents, with --tls_key (default: testdata/tls/server.pem, built in)")
+	f.StringVar(&fl.tlsKey, "tls_key", "", "settings-close and goaway: the private key (PEM) of --tls_cert")
 }
 
 // config checks the flags and turns them into a server.Config.
@@ -121,14 +170,28 @@ func (fl serverFlags) config() (server.Config, error) {
 	if fl.maxWaiting <= 0 {
 		errs = append(errs, fmt.Errorf("--max_waiting=%d: must be positive", fl.maxWaiting))
 	}
+	if fl.minConnectTimeoutMS <= 0 {
+		errs = append(errs, fmt.Errorf("--min_connect_timeout_ms=%d: must be positive", fl.minConnectTimeoutMS))
+	}
+	if fl.maxHeld <= 0 {
+		errs = append(errs, fmt.Errorf("--max_held=%d: must be positive", fl.maxHeld))
+	}
+	cert, err := server.LoadKeyPair(fl.tlsCert, fl.tlsKey)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	return server.Config{
 		// Every interface, as the C++ server's 0.0.0.0; Go's ":port" is
 		// dual-stack, so IPv6 clients reach both ports too.
-		ControlAddr:    net.JoinHostPort("", strconv.Itoa(fl.controlPort)),
-		RetryAddr:      net.JoinHostPort("", strconv.Itoa(fl.retryPort)),
-		SessionTimeout: fl.sessionTimeout,
-		MaxAttempts:    fl.maxAttempts,
-		MaxWaiting:     fl.maxWaiting,
+		ControlAddr:       net.JoinHostPort("", strconv.Itoa(fl.controlPort)),
+		RetryAddr:         net.JoinHostPort("", strconv.Itoa(fl.retryPort)),
+		SessionTimeout:    fl.sessionTimeout,
+		MaxAttempts:       fl.maxAttempts,
+		MaxWaiting:        fl.maxWaiting,
+		Mode:              fl.retryMode,
+		MinConnectTimeout: time.Duration(fl.minConnectTimeoutMS) * time.Millisecond,
+		MaxHeld:           fl.maxHeld,
+		TLSCert:           cert,
 	}, errors.Join(errs...)
 }
 

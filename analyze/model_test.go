@@ -1,0 +1,204 @@
+package analyze
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// chainAt returns attempt times starting at t0 with the given gaps in ms.
+func chainAt(t0 time.Time, gaps ...float64) []time.Time {
+	ts := []time.Time{t0}
+	for _, g := range gaps {
+		ts = append(ts, ts[len(ts)-1].Add(time.Duration(g*float64(time.Millisecond))))
+	}
+	return ts
+}
+
+func hangPolicy(t time.Duration) Policy {
+	p := DefaultPolicy()
+	p.MinConnectTimeout = t
+	return p
+}
+
+func TestVerifyRunCloseIsVerify(t *testing.T) {
+	ts := chainAt(t0, 1000, 1700, 2500, 4300)
+	a, b := Verify(DefaultPolicy(), ts), VerifyRun(DefaultPolicy(), ts, Run{Mode: RetryMode{Kind: ModeRefuse}})
+	if a.Reason() != b.Reason() || a.Reference != b.Reference || len(a.Intervals) != len(b.Intervals) {
+		t.Fatalf("close %+v and refuse %+v differ", a.Reference, b.Reference)
+	}
+	for i := range a.Intervals {
+		if a.Intervals[i] != b.Intervals[i] {
+			t.Errorf("interval %d: %+v vs %+v", i+1, a.Intervals[i], b.Intervals[i])
+		}
+	}
+}
+
+// C-core with a hung retry port retries every MIN_CONNECT_TIMEOUT, which
+// outlasts the first backoffs: the spec's model passes it.
+func TestVerifyRunHangConnectTimeoutDominates(t *testing.T) {
+	ts := chainAt(t0, 20002, 20002, 20001)
+	run := Run{Mode: RetryMode{Kind: ModeHang}, End: ts[3].Add(10 * time.Second)}
+	r := VerifyRun(hangPolicy(20*time.Second), ts, run)
+	if !r.Passed() || !r.Strict.Passed {
+		t.Fatalf("reference %+v strict %+v: %s", r.Reference, r.Strict, r.Reason())
+	}
+	for _, iv := range r.Intervals {
+		if iv.Term != TermConnectTimeout || iv.ExpectedMS != 20000 || iv.MinMS != 19900 || iv.MaxMS != 20100 {
+			t.Errorf("interval %d: term %q expected %v window %v–%v", iv.K, iv.Term, iv.ExpectedMS, iv.MinMS, iv.MaxMS)
+		}
+	}
+	// Where the backoff outgrows the timeout it sets the window.
+	late := hangPolicy(3*time.Second).checkHung(4, 4096, 4000*time.Millisecond)
+	if late.Term != TermBackoff || late.MinMS != 4096*0.8-100 || !late.OK {
+		t.Errorf("interval 4 with T=3 s: %+v", late)
+	}
+}
+
+// grpc-go sleeps its backoff after the connect timeout: intervals measured
+// with a 3 s timeout were 4003 and 4495 ms.
+func TestVerifyRunHangSleptAfter(t *testing.T) {
+	ts := chainAt(t0, 4003, 4495)
+	r := VerifyRun(hangPolicy(3*time.Second), ts, Run{Mode: RetryMode{Kind: ModeHang}})
+	if r.Passed() || r.Reference.FirstFailure != 1 {
+		t.Fatalf("reference %+v", r.Reference)
+	}
+	if want := "set by the connect timeout, window 2900–3100 ms"; !strings.Contains(r.Reason(), want) {
+		t.Errorf("reason %q lacks %q", r.Reason(), want)
+	}
+	sigs := Signatures(r)
+	if len(sigs) != 1 || sigs[0].Name != SigSleptAfter || sigs[0].Seen != "grpc-go" {
+		t.Fatalf("signatures %+v", sigs)
+	}
+	if !strings.Contains(sigs[0].Detail, "interval 1 is 4003 ms ≈ 3000 ms + 1003 ms") {
+		t.Errorf("detail %q", sigs[0].Detail)
+	}
+	// Durations from the wire replace the timeout in the sum.
+	run := Run{Mode: RetryMode{Kind: ModeHang}, Endings: []Ending{
+		{Fate: FateAbandoned, Duration: 3001 * time.Millisecond}, {Fate: FateAbandoned, Duration: 3002 * time.Millisecond}, {Fate: FateAbandoned}}}
+	if sigs := Signatures(VerifyRun(hangPolicy(3*time.Second), ts, run)); len(sigs) != 1 || !strings.Contains(sigs[0].Detail, "3001 ms + 1002 ms") {
+		t.Errorf("with durations: %+v", sigs)
+	}
+	// A passing hung chain carries no signature.
+	if sigs := Signatures(VerifyRun(hangPolicy(3*time.Second), chainAt(t0, 3001, 3002), Run{Mode: RetryMode{Kind: ModeHang}})); len(sigs) != 0 {
+		t.Errorf("passing chain: %+v", sigs)
+	}
+}
+
+// grpc-js has no connect timeout: one attempt, hung for the whole run, is
+// a failure, never a vacuous pass.
+func TestVerifyRunNeverGaveUp(t *testing.T) {
+	ts := []time.Time{t0}
+	for _, run := range []Run{
+		{Mode: RetryMode{Kind: ModeHang}, End: t0.Add(70 * time.Second)},
+		{Mode: RetryMode{Kind: ModeHang}, End: t0.Add(70 * time.Second), Endings: []Ending{{Fate: FateOpen}}},
+		{End: t0.Add(70 * time.Second), Endings: []Ending{{Fate: FateOpen}}}, // the wire shows it without a mode
+	} {
+		r := VerifyRun(hangPolicy(20*time.Second), ts, run)
+		if r.Reference.Verdict != Failed || r.Strict.Verdict != Failed || r.Passed() {
+			t.Fatalf("%+v: reference %+v strict %+v", run, r.Reference, r.Strict)
+		}
+		if !strings.HasPrefix(r.Reason(), "the client never gave up on a hung connection: attempt 1 was still waiting after 70000 ms") {
+			t.Errorf("reason %q", r.Reason())
+		}
+		if sigs := Signatures(r); len(sigs) != 1 || sigs[0].Name != SigNoConnTimeout {
+			t.Errorf("signatures %+v", sigs)
+		}
+	}
+	// Within its deadline the attempt may still be waiting; TooFew stays.
+	r := VerifyRun(hangPolicy(20*time.Second), ts, Run{Mode: RetryMode{Kind: ModeHang}, End: t0.Add(20100 * time.Millisecond)})
+	if r.Reference.Verdict != TooFew || r.Tail != "" {
+		t.Errorf("at the deadline: %+v %q", r.Reference, r.Tail)
+	}
+	// Gave up, then never came back.
+	r = VerifyRun(hangPolicy(20*time.Second), ts, Run{Mode: RetryMode{Kind: ModeHang}, End: t0.Add(60 * time.Second),
+		Endings: []Ending{{Fate: FateAbandoned, Duration: 20 * time.Second}}})
+	if !strings.HasPrefix(r.Reason(), "no attempt after attempt 1: the client gave up on it after 20000 ms") {
+		t.Errorf("reason %q", r.Reason())
+	}
+	// A client that held a hung attempt 45 s before giving up.
+	r = VerifyRun(hangPolicy(20*time.Second), chainAt(t0, 46000), Run{Mode: RetryMode{Kind: ModeHang},
+		Endings: []Ending{{Fate: FateAbandoned, Duration: 45 * time.Second}, {Fate: FateOpen}}})
+	if sigs := Signatures(r); len(sigs) == 0 || sigs[len(sigs)-1].Name != SigNoConnTimeout ||
+		!strings.Contains(sigs[len(sigs)-1].Detail, "attempt 1 hung for 45000 ms") {
+		t.Errorf("signatures %+v", sigs)
+	}
+}
+
+// Fates decide per attempt: in hang mode an attempt the server closed at
+// once (beyond its held-connection bound) leaves the plain window.
+func TestVerifyRunFatesDecide(t *testing.T) {
+	ts := chainAt(t0, 1000, 20000)
+	run := Run{Mode: RetryMode{Kind: ModeHang}, Endings: []Ending{{Fate: FateClosed}, {Fate: FateAbandoned}, {Fate: FateOpen}}}
+	r := VerifyRun(hangPolicy(20*time.Second), ts, run)
+	if r.Intervals[0].Term != "" || r.Intervals[1].Term != TermConnectTimeout || !r.Passed() {
+		t.Fatalf("%+v %+v: %s", r.Intervals[0], r.Intervals[1], r.Reason())
+	}
+}
+
+func TestVerifyRunRestartRecovery(t *testing.T) {
+	ts := chainAt(t0, 1000, 1600, 2360)
+	back := t0.Add(3000 * time.Millisecond)
+	r := VerifyRun(DefaultPolicy(), ts, Run{Mode: RetryMode{Kind: ModeRestart, Down: 3 * time.Second}, Back: back})
+	rc := r.Recovery
+	if rc == nil || rc.Attempt != 3 || rc.AfterMS != 1960 || rc.OwedMS != 2160 || !rc.OK || rc.MinMS != 2560*0.8-100-400 {
+		t.Fatalf("recovery %+v", rc)
+	}
+	if r := VerifyRun(DefaultPolicy(), ts, Run{Back: t0.Add(time.Hour)}); r.Recovery != nil {
+		t.Errorf("no attempt after the return: %+v", r.Recovery)
+	}
+}
+
+func TestVerifyRunReconnects(t *testing.T) {
+	gaps := make([]float64, 40)
+	for i := range gaps {
+		gaps[i] = 50
+	}
+	ts := chainAt(t0, gaps...)
+	r := VerifyRun(DefaultPolicy(), ts, Run{Mode: RetryMode{Kind: ModeGoaway}})
+	if !r.Passed() || r.Reconnects == nil || !r.Reconnects.TightLoop || r.Reconnects.PerSecond != 20 || r.Reconnects.MedianMS != 50 {
+		t.Fatalf("%+v %+v", r.Reference, r.Reconnects)
+	}
+	if r.Intervals[3].Term != TermReset {
+		t.Errorf("term %q", r.Intervals[3].Term)
+	}
+	r = VerifyRun(DefaultPolicy(), chainAt(t0, 1000, 1600, 2560), Run{Mode: RetryMode{Kind: ModeSettingsClose}})
+	if r.Reconnects.TightLoop {
+		t.Errorf("a client that kept backing off is no tight loop: %+v", r.Reconnects)
+	}
+}
+
+func TestSignaturesShapes(t *testing.T) {
+	// C-core and grpc-java jitter the first backoff.
+	r := Verify(DefaultPolicy(), chainAt(t0, 1180, 1600))
+	if sigs := Signatures(r); len(sigs) != 1 || sigs[0].Name != SigFirstJittered || !strings.Contains(sigs[0].Detail, "1180 ms (+18.0 %)") {
+		t.Errorf("first jittered: %+v", sigs)
+	}
+	// grpc-js bases each step on the previous jittered value.
+	r = Verify(DefaultPolicy(), chainAt(t0, 1000, 1920, 3686, 7078))
+	if sigs := Signatures(r); len(sigs) != 1 || sigs[0].Name != SigCompounding || !strings.Contains(sigs[0].Detail, "interval 3 drifted to 3686 ms") {
+		t.Errorf("compounding: %+v (%s)", sigs, r.Reason())
+	}
+	// A spec chain matches none.
+	if sigs := Signatures(Verify(DefaultPolicy(), chainAt(t0, 1000, 1700, 2400, 4000))); len(sigs) != 0 {
+		t.Errorf("spec chain: %+v", sigs)
+	}
+}
+
+func TestParseRetryMode(t *testing.T) {
+	for in, want := range map[string]string{"close": "close", "hang": "hang", "restart=5s": "restart=5s", "restart=1500ms": "restart=1.5s", "goaway": "goaway", "settings-close": "settings-close", "refuse": "refuse"} {
+		m, err := ParseRetryMode(in)
+		if err != nil || m.String() != want {
+			t.Errorf("%q: %v %v", in, m, err)
+		}
+	}
+	for in, want := range map[string]string{"restart": "needs how long", "restart=0s": "positive duration", "hang=1s": "takes no value", "flap": "close, refuse, hang, restart=DURATION, settings-close, goaway"} {
+		if _, err := ParseRetryMode(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
+	}
+	var m RetryMode
+	if !m.Is(ModeClose) || m.String() != "close" {
+		t.Errorf("zero mode %v", m)
+	}
+}

@@ -1,0 +1,32 @@
+package analyze
+
+import (
+	"strings"
+	"testing"
+)
+
+// A server that could not see the attempts (refuse, restart) leaves the
+// session's verdict to the kernel's: it neither fails a session whose
+// chain passed nor is said to have passed beside one that failed.
+func TestFailuresServerNotJudged(t *testing.T) {
+	notJudged := &ServerVerdict{Verdict: NotJudged, Reason: "refuse mode: …"}
+	failed := &ServerVerdict{Verdict: Failed, Reason: "interval 2: late"}
+	pass := PeerReport{Passed: true, Verdict: Passed}
+	fail := PeerReport{Verdict: Failed, Reason: "interval 1: 3000 ms is late"}
+	for _, tt := range []struct {
+		chain PeerReport
+		sv    *ServerVerdict
+		want  string
+	}{
+		{pass, notJudged, ""},
+		{fail, notJudged, "session 4: kernel verdict failed: interval 1"},
+		{pass, failed, "session 4: server verdict failed, kernel passed: interval 2"},
+		{fail, failed, "session 4: kernel and server verdicts failed"},
+	} {
+		r := Report{Session: &SessionInfo{Number: 4}, Peers: []PeerReport{tt.chain}, Server: tt.sv, CrossCheck: &CrossCheck{}}
+		n, total, first := r.Failures()
+		if total != 1 || (tt.want == "") != (n == 0) || !strings.HasPrefix(first, tt.want) {
+			t.Errorf("chain %s, server %s: %d failed, %q; want %q", tt.chain.Verdict, tt.sv.Verdict, n, first, tt.want)
+		}
+	}
+}

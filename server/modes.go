@@ -1,0 +1,245 @@
+package server
+
+import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/backoff-audit/audit/analyze"
+)
+
+// The retry modes (docs/spec.md §7.1). During a session the retry port
+//
+//   - close: accepts, stamps and closes each connection, as the interop
+//     test's reference does;
+//   - refuse: does not listen, so the kernel answers each SYN with a reset;
+//   - hang: accepts, stamps, and holds the connection without writing a
+//     byte until the client closes it or the session ends;
+//   - restart=D: refuses for D from the session's start, then accepts and
+//     closes;
+//   - settings-close and goaway: accept, stamp, complete TLS with ALPN h2,
+//     read the client's HTTP/2 preface, send the server's SETTINGS (and a
+//     GOAWAY), and close: the attempt succeeds and the connection dies.
+//
+// Outside sessions the port accepts and closes in every mode.
+
+// initMode checks Config.Mode and prepares what it needs.
+func (s *Server) initMode() error {
+	m := s.cfg.Mode
+	// A mode made by hand rather than by ParseRetryMode must still be one;
+	// it is kept as ParseRetryMode spells it (close is the zero value).
+	p, err := analyze.ParseRetryMode(m.String())
+	if err != nil {
+		return fmt.Errorf("retry mode: %w", err)
+	}
+	if m.Kind != analyze.ModeRestart && m.Down != 0 {
+		return fmt.Errorf("retry mode %s: only restart takes a duration (got %v)", m, m.Down)
+	}
+	s.mode, m = p, p
+	if s.cfg.TLSCert != nil && !m.Is(analyze.ModeSettingsClose) && !m.Is(analyze.ModeGoaway) {
+		return fmt.Errorf("--tls_cert: --retry_mode=%s presents no certificate (only settings-close and goaway do)", m)
+	}
+	switch m.Kind {
+	case analyze.ModeRefuse, analyze.ModeRestart:
+		if !canStopListening {
+			return fmt.Errorf("retry mode %s: the retry port can stop listening on Linux only", m)
+		}
+	case analyze.ModeSettingsClose, analyze.ModeGoaway:
+		cert := s.cfg.TLSCert
+		if cert == nil {
+			c, err := defaultCertificate()
+			if err != nil {
+				return err
+			}
+			cert = &c
+		}
+		s.tlsConf = &tls.Config{
+			Certificates: []tls.Certificate{*cert},
+			NextProtos:   []string{http2.NextProtoTLS},
+			MinVersion:   tls.VersionTLS12,
+		}
+	}
+	return nil
+}
+
+// heldConn is a retry connection the session's mode keeps open: held
+// until the client closes it (hang), or for its handshake (settings-close,
+// goaway). Its fields are guarded by Server.mu.
+type heldConn struct {
+	sess *session
+	// idx is the connection's index in sess.Accepts, at its accept stamp.
+	idx  int
+	at   time.Time
+	peer netip.AddrPort
+	conn net.Conn // set once serveHeld has it
+	// ended is set when the connection leaves Server.held: the client
+	// closed it, its handshake ended, or the session ended.
+	ended bool
+	// sent is set when the server's SETTINGS (and GOAWAY) are written:
+	// the handshake is counted as done, whatever the close then meets.
+	sent bool
+}
+
+// holdLocked decides, for a connection sess keeps in its list, whether the
+// mode holds it open; it returns its entry, or nil to close it at once,
+// with full set when only the bound on held connections closed it. The
+// caller holds mu and acceptMu.
+func (s *Server) holdLocked(sess *session, peer netip.AddrPort, t time.Time) (hc *heldConn, full bool) {
+	limit := 0
+	switch sess.Params.Mode.Kind {
+	case analyze.ModeHang:
+		limit = s.cfg.MaxHeld
+	case analyze.ModeSettingsClose, analyze.ModeGoaway:
+		limit = s.cfg.MaxHandshakes
+	default:
+		return nil, false
+	}
+	hang := sess.Params.Mode.Hangs()
+	if len(s.held) >= limit {
+		sess.NotHeld++
+		if hang {
+			sess.endings = append(sess.endings, analyze.Ending{Fate: analyze.FateClosed})
+		}
+		return nil, true
+	}
+	if hang {
+		sess.endings = append(sess.endings, analyze.Ending{Fate: analyze.FateOpen})
+	}
+	hc = &heldConn{sess: sess, idx: len(sess.Accepts) - 1, at: t, peer: peer}
+	s.held[hc] = struct{}{}
+	return hc, false
+}
+
+// serveHeld takes over c, the connection of hc, on a goroutine of its own;
+// the caller holds acceptMu, so the session cannot end meanwhile.
+func (s *Server) serveHeld(hc *heldConn, c net.Conn) {
+	s.mu.Lock()
+	hc.conn = c
+	s.mu.Unlock()
+	s.holders.Add(1)
+	go func() {
+		defer s.holders.Done()
+		if hc.sess.Params.Mode.Hangs() {
+			s.hold(hc, c)
+		} else {
+			s.handshake(hc, c)
+		}
+	}()
+}
+
+// dropHeld closes a connection that was to be held but could not be
+// served (its descriptor could not become a connection).
+func (s *Server) dropHeld(hc *heldConn, err error) {
+	s.mu.Lock()
+	if !hc.ended {
+		hc.ended = true
+		delete(s.held, hc)
+		hc.sess.NotHeld++
+		if hc.sess.endings != nil {
+			hc.sess.endings[hc.idx] = analyze.Ending{Fate: analyze.FateClosed}
+		}
+	}
+	s.mu.Unlock()
+	s.log.Warn("retry connection closed at once: cannot hold it", "peer", hc.peer.String(), "err", err)
+}
+
+// releaseHeldLocked ends every held connection's stay (the session ends)
+// and returns them for the caller to close once it has let go of mu. A
+// held connection's ending stays as it is, open at the end; a handshake
+// the end cuts counts as failed.
+func (s *Server) releaseHeldLocked() []net.Conn {
+	var out []net.Conn
+	for hc := range s.held {
+		hc.ended = true
+		if !hc.sess.Params.Mode.Hangs() && !hc.sent {
+			hc.sess.HandshakeErrors++
+		}
+		if hc.conn != nil {
+			out = append(out, hc.conn)
+		}
+	}
+	clear(s.held)
+	return out
+}
+
+// hold reads and discards what the client sends on a held connection until
+// it closes (hang mode), then notes how long it was held. The server never
+// writes on it. The session's end closes it first when the client does not.
+func (s *Server) hold(hc *heldConn, c net.Conn) {
+	var first []byte
+	buf := make([]byte, 256)
+	for {
+		n, err := c.Read(buf)
+		if len(first) == 0 && n > 0 {
+			first = bytes.Clone(buf[:n])
+		}
+		if err != nil {
+			break
+		}
+	}
+	c.Close()
+	s.mu.Lock()
+	if hc.ended { // the session's end closed it
+		s.mu.Unlock()
+		return
+	}
+	hc.ended = true
+	delete(s.held, hc)
+	held := s.now().Round(0).Sub(hc.at)
+	hc.sess.endings[hc.idx] = analyze.Ending{Fate: analyze.FateAbandoned, Duration: held, ClientSent: payloadOf(first)}
+	hc.sess.Abandoned++
+	id := hc.sess.ID
+	s.mu.Unlock()
+	s.log.Info("client closed a held connection", "session", id, "peer", hc.peer.String(), "held", held)
+}
+
+// handshake speaks settings-close or goaway on c, within the handshake
+// timeout, and counts the outcome in the session.
+func (s *Server) handshake(hc *heldConn, c net.Conn) {
+	c.SetDeadline(time.Now().Add(s.handshakeTimeout))
+	sent := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !hc.ended {
+			hc.sent = true
+			hc.sess.Handshakes++
+		}
+	}
+	err := h2Exchange(c, s.tlsConf, hc.sess.Params.Mode.Is(analyze.ModeGoaway), sent)
+	c.Close()
+	s.mu.Lock()
+	if hc.ended { // the session's end cut it, and counted it
+		s.mu.Unlock()
+		return
+	}
+	hc.ended = true
+	delete(s.held, hc)
+	failed := err != nil && !hc.sent
+	if failed {
+		hc.sess.HandshakeErrors++
+	}
+	id := hc.sess.ID
+	s.mu.Unlock()
+	if failed {
+		s.log.Info("retry connection closed before the server's SETTINGS", "session", id,
+			"peer", hc.peer.String(), "err", err)
+	}
+}
+
+// payloadOf names the first bytes a client sent.
+func payloadOf(b []byte) analyze.Payload {
+	switch {
+	case len(b) == 0:
+		return analyze.PayloadNone
+	case b[0] == 0x16: // a TLS handshake record
+		return analyze.PayloadTLSClientHello
+	case bytes.HasPrefix([]byte(http2.ClientPreface), b) || bytes.HasPrefix(b, []byte(http2.ClientPreface)):
+		return analyze.PayloadH2Preface
+	}
+	return analyze.PayloadOther
+}

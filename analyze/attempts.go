@@ -568,6 +568,11 @@ type Chains struct {
 	stamps  []stamp
 	end     []int
 	retrans []int // by chain
+	// fates holds the attempts' fates in the same order, when the tracker
+	// knows them: the attempts of a chain are scattered over the
+	// tracker's fates, and reading them a chain at a time was a cache miss
+	// an attempt.
+	fates []fateRec
 }
 
 type stamp struct {
@@ -613,11 +618,17 @@ func (t *Tracker) Chains() *Chains {
 		n += int(t.peerN[p])
 	}
 	retrans := make([]int, np) // by peer index
+	if t.fatesKnown {
+		c.fates = make([]fateRec, t.attempts.n)
+	}
 	for i := range t.attempts.n {
 		r := t.rec(i)
 		j := next[r.peer]
 		c.recs[j] = int32(i)
 		c.stamps[j] = stamp{r.sec, r.nsec}
+		if c.fates != nil && i < len(t.fates) {
+			c.fates[j] = t.fates[i]
+		}
 		retrans[r.peer] += int(r.retrans)
 		next[r.peer]++
 	}
@@ -663,12 +674,16 @@ func (c *Chains) Chain(i int, buf []Attempt) Chain {
 	as := buf[:0]
 	sorted := true
 	var last *attemptRec
-	for _, j := range c.recs[from:c.end[i]] {
+	for k, j := range c.recs[from:c.end[i]] {
 		r := c.t.rec(int(j))
 		if last != nil && !r.after(last.sec, last.nsec) {
 			sorted = false
 		}
-		as = append(as, c.t.attempt(int(j)))
+		a := r.attempt()
+		if c.fates != nil {
+			a.Ending = c.fates[from+k].ending(stamp{r.sec, r.nsec}, r.last)
+		}
+		as = append(as, a)
 		last = r
 	}
 	// Capture order is time order but for rotated files read out of

@@ -3,6 +3,7 @@ package analyze
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -145,5 +146,23 @@ func TestFatesReportSYNOnly(t *testing.T) {
 		if a.Ending.Fate != FateUnknown {
 			t.Errorf("fate %q, want unknown", a.Ending.Fate)
 		}
+	}
+}
+
+func TestMSText(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0.000"}, {204000, "0.204"}, {20000120000, "20000.120"}, {1499, "0.001"}, {1500, "0.002"},
+		{2500, "0.002"}, {2501, "0.003"}, {-400, "-0.000"}, {-1600, "-0.002"}, {math.MaxInt64, "9223372036854.776"},
+		{math.MinInt64, "-9223372036854.775"},
+	} {
+		if got := string(msText(nil, tt.d, true)); got != tt.want {
+			t.Errorf("msText(%d) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+	if got := string(msText(nil, 5, false)); got != "-" {
+		t.Errorf("msText(not ok) = %q", got)
 	}
 }

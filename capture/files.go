@@ -11,14 +11,15 @@ import (
 
 // ReadFiles reads every file with ReadFile, SYNs to opt.Port only (any
 // port when 0), grouped by destination port, with the segments their
-// fates are read from (Options.Segments; docs/spec.md §7). Files may come
-// in any order (a rotated tcpdump -C set): the trackers sort by time; but
-// a handshake split between two files given out of time order loses its
-// SYN-ACK and first bytes, read before the SYN. info lists each file as
-// ReadFile found it, in the order given, with their packets and skips
-// summed; its SYNs are left to the caller, who knows the port. When no
-// file holds a TCP segment other than a SYN, info.SYNOnly is set and the
-// trackers give no fates; otherwise they do (Tracker.SetFatesKnown).
+// fates are read from (Options.Segments; docs/spec.md §7.2). Files may
+// come in any order (a rotated tcpdump -C set): the trackers sort by time;
+// but an attempt split between two files given out of time order loses
+// the segments read before any SYN of its tuple
+// (analyze.Tracker.AddSegment). info lists each file as ReadFile found
+// it, in the order given, with their packets and skips summed; its SYNs
+// are left to the caller, who knows the port. When no file holds a TCP
+// segment other than a SYN, info.SYNOnly is set and the trackers give no
+// fates; otherwise they do (Tracker.SetFatesKnown).
 //
 // The first file that cannot be read stops the read with ReadFile's error,
 // which names the file. When progress is a terminal, a read that takes

@@ -196,17 +196,20 @@ func (d *Decoder) find(lt layers.LinkType, frame []byte) (ip, tcp []byte, skip s
 	return d.findSlow(lt, frame)
 }
 
-// plainOther is find's fast path without its results, for the bulk of a
-// capture: it reports whether f is a frame of plainTCP that find would
-// return nothing for, neither a SYN nor of a watched port, and counts it
-// as other TCP, as find does. Every other frame takes find. It is
-// plainTCP written out, without a call: most frames of a capture end
-// here, and BenchmarkReadFile measures what each instruction costs.
-func (d *Decoder) plainOther(f []byte) bool {
+// plainOther is find's fast path, for the bulk of a capture: for a frame
+// of plainTCP that is not a SYN it counts the frame as other TCP, as find
+// does, and reports done, with the TCP header and the segment's declared
+// length when the frame is of a watched port (the caller then asks
+// candidate, as find would). Every other frame, a SYN included, takes
+// find. It is plainTCP written out, without a call: most frames of a
+// capture end here, and BenchmarkReadFile measures what each instruction
+// costs.
+func (d *Decoder) plainOther(f []byte) (tcp []byte, seg int, done bool) {
 	if len(f) < 14+40+14 {
-		return false
+		return nil, 0, false
 	}
 	var t []byte
+	seg = -1
 	switch binary.BigEndian.Uint16(f[12:]) {
 	case 0x0800:
 		vihl := f[14]
@@ -214,25 +217,31 @@ func (d *Decoder) plainOther(f []byte) bool {
 		total := int(binary.BigEndian.Uint16(f[16:]))
 		if vihl>>4 != 4 || ihl < 20 || f[23] != 6 || binary.BigEndian.Uint16(f[20:])&0x1fff != 0 ||
 			total != 0 && total < ihl || len(f) < 14+ihl+14 {
-			return false
+			return nil, 0, false
 		}
 		t = f[14+ihl:]
+		if total != 0 {
+			seg = total - ihl
+		}
 	case 0x86dd:
 		if f[14]>>4 != 6 || f[14+6] != 6 {
-			return false
+			return nil, 0, false
 		}
 		t = f[14+40:]
+		if n := int(binary.BigEndian.Uint16(f[14+4:])); n != 0 {
+			seg = n
+		}
 	default:
-		return false
+		return nil, 0, false
 	}
 	if t[13]&(tcpSYN|tcpACK) == tcpSYN {
-		return false
-	}
-	if d.ports != nil && d.watched(binary.BigEndian.Uint16(t), binary.BigEndian.Uint16(t[2:])) {
-		return false // find decides
+		return nil, 0, false
 	}
 	d.other++
-	return true
+	if d.ports != nil && d.watched(binary.BigEndian.Uint16(t), binary.BigEndian.Uint16(t[2:])) {
+		return t, seg, true
+	}
+	return nil, 0, true
 }
 
 // TCP flags.
@@ -251,9 +260,12 @@ const (
 // skipped: such segments were never examined before the fates were, and
 // the skip counts stay what they were.
 func (d *Decoder) segment(t []byte, seg int) bool {
-	if !d.watched(binary.BigEndian.Uint16(t), binary.BigEndian.Uint16(t[2:])) {
-		return false
-	}
+	return d.watched(binary.BigEndian.Uint16(t), binary.BigEndian.Uint16(t[2:])) && candidate(t, seg)
+}
+
+// candidate is segment without the port: whether t, not a SYN, has SYN,
+// RST or FIN set or carries bytes, and is sound.
+func candidate(t []byte, seg int) bool {
 	if len(t) < 20 || seg >= 0 && seg < 20 {
 		return false
 	}

@@ -146,7 +146,7 @@ func TestDecodeOtherTCP(t *testing.T) {
 			if f.other {
 				want++
 			}
-			if fast.plainOther(f.frame) {
+			if _, _, done := fast.plainOther(f.frame); done {
 				took++
 				if !f.other {
 					t.Errorf("plainOther took a frame that is no other TCP")

@@ -74,9 +74,9 @@ type LiveConfig struct {
 	// Segments, when set, makes the capture keep, besides the SYNs to
 	// Port, the SYN-ACKs, RSTs, FINs and segments carrying data of Port in
 	// both directions (FateFilter), and Run hand each of those to it; the
-	// Segment is valid only during the call. Without it the capture keeps
+	// view is valid only during the call. Without it the capture keeps
 	// the SYNs alone (SYNFilter).
-	Segments func(*analyze.Segment)
+	Segments func(*analyze.SegmentView)
 	// BufferSize is the kernel capture buffer in bytes; 0 means
 	// DefaultLiveBuffer.
 	BufferSize int
@@ -99,8 +99,8 @@ type Live struct {
 	lt    layers.LinkType
 	dec   *Decoder
 	ts    string
-	segFn func(*analyze.Segment)
-	seg   analyze.Segment
+	segFn func(*analyze.SegmentView)
+	view  analyze.SegmentView
 
 	mu  sync.Mutex // guards out, bw, wer, dirty, since: Run writes, Close flushes
 	out *pcapgo.Writer
@@ -346,8 +346,8 @@ func (l *Live) Run(ctx context.Context, fn func(analyze.SYN), skipped func(reaso
 		switch {
 		case len(tcp) == 0:
 		case tcp[13]&(tcpSYN|tcpACK) != tcpSYN: // a segment (watching only)
-			l.dec.segmentOf(&l.seg, ip, tcp, ci.Timestamp)
-			l.segFn(&l.seg)
+			l.dec.viewOf(&l.view, ip, tcp, ci.Timestamp.Unix(), int32(ci.Timestamp.Nanosecond()))
+			l.segFn(&l.view)
 			continue
 		case binary.BigEndian.Uint16(tcp[2:]) != l.port:
 			skip = "not to the retry port"

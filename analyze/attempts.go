@@ -81,7 +81,11 @@ type attemptRec struct {
 	sec int64 // Time as Unix seconds and nanoseconds: exact for any time
 	// last is the latest SYN's time in Unix nanoseconds (stamp.nanos):
 	// an unanswered attempt ends there.
-	last    int64
+	last int64
+	// fate is what the segments read so far showed of the attempt (see
+	// AddSegment), beside the rest of it: a chain's attempts are read
+	// one by one, and a fate elsewhere was a second cache miss each.
+	fate    fateRec
 	nsec    int32
 	peer    int32 // index into Tracker.peerN, set by Chains
 	retrans int32
@@ -157,14 +161,13 @@ type Tracker struct {
 	// the table of recent attempts, a slot a tuple's hash (nil until
 	// used); seen the set of tuples SYNs came from. pushedFates holds, by
 	// position, the fates of the attempts pushed SYNs open that left the
-	// table while the SYNs wait to be grouped; fates holds them by attempt
-	// index (nil until a segment came). late holds the segments the table
-	// could not place, at most segBatch (but in tests) until read.
+	// table while the SYNs wait to be grouped (an attempt's is beside it).
+	// late holds the segments the table could not place, at most segBatch
+	// (but in tests) until read.
 	watching    bool
 	recent      []recentAttempt
 	seen        []uint64
 	pushedFates blocks[fateRec]
-	fates       []fateRec
 	late        blocks[segRec]
 	segBatch    int
 	recentMax   int // recentSlots, but in tests
@@ -235,11 +238,7 @@ func (t *Tracker) attempt(i int) Attempt {
 	r := t.rec(i)
 	a := r.attempt()
 	if t.fatesKnown {
-		var f fateRec
-		if i < len(t.fates) {
-			f = t.fates[i]
-		}
-		a.Ending = f.ending(stamp{r.sec, r.nsec}, r.last)
+		a.Ending = r.fate.ending(stamp{r.sec, r.nsec}, r.last)
 	}
 	return a
 }
@@ -395,7 +394,7 @@ func (t *Tracker) AddAttempt(a Attempt) {
 	*t.home(uint32(i + 1)) = fateOf(a.Ending, start)
 	if t.recent != nil {
 		if e := t.slot(t.keyHash(&r.key)); e.ref == uint32(i+1) {
-			e.fate = t.fates[i]
+			e.fate = r.fate
 		}
 	}
 }
@@ -568,11 +567,6 @@ type Chains struct {
 	stamps  []stamp
 	end     []int
 	retrans []int // by chain
-	// fates holds the attempts' fates in the same order, when the tracker
-	// knows them: the attempts of a chain are scattered over the
-	// tracker's fates, and reading them a chain at a time was a cache miss
-	// an attempt.
-	fates []fateRec
 }
 
 type stamp struct {
@@ -618,17 +612,11 @@ func (t *Tracker) Chains() *Chains {
 		n += int(t.peerN[p])
 	}
 	retrans := make([]int, np) // by peer index
-	if t.fatesKnown {
-		c.fates = make([]fateRec, t.attempts.n)
-	}
 	for i := range t.attempts.n {
 		r := t.rec(i)
 		j := next[r.peer]
 		c.recs[j] = int32(i)
 		c.stamps[j] = stamp{r.sec, r.nsec}
-		if c.fates != nil && i < len(t.fates) {
-			c.fates[j] = t.fates[i]
-		}
 		retrans[r.peer] += int(r.retrans)
 		next[r.peer]++
 	}
@@ -674,16 +662,12 @@ func (c *Chains) Chain(i int, buf []Attempt) Chain {
 	as := buf[:0]
 	sorted := true
 	var last *attemptRec
-	for k, j := range c.recs[from:c.end[i]] {
+	for _, j := range c.recs[from:c.end[i]] {
 		r := c.t.rec(int(j))
 		if last != nil && !r.after(last.sec, last.nsec) {
 			sorted = false
 		}
-		a := r.attempt()
-		if c.fates != nil {
-			a.Ending = c.fates[from+k].ending(stamp{r.sec, r.nsec}, r.last)
-		}
-		as = append(as, a)
+		as = append(as, c.t.attempt(int(j)))
 		last = r
 	}
 	// Capture order is time order but for rotated files read out of

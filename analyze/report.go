@@ -1001,11 +1001,7 @@ func appendFatesText(b []byte, as []AttemptReport) []byte {
 		b = append(b, ' ')
 		b = appendPadded(b, strconv.AppendUint(num[:0], uint64(as[i].SrcPort), 10), 6)
 		b = append(b, "  "...)
-		f := e.fate()
-		b = append(b, f...)
-		for n := utf8.RuneCountInString(string(f)); n < 19; n++ {
-			b = append(b, ' ')
-		}
+		b = appendLeft(b, string(e.fate()), 19)
 		b = append(b, ' ')
 		accepted, ended := e.Fate.Accepted(), e.Fate.Ended()
 		b = appendPadded(b, msText(num[:0], e.Accepted, accepted), 12)
@@ -1021,13 +1017,20 @@ func appendFatesText(b []byte, as []AttemptReport) []byte {
 		if server == "" {
 			server = "-"
 		}
-		b = append(b, client...)
-		for n := utf8.RuneCountInString(client); n < 16; n++ {
-			b = append(b, ' ')
-		}
+		b = appendLeft(b, client, 16)
 		b = append(b, "  "...)
 		b = append(b, server...)
 		b = append(b, '\n')
+	}
+	return b
+}
+
+// appendLeft appends s left-aligned in width bytes: the names of fates
+// and first bytes are ASCII.
+func appendLeft(b []byte, s string, width int) []byte {
+	b = append(b, s...)
+	for n := len(s); n < width; n++ {
+		b = append(b, ' ')
 	}
 	return b
 }

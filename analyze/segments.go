@@ -309,10 +309,7 @@ func (t *Tracker) home(ref uint32) *fateRec {
 	if ref&pendingRef != 0 {
 		return t.pushedFates.at(i)
 	}
-	if i >= len(t.fates) {
-		t.fates = slices.Grow(t.fates, t.attempts.n-len(t.fates))[:t.attempts.n]
-	}
-	return &t.fates[i]
+	return &t.rec(i).fate
 }
 
 // install gives the slot of hash h to the attempt of key k, start and ref,
@@ -363,9 +360,6 @@ func (t *Tracker) rememberPushed(i int) {
 // settleFates moves the fates of the pushed SYNs to their attempts, and
 // the table's references to them; attempt gives each position's attempt.
 func (t *Tracker) settleFates(attempt []int32) {
-	if n := t.attempts.n; len(t.fates) < n {
-		t.fates = slices.Grow(t.fates, n-len(t.fates))[:n]
-	}
 	for i := range t.recent {
 		if e := &t.recent[i]; e.ref&pendingRef != 0 {
 			t.home(e.ref).merge(&e.fate)
@@ -373,13 +367,13 @@ func (t *Tracker) settleFates(attempt []int32) {
 	}
 	for i := range t.pushedFates.n {
 		if f := t.pushedFates.at(i); *f != (fateRec{}) {
-			t.fates[attempt[i]].merge(f)
+			t.rec(int(attempt[i])).fate.merge(f)
 		}
 	}
 	for i := range t.recent {
 		if e := &t.recent[i]; e.ref&pendingRef != 0 {
 			e.ref = uint32(attempt[int(e.ref&^pendingRef)-1]) + 1
-			e.fate = t.fates[e.ref-1]
+			e.fate = t.rec(int(e.ref - 1)).fate
 		}
 	}
 	t.pushedFates = blocks[fateRec]{}
@@ -456,30 +450,39 @@ func (t *Tracker) readSegments() {
 }
 
 // readLate reads the segments the table of recent attempts could not
-// place, and lets them go. It sorts and merges: the attempts and the
-// segments are sorted by a hash of their 4-tuple, then each tuple's
-// segments are matched to its attempts, in time order. A tuple reused by
-// later attempts (a new ISN) gives a segment to the attempt its sequence
-// numbers name (a SYN-ACK or RST acknowledging ISN+1, the client's bytes
-// at ISN+1), otherwise to the latest attempt that started before it
-// (docs/spec.md §7).
+// place, and lets them go. It sorts and merges: the segments and the
+// attempts of their tuples are sorted by a hash of their 4-tuple, then
+// each tuple's segments are matched to its attempts, in time order. A
+// tuple reused by later attempts (a new ISN) gives a segment to the
+// attempt its sequence numbers name (a SYN-ACK or RST acknowledging
+// ISN+1, the client's bytes at ISN+1), otherwise to the latest attempt
+// that started before it (docs/spec.md §7.2).
 func (t *Tracker) readLate() {
 	m := t.late.n
 	if m == 0 {
 		return
 	}
-	n := t.attempts.n
-	ak := make([]uint64, n)
-	for i := range n {
-		ak[i] = t.keyHash(&t.rec(i).key)>>32<<32 | uint64(i)
-	}
-	ak = sortHigh32(ak, make([]uint64, n))
 	sk := make([]uint64, m)
+	// A bitset of the segments' hashes, some 16 bits a segment, leaves out
+	// at once the attempts of no segment's tuple: few segments wait, most
+	// often, and sorting every attempt for them was a megabyte each time.
+	hashes := make([]uint64, max(1, 1<<bits.Len(uint(16*m))/64))
+	mask := uint64(64*len(hashes) - 1)
 	for i := range m {
 		r := t.late.at(i)
-		sk[i] = t.tupleHash(r.src, r.sport, r.dst, r.dport)>>32<<32 | uint64(i)
+		h := t.tupleHash(r.src, r.sport, r.dst, r.dport) >> 32
+		sk[i] = h<<32 | uint64(i)
+		hashes[h&mask/64] |= 1 << (h & mask % 64)
 	}
 	sk = sortHigh32(sk, make([]uint64, m))
+	var ak []uint64
+	for i := range t.attempts.n {
+		if h := t.keyHash(&t.rec(i).key) >> 32; hashes[h&mask/64]&(1<<(h&mask%64)) != 0 {
+			ak = append(ak, h<<32|uint64(i))
+		}
+	}
+	n := len(ak)
+	ak = sortHigh32(ak, make([]uint64, n))
 	var as, ss []int32
 	for a, s := 0, 0; a < n && s < m; {
 		ha, hs := ak[a]>>32, sk[s]>>32

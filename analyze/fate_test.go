@@ -405,6 +405,36 @@ func TestFatesPushed(t *testing.T) {
 	}
 }
 
+// Segments that wait while the SYNs of their attempts wait to be grouped
+// too, and fill the waiting list, are read once those SYNs are grouped:
+// the attempt, out of a table of one slot, is refused, not unanswered.
+func TestFatesLateOfPushed(t *testing.T) {
+	tr := NewTracker()
+	tr.SetFatesKnown(true)
+	tr.watch()
+	tr.pushBatch, tr.segBatch, tr.recentMax = 100, 2, 1
+	other := netip.MustParseAddrPort("127.0.0.1:40001")
+	tr.push(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
+	tr.push(SYN{Time: trackAt(1), Src: other, Dst: fateServer, Seq: 9}) // takes the slot
+	tr.addSeg(fateSeg(2, false, flagRST|flagACK, 0, fateISN+1, ""))     // waits
+	tr.addSeg(fateSeg(3, false, flagACK|0x08, 7, fateISN+1, PayloadOther))
+	if tr.pushed.n != 2 || tr.late.n != 2 {
+		t.Fatalf("%d SYNs and %d segments wait, want 2 and 2", tr.pushed.n, tr.late.n)
+	}
+	tr.addSeg(fateSeg(4, true, flagFIN|flagACK, fateISN+1, 0, "")) // the list is full
+	if tr.pushed.n != 0 {
+		t.Errorf("%d SYNs still wait once the segments were read", tr.pushed.n)
+	}
+	want := []Ending{{Fate: FateRefused, Duration: fms(2)}, {Fate: FateUnanswered}}
+	var got []Ending
+	for _, a := range tr.List() {
+		got = append(got, a.Ending)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Endings (-want +got):\n%s", diff)
+	}
+}
+
 // PortTracker gives a segment to its destination port's tracker, or its
 // source port's (the server's segments), and SetFatesKnown to all.
 func TestPortTrackerSegments(t *testing.T) {

@@ -396,7 +396,9 @@ func (t *Tracker) readSegment(r *segRec) {
 		return
 	}
 	if t.late.n == t.segBatch {
-		t.readLate()
+		// All of them, the SYNs that wait to be grouped first: their
+		// attempts may own the segments that wait.
+		t.readSegments()
 	}
 	t.late.add(*r)
 }

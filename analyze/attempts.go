@@ -166,7 +166,7 @@ type Tracker struct {
 	// (but in tests) until read.
 	watching    bool
 	recent      []recentAttempt
-	seen        []uint64
+	seen        []byte
 	pushedFates blocks[fateRec]
 	late        blocks[segRec]
 	segBatch    int
@@ -394,7 +394,7 @@ func (t *Tracker) AddAttempt(a Attempt) {
 	*t.home(uint32(i + 1)) = fateOf(a.Ending, start)
 	if t.recent != nil {
 		if e := t.slot(t.keyHash(&r.key)); e.ref == uint32(i+1) {
-			e.fate = r.fate
+			e.fate, e.homed = r.fate, true
 		}
 	}
 }

@@ -511,20 +511,20 @@ func TestFatesTablesGrow(t *testing.T) {
 	tr.AddSegment(&Segment{Time: trackAt(0), Src: fateServer, Dst: fateClient, Flags: flagRST}) // before any SYN: dropped
 	tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
 	tr.addSeg(synAck(0.02))
-	if len(tr.recent) != minRecent || 64*len(tr.seen) != minSeen {
-		t.Fatalf("one attempt: table %d, set %d bits; want %d, %d", len(tr.recent), 64*len(tr.seen), minRecent, minSeen)
+	if len(tr.recent) != minRecent || len(tr.seen) != minSeen {
+		t.Fatalf("one attempt: table %d, set %d; want %d, %d", len(tr.recent), len(tr.seen), minRecent, minSeen)
 	}
 	for i := range 100_000 {
 		cli := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 40000)
 		tr.Add(SYN{Time: trackAt(1 + i), Src: cli, Dst: fateServer, Seq: 5})
-		for _, n := range []int{len(tr.recent), 64 * len(tr.seen)} {
+		for _, n := range []int{len(tr.recent), len(tr.seen)} {
 			if n&(n-1) != 0 {
 				t.Fatalf("size %d, not a power of two", n)
 			}
 		}
 	}
-	if len(tr.recent) != recentSlots || 64*len(tr.seen) != seenBits {
-		t.Errorf("100 001 attempts: table %d, set %d bits; want %d, %d", len(tr.recent), 64*len(tr.seen), recentSlots, seenBits)
+	if len(tr.recent) != recentSlots || len(tr.seen) != seenSlots {
+		t.Errorf("100 001 attempts: table %d, set %d; want %d, %d", len(tr.recent), len(tr.seen), recentSlots, seenSlots)
 	}
 	if got := tr.List()[0].Ending; got != (Ending{Fate: FateOpen, Accepted: fms(0.02)}) {
 		t.Errorf("the first attempt's fate: %+v", got)

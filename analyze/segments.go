@@ -129,14 +129,16 @@ const (
 	minRecent   = 1 << 6
 )
 
-// seenBits is the largest size of a Tracker's set of the tuples its SYNs
-// came from, a bit a tuple's hash: 64 KiB, which stays in cache. It starts
-// at minSeen and grows with the SYNs, keeping four to sixteen bits a SYN;
-// full, it takes 75 000 tuples, the 2 M-packet bench capture's, for one
-// in eight of other tuples.
+// seenSlots is the largest size of a Tracker's set of the tuples its SYNs
+// came from, a byte a tuple's hash (512 KiB), so that adding to it is a
+// store the processor need not wait for: a bit meant reading its word
+// first, a cache miss a SYN. It starts at minSeen and grows with the
+// SYNs, keeping four to sixteen bytes a SYN; full, it takes 75 000
+// tuples, the 2 M-packet bench capture's, for one in seven of other
+// tuples.
 const (
-	seenBits = 1 << 19
-	minSeen  = 1 << 12
+	seenSlots = 1 << 19
+	minSeen   = 1 << 12
 )
 
 // pendingRef tags a reference to a pushed SYN's position rather than an
@@ -154,7 +156,23 @@ type recentAttempt struct {
 	fate  fateRec
 	h     uint64 // the tuple's hash
 	ref   uint32
-	_     [36]byte // to 128 bytes: a slot never straddles more cache lines than it must
+	// homed says the home may hold part of the fate already (the slot's
+	// fate was stored there, or the attempt came back to the table), so
+	// that leaving merges rather than stores: a load of a home long out of
+	// cache, on every SYN, was most of what installing cost.
+	homed bool
+	_     [35]byte // to 128 bytes: a slot never straddles more cache lines than it must
+}
+
+// leave stores the slot's fate at its attempt's home.
+func (t *Tracker) leave(e *recentAttempt) {
+	switch {
+	case e.fate == (fateRec{}):
+	case e.homed:
+		t.home(e.ref).merge(&e.fate)
+	default:
+		*t.home(e.ref) = e.fate
+	}
 }
 
 // AddSegment reads a segment into the fate of the attempt of its 4-tuple
@@ -228,8 +246,8 @@ func (t *Tracker) FatesKnown() bool { return t.fatesKnown }
 // see adds the tuple of hash h to the set of tuples SYNs came from,
 // growing the set first when the SYNs would fill it.
 func (t *Tracker) see(h uint64) {
-	if n := 64 * len(t.seen); n < seenBits && 4*t.syns > n || n == 0 {
-		t.seen = make([]uint64, min(seenBits, max(minSeen, 1<<bits.Len(uint(16*t.syns))))/64)
+	if n := len(t.seen); n < seenSlots && 4*t.syns > n || n == 0 {
+		t.seen = make([]byte, min(seenSlots, max(minSeen, 1<<bits.Len(uint(16*t.syns)))))
 		for i := range t.attempts.n {
 			t.setSeen(t.keyHash(&t.rec(i).key))
 		}
@@ -240,15 +258,11 @@ func (t *Tracker) see(h uint64) {
 	t.setSeen(h)
 }
 
-func (t *Tracker) setSeen(h uint64) {
-	b := h & uint64(64*len(t.seen)-1)
-	t.seen[b/64] |= 1 << (b % 64)
-}
+func (t *Tracker) setSeen(h uint64) { t.seen[h&uint64(len(t.seen)-1)] = 1 }
 
 // seenTuple reports whether a SYN may have come from the tuple of hash h.
 func (t *Tracker) seenTuple(h uint64) bool {
-	b := h & uint64(64*len(t.seen)-1)
-	return len(t.seen) > 0 && t.seen[b/64]&(1<<(b%64)) != 0
+	return len(t.seen) > 0 && t.seen[h&uint64(len(t.seen)-1)] != 0
 }
 
 // slot returns the slot of the table for hash h: its top bits.
@@ -271,7 +285,7 @@ func (t *Tracker) growRecent() {
 			if d := t.slot(e.h); d.ref == 0 {
 				*d = *e
 			} else {
-				t.home(e.ref).merge(&e.fate)
+				t.leave(e)
 			}
 		}
 	}
@@ -332,11 +346,14 @@ func (t *Tracker) install(h uint64, k *attemptKey, start stamp, ref uint32) *rec
 		if e.h == h && e.key == *k {
 			return e
 		}
-		t.home(e.ref).merge(&e.fate)
+		t.leave(e)
 	}
 	// Field by field: a composite literal was built aside and copied, a
-	// store forwarding stall on every SYN.
-	e.key, e.start, e.fate, e.h, e.ref = *k, start, fateRec{}, h, ref
+	// store forwarding stall on every SYN. A pushed SYN's home is new.
+	e.key, e.start, e.fate, e.h, e.ref, e.homed = *k, start, fateRec{}, h, ref, false
+	if ref&pendingRef == 0 {
+		e.homed = *t.home(ref) != (fateRec{})
+	}
 	return e
 }
 
@@ -362,7 +379,7 @@ func (t *Tracker) rememberPushed(i int) {
 func (t *Tracker) settleFates(attempt []int32) {
 	for i := range t.recent {
 		if e := &t.recent[i]; e.ref&pendingRef != 0 {
-			t.home(e.ref).merge(&e.fate)
+			t.leave(e)
 		}
 	}
 	for i := range t.pushedFates.n {
@@ -373,7 +390,7 @@ func (t *Tracker) settleFates(attempt []int32) {
 	for i := range t.recent {
 		if e := &t.recent[i]; e.ref&pendingRef != 0 {
 			e.ref = uint32(attempt[int(e.ref&^pendingRef)-1]) + 1
-			e.fate = t.rec(int(e.ref - 1)).fate
+			e.fate, e.homed = t.rec(int(e.ref-1)).fate, true
 		}
 	}
 	t.pushedFates = blocks[fateRec]{}
@@ -438,7 +455,8 @@ func (t *Tracker) readSegments() {
 	}
 	for i := range t.recent {
 		if e := &t.recent[i]; e.ref != 0 {
-			t.home(e.ref).merge(&e.fate)
+			t.leave(e)
+			e.homed = true
 		}
 	}
 	if t.late.n > 0 {

@@ -117,6 +117,14 @@ type recordedConn struct {
 // returns them.
 func (r *recorder) take(tb testing.TB, ctx context.Context) recording {
 	tb.Helper()
+	rec, err := r.wait(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rec
+}
+
+func (r *recorder) wait(ctx context.Context) (recording, error) {
 	r.mu.Lock()
 	conns := append([]*recConn(nil), r.conns...)
 	r.mu.Unlock()
@@ -124,7 +132,7 @@ func (r *recorder) take(tb testing.TB, ctx context.Context) recording {
 		select {
 		case <-c.closed:
 		case <-ctx.Done():
-			tb.Fatalf("connection %s → %s did not end: %v", c.client, c.server, ctx.Err())
+			return nil, fmt.Errorf("connection %s → %s did not end: %w", c.client, c.server, ctx.Err())
 		}
 	}
 	r.mu.Lock()
@@ -133,7 +141,7 @@ func (r *recorder) take(tb testing.TB, ctx context.Context) recording {
 	for _, c := range conns {
 		out = append(out, recordedConn{Client: c.client, Server: c.server, Start: c.start, End: c.end, Chunks: append([]chunk(nil), c.chunks...)})
 	}
-	return out
+	return out, nil
 }
 
 // decode feeds every connection to h2 as recorded.

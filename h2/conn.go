@@ -50,12 +50,14 @@ type Limits struct {
 	// may allow (default 1 MiB); the protocol's default is 4096.
 	MaxHeaderTable uint32
 	// MaxMessage is the largest gRPC message decoded, before and after
-	// inflating (default 4 MiB). Messages are counted whatever their size.
+	// inflating, and the most bytes collected at once for decoding, all
+	// streams together (default 4 MiB). Messages are counted whatever
+	// their size.
 	MaxMessage int
 	// MaxOpenStreams bounds the streams followed at once (default 10000).
 	MaxOpenStreams int
 	// MaxStreams, MaxEvents and MaxWarnings bound what Report keeps
-	// (defaults 100000, 100000 and 1000); the rest is counted in Dropped.
+	// (defaults 10000, 20000 and 1000); the rest is counted in Dropped.
 	MaxStreams  int
 	MaxEvents   int
 	MaxWarnings int
@@ -68,8 +70,8 @@ var DefaultLimits = Limits{
 	MaxHeaderTable: 1 << 20,
 	MaxMessage:     4 << 20,
 	MaxOpenStreams: 10000,
-	MaxStreams:     100000,
-	MaxEvents:      100000,
+	MaxStreams:     10000,
+	MaxEvents:      20000,
 	MaxWarnings:    1000,
 }
 
@@ -123,8 +125,12 @@ type Conn struct {
 	// lower id that is not open is for a stream that has ended.
 	maxStream   uint32
 	lastUnknown uint32
-	begun       bool
-	ended       bool
+	// kept counts the bytes of the messages being collected for decoding
+	// (their whole length, from their prefix on), all streams together; it
+	// stays within Limits.MaxMessage.
+	kept  int
+	begun bool
+	ended bool
 }
 
 // half is the decoder of one direction.
@@ -553,6 +559,10 @@ func (c *Conn) frame(h *half, t time.Time, raw []byte) {
 			g.InFlight = append(g.InFlight, id)
 		}
 		slices.Sort(g.InFlight)
+		if len(g.InFlight) > maxInFlight {
+			g.MoreInFlight = len(g.InFlight) - maxInFlight
+			g.InFlight = slices.Clip(g.InFlight[:maxInFlight])
+		}
 		c.event(Event{Time: t, Dir: h.dir, Kind: KindGoAway, GoAway: g})
 	case *http2.RSTStreamFrame:
 		code := errCodeName(f.ErrCode)
@@ -610,11 +620,15 @@ func (c *Conn) settings(h *half, t time.Time, f *http2.SettingsFrame) {
 		c.event(Event{Time: t, Dir: h.dir, Kind: KindSettingsAck})
 		return
 	}
-	e := Event{Time: t, Dir: h.dir, Kind: KindSettings, Settings: make([]Setting, 0, f.NumSettings())}
+	e := Event{Time: t, Dir: h.dir, Kind: KindSettings, Settings: make([]Setting, 0, min(f.NumSettings(), maxSettings))}
 	peer := &c.halves[1-h.dir]
 	for i := range f.NumSettings() {
 		s := f.Setting(i)
-		e.Settings = append(e.Settings, Setting{Name: s.ID.String(), Value: s.Val})
+		if len(e.Settings) < maxSettings {
+			e.Settings = append(e.Settings, Setting{Name: s.ID.String(), Value: s.Val})
+		} else {
+			e.MoreSettings++
+		}
 		if err := s.Valid(); err != nil {
 			c.warn(Warning{Time: t, Dir: h.dir, Name: WarnBadSetting,
 				Detail: fmt.Sprintf("%s = %d is out of range (%v): ignored", s.ID, s.Val, err)})
@@ -767,7 +781,7 @@ func (c *Conn) applyHeaders(s *stream, dir Direction, f *fields) {
 		if s.gotHeaders[dir] {
 			return // trailers from a client: gRPC has none
 		}
-		r.Method, r.Authority, r.Timeout, r.RequestEncoding = f.path, f.authority, f.timeout, f.encoding
+		r.Method, r.Authority, r.Timeout, r.RequestEncoding = cut(f.path), cut(f.authority), cut(f.timeout), cut(f.encoding)
 		if n, err := strconv.Atoi(f.prev); err == nil && n >= 0 {
 			r.PreviousAttempts = n
 		}
@@ -775,19 +789,19 @@ func (c *Conn) applyHeaders(s *stream, dir Direction, f *fields) {
 		return
 	}
 	if !s.gotHeaders[dir] {
-		r.ResponseEncoding = f.encoding
+		r.ResponseEncoding = cut(f.encoding)
 		if n, err := strconv.Atoi(f.status); f.hasStatus && err == nil {
 			r.HTTPStatus = n
 		}
 	}
 	if f.hasGRPCStatus {
-		r.GRPCStatus = grpcCodeName(f.grpcStatus)
+		r.GRPCStatus = cut(grpcCodeName(f.grpcStatus))
 	}
 	if f.hasGRPCMessage {
-		r.GRPCMessage = percentDecode(f.grpcMessage)
+		r.GRPCMessage = cut(percentDecode(f.grpcMessage))
 	}
 	if f.pushback != "" {
-		r.RetryPushback = f.pushback
+		r.RetryPushback = cut(f.pushback)
 	}
 }
 
@@ -863,6 +877,9 @@ func (c *Conn) closeStream(s *stream, t time.Time, st StreamState) {
 	r := c.rec(s)
 	r.End, r.State = t, st
 	delete(c.open, s.id)
+	for d := range s.msgs {
+		c.kept -= s.msgs[d].reserved
+	}
 	s.msgs = [2]msgState{}
 	for d := range c.halves {
 		if c.halves[d].blk.s == s {
@@ -896,6 +913,19 @@ func (c *Conn) damage(reason string) {
 	if c.r.Damaged == "" {
 		c.r.Damaged = reason
 	}
+}
+
+// cut keeps at most maxValue bytes of a header value, ending on a whole
+// UTF-8 character, and marks the cut.
+func cut(s string) string {
+	if len(s) <= maxValue {
+		return s
+	}
+	i := maxValue
+	for j := 0; j < utf8.UTFMax-1 && i > 0 && !utf8.RuneStart(s[i]); j++ {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // debugText is a GOAWAY's debug data as text: printable UTF-8 as is,

@@ -391,3 +391,46 @@ func TestStart(t *testing.T) {
 		}
 	})
 }
+
+// TestCaps holds a Report's entries to their bounds, whatever the input.
+func TestCaps(t *testing.T) {
+	w := newWire(t).start()
+	var many []http2.Setting
+	for i := range 40 {
+		many = append(many, http2.Setting{ID: http2.SettingID(0x100 + i), Val: uint32(i)})
+	}
+	w.settings(h2.ServerToClient, many...)
+	long := "/" + strings.Repeat("é", 400) // 801 bytes
+	w.request(1, long)
+	for id := uint32(3); id <= 2*1001+1; id += 2 {
+		w.request(id, otherMethod)
+	}
+	w.goAway(1, http2.ErrCodeNo, "")
+	// Two Start calls whose messages, collected at once, pass MaxMessage.
+	w.request(2*1002+1, startMethod).dataFrames(h2.ClientToServer, 2*1002+1, false, msg(make([]byte, 3<<20), false)[:1<<20])
+	w.request(2*1003+1, startMethod).dataFrames(h2.ClientToServer, 2*1003+1, false, msg(make([]byte, 3<<20), false)[:1<<20])
+	r := w.decode(h2.Limits{})
+
+	var s *h2.Event
+	for i := range r.Events {
+		if e := &r.Events[i]; e.Kind == h2.KindSettings && e.Dir == h2.ServerToClient && e.MoreSettings > 0 {
+			s = e
+		}
+	}
+	if s == nil || len(s.Settings) != 32 || s.MoreSettings != 8 {
+		t.Errorf("SETTINGS of 40 parameters: %+v, want 32 kept and 8 counted", s)
+	}
+	if m := r.Streams[0].Method; m != long[:511]+"…" {
+		t.Errorf("method of %d bytes kept as %d bytes %q…, want 511 bytes (a whole é short of 512) and …", len(long), len(m), m[:10])
+	}
+	g := h2.GoAways(r)
+	if len(g) != 1 || len(g[0].GoAway.InFlight) != 1000 || g[0].GoAway.MoreInFlight != 2 {
+		t.Fatalf("GOAWAY with 1002 streams open: %d kept, %d counted, want 1000 and 2", len(g[0].GoAway.InFlight), g[0].GoAway.MoreInFlight)
+	}
+	if !strings.HasSuffix(g[0].Text(), "1002 streams in flight") {
+		t.Errorf("text %q, want all 1002 counted", g[0].Text())
+	}
+	if d := cmp.Diff([]string{h2.WarnMessageTooLarge}, warningNames(r)); d != "" {
+		t.Errorf("warnings (-want +got):\n%s", d)
+	}
+}

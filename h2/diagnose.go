@@ -228,7 +228,7 @@ func (g GoAwayAge) Text() string {
 		debug = " (" + g.GoAway.Debug + ")"
 	}
 	return fmt.Sprintf("the %s's GOAWAY %s%s at connection age ≈ %s, last stream id %d, %s in flight",
-		g.Dir.sender(), g.GoAway.Code, debug, approx(g.Age), g.GoAway.LastStreamID, plural(len(g.GoAway.InFlight), "stream"))
+		g.Dir.sender(), g.GoAway.Code, debug, approx(g.Age), g.GoAway.LastStreamID, plural(len(g.GoAway.InFlight)+g.GoAway.MoreInFlight, "stream"))
 }
 
 // Refusal is a stream above a server GOAWAY's last stream id: one the

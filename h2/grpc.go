@@ -51,6 +51,9 @@ type msgState struct {
 	// collects it.
 	keep bool
 	body []byte
+	// reserved is the kept message's length, counted in Conn.kept from its
+	// prefix on.
+	reserved int
 	// lost is set once some DATA was lost: message boundaries are unknown
 	// from there.
 	lost bool
@@ -59,6 +62,7 @@ type msgState struct {
 // loseMessages stops counting a stream side's messages: some of its DATA
 // was lost.
 func (c *Conn) loseMessages(s *stream, dir Direction) {
+	c.kept -= s.msgs[dir].reserved
 	s.msgs[dir] = msgState{lost: true}
 	c.rec(s).MessagesLost = true
 }
@@ -81,10 +85,18 @@ func (c *Conn) messages(s *stream, dir Direction, t time.Time, p []byte) {
 			}
 			m.left = binary.BigEndian.Uint32(m.prefix[1:])
 			m.keep = c.wants(s, dir)
-			if m.keep && uint64(m.left) > uint64(c.lim.MaxMessage) {
+			if m.keep && uint64(c.kept)+uint64(m.left) > uint64(c.lim.MaxMessage) {
 				m.keep = false
+				what := "over"
+				if c.kept > 0 {
+					what = "with the messages being collected, over"
+				}
 				c.warn(Warning{Time: t, Dir: dir, Name: WarnMessageTooLarge, Stream: s.id,
-					Detail: fmt.Sprintf("a %s message of %d bytes, over the %d decoded: counted, not decoded", c.rec(s).Method, m.left, c.lim.MaxMessage)})
+					Detail: fmt.Sprintf("a %s message of %d bytes, %s the %d decoded: counted, not decoded", c.rec(s).Method, m.left, what, c.lim.MaxMessage)})
+			}
+			if m.keep {
+				m.reserved = int(m.left)
+				c.kept += m.reserved
 			}
 		}
 		n := uint32(min(uint64(m.left), uint64(len(p))))
@@ -94,8 +106,9 @@ func (c *Conn) messages(s *stream, dir Direction, t time.Time, p []byte) {
 		m.left -= n
 		p = p[n:]
 		if m.left == 0 {
+			c.kept -= m.reserved
 			c.message(s, dir, t, m.keep, m.prefix[0]&1 != 0, m.body)
-			m.prefixN, m.keep, m.body = 0, false, nil
+			m.prefixN, m.keep, m.body, m.reserved = 0, false, nil, 0
 		}
 	}
 }

@@ -121,8 +121,10 @@ type Event struct {
 	// Dir is the direction of the frame: its sender.
 	Dir  Direction `json:"dir"`
 	Kind EventKind `json:"kind"`
-	// Settings are a SETTINGS frame's parameters, in wire order.
-	Settings []Setting `json:"settings,omitempty"`
+	// Settings are a SETTINGS frame's parameters, in wire order, the
+	// first maxSettings of them; MoreSettings counts the rest.
+	Settings     []Setting `json:"settings,omitempty"`
+	MoreSettings int       `json:"more_settings,omitempty"`
 	// Ping is a PING's opaque data, 16 hex digits.
 	Ping string `json:"ping,omitempty"`
 	// GoAway is set for a GOAWAY.
@@ -148,8 +150,10 @@ type GoAway struct {
 	// "max_age", …), with bytes that are not printable UTF-8 quoted.
 	Debug string `json:"debug,omitempty"`
 	// InFlight are the ids of the streams open when the GOAWAY came, in
-	// increasing order.
-	InFlight []uint32 `json:"in_flight"`
+	// increasing order, the first maxInFlight of them; MoreInFlight counts
+	// the rest.
+	InFlight     []uint32 `json:"in_flight"`
+	MoreInFlight int      `json:"more_in_flight,omitempty"`
 }
 
 // StreamState is where a stream ended.
@@ -168,6 +172,7 @@ const (
 
 // Stream is one RPC: a client-initiated HTTP/2 stream and what the gRPC
 // protocol put on it (PROTOCOL-HTTP2.md, "Requests" and "Responses").
+// Header values are kept up to maxValue bytes, cut with "…" beyond.
 type Stream struct {
 	ID uint32 `json:"id"`
 	// Method is the request's :path, e.g. /grpc.testing.ReconnectService/Start.
@@ -297,6 +302,14 @@ const (
 	WarnBadMessage = "bad_message"
 	// WarnTruncated: the connection ended inside a frame.
 	WarnTruncated = "truncated"
+)
+
+// Bounds on what one Event or Stream keeps, so that a Report's size is
+// bounded by Limits.MaxEvents and MaxStreams whatever the input.
+const (
+	maxSettings = 32
+	maxInFlight = 1000
+	maxValue    = 512
 )
 
 // errCodeName names an HTTP/2 error code as RFC 9113 §7 does.

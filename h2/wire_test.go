@@ -139,6 +139,15 @@ func (w *wire) data(dir h2.Direction, id uint32, end bool, p []byte) *wire {
 	return w.frame(dir, func(fr *http2.Framer) error { return fr.WriteData(id, end, p) })
 }
 
+// dataFrames sends p in DATA frames of at most 16384 bytes.
+func (w *wire) dataFrames(dir h2.Direction, id uint32, end bool, p []byte) *wire {
+	for len(p) > 16384 {
+		w.data(dir, id, false, p[:16384])
+		p = p[16384:]
+	}
+	return w.data(dir, id, end, p)
+}
+
 func (w *wire) rst(dir h2.Direction, id uint32, code http2.ErrCode) *wire {
 	return w.frame(dir, func(fr *http2.Framer) error { return fr.WriteRSTStream(id, code) })
 }

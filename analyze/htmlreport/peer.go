@@ -325,7 +325,7 @@ func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
 	if fates {
 		b = append(b, `<th>fate</th>`...)
 	}
-	b = append(b, `<th>interval ms</th><th>expected ms</th><th>window ms</th><th>jitter</th><th>verdict</th>`...)
+	b = append(b, `<th>interval</th><th>ms</th><th>expected ms</th><th>window ms</th><th>jitter</th><th>verdict</th>`...)
 	if marked {
 		b = append(b, `<th>cross-check</th>`...)
 	}
@@ -368,7 +368,7 @@ func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
 			b = append(b, `</td>`...)
 		}
 		if iv == nil {
-			b = append(b, `<td colspan="5">`...)
+			b = append(b, `<td colspan="6">`...)
 			if j == 0 {
 				b = append(b, "first attempt, "...)
 				b = a.Time.UTC().AppendFormat(b, analyze.TimeLayout)
@@ -396,10 +396,12 @@ func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
 	return b
 }
 
-// appendIntervalCells appends an interval's cells: measured, expected,
+// appendIntervalCells appends an interval's cells: k, measured, expected,
 // window, jitter, verdict.
 func appendIntervalCells(b []byte, iv *analyze.Interval) []byte {
 	b = append(b, `<td>`...)
+	b = strconv.AppendInt(b, int64(iv.K), 10)
+	b = append(b, `</td><td>`...)
 	b = appendFixed(b, iv.MeasuredMS, 3)
 	if iv.Term == analyze.TermReset {
 		return append(b, `</td><td colspan="3"></td><td class="vd">○ reset: after a connection that succeeded, not judged</td>`...)

@@ -37,7 +37,11 @@
   fAddr.addEventListener("input", apply);
   fVerdict.addEventListener("change", apply);
   fSort.addEventListener("change", sort);
-  apply();
+  // A form restored by the browser (back, reload) filters at once;
+  // otherwise every peer shows, and none needs touching.
+  if (fAddr.value || fVerdict.value) apply();
+  else fCount.textContent = peers.length + " of " + peers.length + " peers shown";
+  if (fSort.value !== "o") sort();
 
   // A row's chart and table, drawn when it first opens.
   list.addEventListener("toggle", function (e) {
@@ -127,7 +131,7 @@
     var fates = d.a.some(function (t) { return t.length > 3; });
     var t0 = new Date(d.t0.slice(0, 23) + "Z"), ns0 = parseInt(d.t0.slice(20, 29), 10);
     var s = '<table class="att"><thead><tr><th>#</th><th>time (UTC)</th><th>port</th><th>retr.</th>' + (fates ? "<th>fate</th>" : "") +
-      "<th>interval ms</th><th>expected ms</th><th>window ms</th><th>jitter</th><th>verdict</th></tr></thead><tbody>";
+      "<th>interval</th><th>ms</th><th>expected ms</th><th>window ms</th><th>jitter</th><th>verdict</th></tr></thead><tbody>";
     d.a.forEach(function (a, j) {
       var iv = j > 0 ? d.i[j - 1] : null;
       // The time of day to the ns: the first attempt's, plus the offset.
@@ -136,11 +140,11 @@
         String(ns - sec * 1e9).padStart(9, "0");
       s += "<tr" + (iv ? ' id="' + id + "-i" + j + '"' + (iv[4] ? ' class="bad"' : "") : "") + "><td>" + (j + 1) + "</td><td>" + tm +
         "</td><td>" + a[1] + "</td><td>" + a[2] + "</td>" + (fates ? "<td>" + esc(a[3] || "") + "</td>" : "");
-      if (!iv) s += '<td colspan="5">' + (j === 0 ? "first attempt, " + esc(d.t0) : "") + "</td>";
-      else if (iv[5] === 3) s += "<td>" + iv[0].toFixed(3) + '</td><td colspan="3"></td><td class="vd">○ reset: after a connection that succeeded, not judged</td>';
+      if (!iv) s += '<td colspan="6">' + (j === 0 ? "first attempt, " + esc(d.t0) : "") + "</td>";
+      else if (iv[5] === 3) s += "<td>" + j + "</td><td>" + iv[0].toFixed(3) + '</td><td colspan="3"></td><td class="vd">○ reset: after a connection that succeeded, not judged</td>';
       else {
         var jit = (iv[0] - iv[1]) * 100 / iv[1], okv = iv[4] === 0;
-        s += "<td>" + iv[0].toFixed(3) + "</td><td>" + iv[1].toFixed(1) + "</td><td>" + iv[2].toFixed(1) + "–" + iv[3].toFixed(1) +
+        s += "<td>" + j + "</td><td>" + iv[0].toFixed(3) + "</td><td>" + iv[1].toFixed(1) + "</td><td>" + iv[2].toFixed(1) + "–" + iv[3].toFixed(1) +
           "</td><td>" + (jit >= 0 ? "+" : "") + jit.toFixed(2) + ' %</td><td class="vd">' +
           (okv ? "✓ ok" : '<span class="reason">✗ ' + esc(words(iv)) + "</span>") +
           (iv[5] ? " (set by the " + TERM[iv[5]] + ")" : "") +
@@ -164,10 +168,13 @@
   // A link to a row, or into one, opens it.
   function openTarget() {
     var id = decodeURIComponent(location.hash.slice(1)), el = id && document.getElementById(id);
-    if (!el) {
-      var m = /^(p-\d+)-i\d+$/.exec(id), row = m && document.getElementById(m[1]);
-      if (row && row.tagName === "DETAILS") { row.open = true; draw(row); el = document.getElementById(id); }
-    } else if (el.tagName === "DETAILS") el.open = true;
+    var m = !el && /^(p-\d+)-i\d+$/.exec(id), row = el || m && document.getElementById(m[1]);
+    if (row && row.tagName === "DETAILS") {
+      // Drawn now, not on the toggle event, so that the scroll lands on it.
+      if (!row.dataset.drawn) draw(row);
+      row.open = true;
+      el = document.getElementById(id);
+    }
     if (el) el.scrollIntoView();
   }
   window.addEventListener("hashchange", openTarget);

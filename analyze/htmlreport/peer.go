@@ -368,7 +368,7 @@ func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
 			b = append(b, `</td>`...)
 		}
 		if iv == nil {
-			b = append(b, `<td colspan="6">`...)
+			b = append(b, `<td colspan="6" class="note">`...)
 			if j == 0 {
 				b = append(b, "first attempt, "...)
 				b = a.Time.UTC().AppendFormat(b, analyze.TimeLayout)
@@ -382,6 +382,7 @@ func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
 			if iv != nil && ivs[iv.K-1].mark != "" {
 				b = append(b, "≠ "...)
 				b = appendEsc(b, ivs[iv.K-1].mark)
+				b = append(b, ` (<a href="#crosscheck">why</a>)`...)
 			}
 			b = append(b, `</td>`...)
 		}

@@ -140,7 +140,7 @@
         String(ns - sec * 1e9).padStart(9, "0");
       s += "<tr" + (iv ? ' id="' + id + "-i" + j + '"' + (iv[4] ? ' class="bad"' : "") : "") + "><td>" + (j + 1) + "</td><td>" + tm +
         "</td><td>" + a[1] + "</td><td>" + a[2] + "</td>" + (fates ? "<td>" + esc(a[3] || "") + "</td>" : "");
-      if (!iv) s += '<td colspan="6">' + (j === 0 ? "first attempt, " + esc(d.t0) : "") + "</td>";
+      if (!iv) s += '<td colspan="6" class="note">' + (j === 0 ? "first attempt, " + esc(d.t0) : "") + "</td>";
       else if (iv[5] === 3) s += "<td>" + j + "</td><td>" + iv[0].toFixed(3) + '</td><td colspan="3"></td><td class="vd">○ reset: after a connection that succeeded, not judged</td>';
       else {
         var jit = (iv[0] - iv[1]) * 100 / iv[1], okv = iv[4] === 0;

@@ -42,8 +42,10 @@ const (
 	// herdMaxK bounds the attempts examined per peer: a tight loop makes
 	// thousands, and its first ones show the pattern.
 	herdMaxK = 128
-	// herdOffenders bounds the offenders listed.
-	herdOffenders = 20
+	// herdOffenders bounds the offenders listed; herdTextOffenders those
+	// the text names.
+	herdOffenders     = 20
+	herdTextOffenders = 5
 	// herdBunched: a spread below this share of the policy's is bunched.
 	herdBunched = 0.5
 	// herdAbove: a wave is more than the policy's jitter explains when it
@@ -516,7 +518,7 @@ func (h Herd) WriteText(w io.Writer) error {
 	for _, s := range h.Spread {
 		switch {
 		case s.Bunched:
-			fmt.Fprintf(bw, "herd spread at attempt %d: bunched: t_k − t_0 varies by %.1f ms (sd) across %s, the policy's jitter gives %.1f ms (%.2f×)\n",
+			fmt.Fprintf(bw, "herd spread at attempt %d: bunched: its time from each peer's first attempt varies by %.1f ms (sd) across %s, the policy's jitter gives %.1f ms (%.2f×)\n",
 				s.K+1, s.SDMS, Plural(s.Peers, "peer"), s.ExpectedSDMS, s.Ratio)
 		case s.ExpectedSDMS > 0:
 			lo, hi, others = min(lo, s.Ratio), max(hi, s.Ratio), others+1
@@ -527,11 +529,14 @@ func (h Herd) WriteText(w io.Writer) error {
 			Plural(others, "other attempt"), lo, hi)
 	}
 	if len(h.Offenders) > 0 {
-		parts := make([]string, len(h.Offenders))
-		for i, o := range h.Offenders {
-			parts[i] = fmt.Sprintf("%s (%s, %s)", o.Peer, Plural(o.Waves, "wave"), Plural(o.Failed, "failing interval"))
+		var parts []string
+		for _, o := range h.Offenders[:min(len(h.Offenders), herdTextOffenders)] {
+			parts = append(parts, fmt.Sprintf("%s (%s, %s)", o.Peer, Plural(o.Waves, "wave"), Plural(o.Failed, "failing interval")))
 		}
-		fmt.Fprintf(bw, "herd offenders (%d peers in unexpected waves): %s\n", h.InWaves, strings.Join(parts, ", "))
+		if more := len(h.Offenders) - len(parts); more > 0 {
+			parts = append(parts, fmt.Sprintf("%d more in the JSON and HTML reports", more))
+		}
+		fmt.Fprintf(bw, "herd offenders (%s in unexpected waves): %s\n", Plural(h.InWaves, "peer"), strings.Join(parts, ", "))
 	}
 	return bw.Flush()
 }

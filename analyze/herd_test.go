@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,7 @@ func TestHerdRestartWave(t *testing.T) {
 		"jitter should have spread these",
 		"herd spread at attempt 3: bunched",
 		"herd offenders (1000 peers in unexpected waves): 10.2.0.0 (6 waves, 0 failing intervals)",
+		"15 more in the JSON and HTML reports",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
@@ -340,4 +342,34 @@ func TestHerdJSON(t *testing.T) {
 			t.Errorf("empty herd %s lacks %s", empty, want)
 		}
 	}
+}
+
+// Twelve clients of a server that restarted come back at the same moments:
+// the first attempts and the un-jittered first backoff together, as the
+// policy makes them, and after that still together, as jitter should have
+// prevented.
+func ExampleHerd_WriteText() {
+	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	dst := netip.MustParseAddrPort("10.0.0.1:50052")
+	var chains []Chain
+	for i := range 12 {
+		c := Chain{Peer: netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)})}
+		t := start.Add(time.Duration(i) * time.Millisecond)
+		for k, gap := range []time.Duration{0, 1000 * time.Millisecond, 1600 * time.Millisecond, 2560 * time.Millisecond} {
+			t = t.Add(gap)
+			c.Attempts = append(c.Attempts, Attempt{Time: t, Src: netip.AddrPortFrom(c.Peer, uint16(40000+k)), Dst: dst, Seq: uint32(k)})
+		}
+		chains = append(chains, c)
+	}
+	r := NewReport(dst.Port(), DefaultPolicy(), chains, CaptureInfo{})
+	r.Herd().WriteText(os.Stdout)
+	// Output:
+	// herd: 12 peers, 48 attempts over 5.171 s from 2025-01-02T03:04:05.000000000Z; peak 12 attempts in the second from +0.000 s
+	// herd wave at attempt 1: 12 of 12 peers (100.0 %) within 11.0 ms from +0.000 s: first attempts: the peers started together, as after a server restart
+	// herd wave at attempt 2: 12 of 12 peers (100.0 %) within 11.0 ms from +1.000 s: the policy's jitter does not spread attempt 2 (it would hold 100 % of peers that started together here)
+	// herd wave at attempt 3: 12 of 12 peers (100.0 %) within 11.0 ms from +2.600 s: jitter should have spread these: the policy's would hold 22 % here
+	// herd wave at attempt 4: 12 of 12 peers (100.0 %) within 11.0 ms from +5.160 s: jitter should have spread these: the policy's would hold 11 % here
+	// herd spread at attempt 3: bunched: its time from each peer's first attempt varies by 0.0 ms (sd) across 12 peers, the policy's jitter gives 184.8 ms (0.00×)
+	// herd spread at attempt 4: bunched: its time from each peer's first attempt varies by 0.0 ms (sd) across 12 peers, the policy's jitter gives 348.6 ms (0.00×)
+	// herd offenders (12 peers in unexpected waves): 10.0.1.1 (2 waves, 0 failing intervals), 10.0.1.2 (2 waves, 0 failing intervals), 10.0.1.3 (2 waves, 0 failing intervals), 10.0.1.4 (2 waves, 0 failing intervals), 10.0.1.5 (2 waves, 0 failing intervals), 7 more in the JSON and HTML reports
 }

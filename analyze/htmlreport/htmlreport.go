@@ -19,6 +19,7 @@ import (
 	"html/template"
 	"io"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
@@ -130,7 +131,10 @@ func (pg *page) full(i int) bool {
 	return len(pg.R.Peers) <= analyze.TablesUpTo || !pg.R.Peers[i].Passed || pg.marks[i] != nil
 }
 
-func peerID(i int) string { return fmt.Sprintf("p-%d", i) }
+// peerID is the id of peer i's element: "p-" and its index in the report.
+func peerID(i int) string { return string(appendPeerID(nil, i)) }
+
+func appendPeerID(b []byte, i int) []byte { return strconv.AppendInt(append(b, "p-"...), int64(i), 10) }
 
 // verdictMark is a verdict's mark and class: ✓ passed, ✗ failed, and !
 // for any other failing verdict (too few attempts, too many).

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -404,6 +405,35 @@ func TestImports(t *testing.T) {
 		path, std, _ := strings.Cut(line, " ")
 		if std != "true" && path != module+"/analyze" && path != module+"/analyze/htmlreport" {
 			t.Errorf("htmlreport reaches %s: it may import only the standard library and analyze", path)
+		}
+	}
+}
+
+// TestAppendNSAsMS: whole ns in ms, written without a float, are what
+// appendJSNum writes of the float.
+func TestAppendNSAsMS(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	ns := []int64{0, 1, -1, 999999, 1000000, 1000001, 123456789, -123456789, 1e15 - 1, -(1e15 - 1), 1e15, 1 << 62}
+	for range 100000 {
+		ns = append(ns, r.Int64N(2e15)-1e15, r.Int64N(1e12))
+	}
+	for _, v := range ns {
+		if got, want := string(appendNSAsMS(nil, v)), string(appendJSNum(nil, float64(v)/1e6)); got != want {
+			t.Errorf("appendNSAsMS(%d) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+func TestAppendClock(t *testing.T) {
+	for _, tm := range []time.Time{fixtureStart, fixtureStart.Add(-fixtureStart.Sub(fixtureStart.Truncate(24 * time.Hour))),
+		time.Date(2025, 1, 2, 23, 59, 59, 999999999, time.FixedZone("x", 3600)), time.Date(2025, 1, 2, 0, 0, 0, 7, time.UTC)} {
+		if got, want := string(appendClock(nil, tm)), tm.UTC().Format("15:04:05.000000000"); got != want {
+			t.Errorf("appendClock(%v) = %s, want %s", tm, got, want)
+		}
+	}
+	for _, n := range []int{0, 1, 2} {
+		if got, want := string(appendPlural(nil, n, "attempt")), analyze.Plural(n, "attempt"); got != want {
+			t.Errorf("appendPlural(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

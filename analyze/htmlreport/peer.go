@@ -6,17 +6,25 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/backoff-audit/audit/analyze"
 )
 
+// peerBatch is how many peers a goroutine of writePeers formats at a time.
+const peerBatch = 256
+
 // writePeers writes every peer of r in report order: in full (an article
 // with its notes, chart and table) or as a row that the page fills in
-// from its data-d attribute when opened.
+// from its data-d attribute when opened. Formatting is most of the cost of
+// a large page, and each peer's is its own, so batches of peers are
+// formatted on every core while this goroutine writes the finished ones in
+// order; at most two batches a core wait, which bounds the memory.
 func writePeers(w *bufio.Writer, r *analyze.Report, pg *page) error {
 	// data-s is each peer's rank by address, for the page's sort.
 	byAddr := make([]int, len(r.Peers))
@@ -28,20 +36,96 @@ func writePeers(w *bufio.Writer, r *analyze.Report, pg *page) error {
 	for n, i := range byAddr {
 		rank[i] = n
 	}
-	var b []byte
-	for i := range r.Peers {
-		b = b[:0]
-		p := &r.Peers[i]
-		if pg.full(i) {
-			b = appendFullPeer(b, i, rank[i], p, pg.marks[i])
-		} else {
-			b = appendRowPeer(b, i, rank[i], p)
+
+	n := len(r.Peers)
+	batches := (n + peerBatch - 1) / peerBatch
+	workers := max(1, min(runtime.GOMAXPROCS(0), batches))
+	done := make([]chan []byte, batches)
+	for i := range done {
+		done[i] = make(chan []byte, 1)
+	}
+	todo := make(chan int)
+	slots := make(chan struct{}, 2*workers) // batches formatted, not yet written
+	free := make(chan []byte, 2*workers+1)  // written batches' buffers
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	wg.Go(func() {
+		defer close(todo)
+		for i := range batches {
+			select {
+			case slots <- struct{}{}:
+			case <-stop:
+				return
+			}
+			select {
+			case todo <- i:
+			case <-stop:
+				return
+			}
 		}
+	})
+	for range workers {
+		wg.Go(func() {
+			f := new(formatter)
+			for batch := range todo {
+				var b []byte
+				select {
+				case b = <-free:
+				default:
+				}
+				for i := batch * peerBatch; i < min(n, (batch+1)*peerBatch); i++ {
+					if pg.full(i) {
+						b = appendFullPeer(b, i, rank[i], &r.Peers[i], pg.marks[i])
+					} else {
+						b = f.appendRowPeer(b, i, rank[i], &r.Peers[i])
+					}
+				}
+				done[batch] <- b
+			}
+		})
+	}
+	for i := range batches {
+		b := <-done[i]
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
+		select {
+		case free <- b[:0]:
+		default:
+		}
+		<-slots
 	}
 	return nil
+}
+
+// formatter holds what one goroutine of writePeers reuses from peer to
+// peer: the data text of the windows it met.
+type formatter struct {
+	// windows holds, by k, the last window of interval k it wrote: a
+	// policy's windows depend on k alone, and formatting floats is most of
+	// a row's cost.
+	windows [maxShown]struct {
+		key [3]float64
+		b   []byte
+	}
+}
+
+// appendWindow appends ",expected,min,max" of iv, the i-th interval shown.
+func (f *formatter) appendWindow(b []byte, i int, iv *analyze.Interval) []byte {
+	w := &f.windows[i]
+	key := [3]float64{iv.ExpectedMS, iv.MinMS, iv.MaxMS}
+	if w.b != nil && w.key == key {
+		return append(b, w.b...)
+	}
+	start := len(b)
+	for _, v := range key {
+		b = append(b, ',')
+		b = appendJSNum(b, v)
+	}
+	w.key, w.b = key, append(w.b[:0], b[start:]...)
+	return b
 }
 
 // appendPeerAttrs appends what sorting and filtering read: the address,
@@ -50,7 +134,7 @@ func writePeers(w *bufio.Writer, r *analyze.Report, pg *page) error {
 func appendPeerAttrs(b []byte, i, rank int, p *analyze.PeerReport) []byte {
 	_, class := verdictMark(p.Verdict)
 	b = append(b, ` id="`...)
-	b = append(b, peerID(i)...)
+	b = appendPeerID(b, i)
 	b = append(b, `" data-a="`...)
 	b = appendAddr(b, p.Peer)
 	b = append(b, `" data-v="`...)
@@ -74,7 +158,7 @@ func appendHeadline(b []byte, i int, p *analyze.PeerReport, link bool) []byte {
 	b = append(b, `</span> `...)
 	if link {
 		b = append(b, `<a class="addr" href="#`...)
-		b = append(b, peerID(i)...)
+		b = appendPeerID(b, i)
 		b = append(b, `">`...)
 		b = appendAddr(b, p.Peer)
 		b = append(b, `</a>`...)
@@ -86,9 +170,9 @@ func appendHeadline(b []byte, i int, p *analyze.PeerReport, link bool) []byte {
 	b = append(b, ` <span class="vd">`...)
 	b = appendEsc(b, string(p.Verdict))
 	b = append(b, `</span> · `...)
-	b = append(b, analyze.Plural(len(p.Attempts), "attempt")...)
+	b = appendPlural(b, len(p.Attempts), "attempt")
 	b = append(b, " · "...)
-	b = append(b, analyze.Plural(p.Retransmits, "retransmit")...)
+	b = appendPlural(b, p.Retransmits, "retransmit")
 	if p.Verdict != analyze.TooFew {
 		b = append(b, " · strict: "...)
 		b = appendEsc(b, string(p.Strict.Verdict))
@@ -147,14 +231,14 @@ func appendFullPeer(b []byte, i, rank int, p *analyze.PeerReport, marks map[int]
 
 // appendRowPeer appends peer i as a row that opens on a click; the page
 // draws its chart and table from data-d.
-func appendRowPeer(b []byte, i, rank int, p *analyze.PeerReport) []byte {
+func (f *formatter) appendRowPeer(b []byte, i, rank int, p *analyze.PeerReport) []byte {
 	_, class := verdictMark(p.Verdict)
 	b = append(b, `<details class="peer row `...)
 	b = append(b, class...)
 	b = append(b, '"')
 	b = appendPeerAttrs(b, i, rank, p)
 	b = append(b, ` data-d='`...)
-	b = appendPeerData(b, p)
+	b = f.appendPeerData(b, p)
 	b = append(b, `'><summary>`...)
 	b = appendHeadline(b, i, p, false)
 	return append(b, "</summary></details>\n"...)
@@ -171,7 +255,7 @@ func appendRowPeer(b []byte, i, rank int, p *analyze.PeerReport) []byte {
 //	 "x": [note, …], "more": attempts not shown}
 //
 // escaped for a single-quoted attribute.
-func appendPeerData(b []byte, p *analyze.PeerReport) []byte {
+func (f *formatter) appendPeerData(b []byte, p *analyze.PeerReport) []byte {
 	var t0 time.Time
 	if len(p.Attempts) > 0 {
 		t0 = p.Attempts[0].Time
@@ -185,7 +269,7 @@ func appendPeerData(b []byte, p *analyze.PeerReport) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, '[')
-		b = appendJSNum(b, float64(a.Time.Sub(t0))/1e6)
+		b = appendNSAsMS(b, int64(a.Time.Sub(t0)))
 		b = append(b, ',')
 		b = strconv.AppendUint(b, uint64(a.SrcPort), 10)
 		b = append(b, ',')
@@ -197,16 +281,18 @@ func appendPeerData(b []byte, p *analyze.PeerReport) []byte {
 		b = append(b, ']')
 	}
 	b = append(b, `],"i":[`...)
-	for j, iv := range p.Intervals[:min(len(p.Intervals), maxShown)] {
+	for j := range p.Intervals[:min(len(p.Intervals), maxShown)] {
+		iv := &p.Intervals[j]
 		if j > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, '[')
-		b = appendJSNum(b, iv.MeasuredMS)
-		for _, v := range []float64{iv.ExpectedMS, iv.MinMS, iv.MaxMS} {
-			b = append(b, ',')
-			b = appendJSNum(b, v)
+		if ns := int64(iv.Measured); ns != 0 && float64(ns)/1e6 == iv.MeasuredMS {
+			b = appendNSAsMS(b, ns)
+		} else { // a report read back from JSON carries no Measured
+			b = appendJSNum(b, iv.MeasuredMS)
 		}
+		b = f.appendWindow(b, j, iv)
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(outcomeCode(iv.Outcome)), 10)
 		b = append(b, ',')
@@ -339,7 +425,7 @@ func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
 		b = append(b, `<tr`...)
 		if iv != nil {
 			b = append(b, ` id="`...)
-			b = append(b, peerID(i)...)
+			b = appendPeerID(b, i)
 			b = append(b, "-i"...)
 			b = strconv.AppendInt(b, int64(iv.K), 10)
 			b = append(b, '"')
@@ -350,7 +436,7 @@ func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
 		b = append(b, `><td>`...)
 		b = strconv.AppendInt(b, int64(j+1), 10)
 		b = append(b, `</td><td>`...)
-		b = a.Time.UTC().AppendFormat(b, "15:04:05.000000000")
+		b = appendClock(b, a.Time)
 		b = append(b, `</td><td>`...)
 		b = strconv.AppendUint(b, uint64(a.SrcPort), 10)
 		b = append(b, `</td><td>`...)
@@ -450,6 +536,32 @@ func maxJitter(p *analyze.PeerReport) float64 {
 	return m
 }
 
+// appendClock appends t's time of day in UTC to the ns: 15:04:05.000000000.
+func appendClock(b []byte, t time.Time) []byte {
+	h, m, sec := t.UTC().Clock()
+	for _, v := range []int{h, m, sec} {
+		b = append(b, byte('0'+v/10), byte('0'+v%10), ':')
+	}
+	b[len(b)-1] = '.'
+	ns := t.Nanosecond()
+	for div := 100000000; div > 0; div /= 10 {
+		b = append(b, byte('0'+ns/div%10))
+	}
+	return b
+}
+
+// appendPlural appends n and word, made plural when n is not 1, as
+// analyze.Plural says it.
+func appendPlural(b []byte, n int, word string) []byte {
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, ' ')
+	b = append(b, word...)
+	if n != 1 {
+		b = append(b, 's')
+	}
+	return b
+}
+
 // appendEsc appends s escaped for HTML text and attribute values.
 func appendEsc(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
@@ -487,6 +599,37 @@ func appendAddr(b []byte, a netip.Addr) []byte {
 func appendAttrJSON(b []byte, s string) []byte {
 	q, _ := json.Marshal(s) // a string always encodes; <, > and & as \u escapes
 	return appendEsc(b, string(q))
+}
+
+// appendNSAsMS appends ns nanoseconds in ms as appendJSNum appends
+// float64(ns)/1e6, without formatting a float: for |ns| < 1e15 the float
+// is nearer to the exact decimal than half the 1e-6 step between decimals
+// of six places, so its shortest form is that decimal, trailing zeros
+// trimmed (TestAppendNSAsMS).
+func appendNSAsMS(b []byte, ns int64) []byte {
+	if ns <= -1e15 || ns >= 1e15 {
+		return appendJSNum(b, float64(ns)/1e6)
+	}
+	if ns < 0 {
+		b = append(b, '-')
+		ns = -ns
+	}
+	b = strconv.AppendInt(b, ns/1e6, 10)
+	frac := ns % 1e6
+	if frac == 0 {
+		return b
+	}
+	var d [7]byte
+	d[0] = '.'
+	for i := 6; i >= 1; i-- {
+		d[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	n := 7
+	for d[n-1] == '0' {
+		n--
+	}
+	return append(b, d[:n]...)
 }
 
 // appendJSNum appends v as a JSON number, the shortest that reads back

@@ -383,13 +383,24 @@ func usLabel(us float64) string {
 	return strconv.FormatFloat(us, 'f', -1, 64) + "µs"
 }
 
-// appendNum appends v with one decimal, without a trailing ".0".
+// appendNum appends v with one decimal, without a trailing ".0": what
+// script.js's num writes, String(Math.round(v * 10) / 10), for the
+// coordinates of a chart.
 func appendNum(b []byte, v float64) []byte {
 	r := math.Round(v * 10)
-	if r == math.Trunc(r/10)*10 {
-		return strconv.AppendInt(b, int64(r/10), 10)
+	if math.IsNaN(r) || math.Abs(r) >= 1e15 {
+		return strconv.AppendFloat(b, r/10, 'f', 1, 64)
 	}
-	return strconv.AppendFloat(b, r/10, 'f', 1, 64)
+	t := int64(r)
+	if t < 0 {
+		b = append(b, '-')
+		t = -t
+	}
+	b = strconv.AppendInt(b, t/10, 10)
+	if d := t % 10; d != 0 {
+		b = append(b, '.', byte('0'+d))
+	}
+	return b
 }
 
 // appendRound appends v rounded to a whole number, halves up, as

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/netip"
+	"strconv"
 
 	"github.com/backoff-audit/audit/analyze"
 )
@@ -71,7 +72,7 @@ func newCheckViews(r *analyze.Report, pg *page) []checkView {
 		for _, d := range c.Disagreements {
 			dv := disagreeView{Disagreement: d}
 			if peer >= 0 && d.K >= 1 && d.K <= len(r.Peers[peer].Intervals) {
-				dv.Link = fmt.Sprintf("%s-i%d", peerID(peer), d.K)
+				dv.Link = peerID(peer) + "-i" + strconv.Itoa(d.K)
 				if pg.marks[peer] == nil {
 					pg.marks[peer] = map[int]string{}
 				}

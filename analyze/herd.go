@@ -480,8 +480,8 @@ func (h *Herd) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// WaveNote says in words why a wave came: what a person reads beside it.
-func (w Wave) WaveNote() string {
+// Note says in words why a wave came: what a person reads beside it.
+func (w Wave) Note() string {
 	switch {
 	case w.K == 0:
 		return "first attempts: the peers started together, as after a server restart"
@@ -509,7 +509,7 @@ func (h Herd) WriteText(w io.Writer) error {
 	}
 	for _, wv := range h.Waves {
 		fmt.Fprintf(bw, "herd wave at attempt %d: %d of %d peers (%.1f %%) within %.1f ms from +%.3f s: %s\n",
-			wv.K+1, wv.Count, wv.Peers, wv.Share*100, wv.SpanMS, wv.AtMS/1000, wv.WaveNote())
+			wv.K+1, wv.Count, wv.Peers, wv.Share*100, wv.SpanMS, wv.AtMS/1000, wv.Note())
 	}
 	if len(h.Waves) == 0 {
 		fmt.Fprintf(bw, "herd: no wave: no attempt made by %d %% of the peers within %v\n", int(HerdMinShare*100), HerdWindow)

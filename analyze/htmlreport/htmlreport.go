@@ -14,11 +14,14 @@ package htmlreport
 
 import (
 	"bufio"
+	"cmp"
 	_ "embed"
 	"fmt"
 	"html/template"
 	"io"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -157,4 +160,39 @@ func fmtMS(v float64) string {
 		return fmt.Sprintf("%.4g ms", v)
 	}
 	return fmt.Sprintf("%.3g ms", v)
+}
+
+// WriteFile writes the page to path through a temporary file beside it,
+// renamed over path once complete: a reader (a browser reloading the page
+// that `audit live` rewrites at each session's end) never sees half a page,
+// and a failed write leaves what was there.
+func WriteFile(path string, r analyze.Report, h analyze.Herd) (err error) {
+	dir, base := filepath.Split(path)
+	f, err := os.CreateTemp(cmp.Or(dir, "."), "."+base+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("--html %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			err = fmt.Errorf("--html %s: %w", path, err)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := Write(bw, r, h); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	// CreateTemp makes the file private; a report is as readable as
+	// os.Create would have made it.
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }

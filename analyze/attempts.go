@@ -24,6 +24,10 @@ type Attempt struct {
 	Seq uint32
 	// Retransmits counts the SYNs of the tuple after the first.
 	Retransmits int
+	// Ending is the attempt's fate as its segments showed it (docs/spec.md
+	// §7); the zero Ending when the input could show none (see
+	// Tracker.SetFatesKnown), which reports write as FateUnknown.
+	Ending Ending
 }
 
 // Chain is one peer's attempts in time order: what the verifier judges.
@@ -73,11 +77,14 @@ func keyOf(s SYN) attemptKey {
 // (time.Time and netip.Addr do), so the collector never scans a tracker's
 // attempts, and they cost no allocation each.
 type attemptRec struct {
-	key     attemptKey
-	sec     int64 // Time as Unix seconds and nanoseconds: exact for any time
+	key attemptKey
+	sec int64 // Time as Unix seconds and nanoseconds: exact for any time
+	// last is the latest SYN's time in Unix nanoseconds (stamp.nanos):
+	// an unanswered attempt ends there.
+	last    int64
 	nsec    int32
 	peer    int32 // index into Tracker.peerN, set by Chains
-	retrans int
+	retrans int32
 	// src4 and dst4 keep the spelling of the first SYN's addresses: 4-byte,
 	// or 16-byte (IPv4-mapped when the address is IPv4).
 	src4, dst4 bool
@@ -94,14 +101,15 @@ func addrOf(b [16]byte, is4 bool) netip.Addr {
 	return netip.AddrFrom16(b)
 }
 
-// attempt returns the record as an Attempt, its time in UTC.
+// attempt returns the record as an Attempt, its time in UTC, without its
+// Ending (see Tracker.attempt).
 func (r *attemptRec) attempt() Attempt {
 	return Attempt{
 		Time:        time.Unix(r.sec, int64(r.nsec)).UTC(),
 		Src:         netip.AddrPortFrom(addrOf(r.key.src, r.src4), r.key.sport),
 		Dst:         netip.AddrPortFrom(addrOf(r.key.dst, r.dst4), r.key.dport),
 		Seq:         r.key.seq,
-		Retransmits: r.retrans,
+		Retransmits: int(r.retrans),
 	}
 }
 
@@ -129,11 +137,11 @@ type Tracker struct {
 	indexed int
 	seed    maphash.Seed
 	// pushed holds the SYNs that PortTracker added, not yet grouped (see
-	// push), and hashed the top 32 bits of each one's tuple's hash and
-	// its position.
+	// push).
 	pushed    blocks[pushedSYN]
-	hashed    []uint64
 	pushBatch int // the most SYNs that wait: pushBatch, but in tests
+	// collide gives every pushed SYN the same hash, in tests of settle.
+	collide bool
 	// peers numbers the clients: unmapped address (As16) → peer index.
 	// Attempts get their peer in Chains, not in Add: a lookup per attempt
 	// while the reader streams 4 MiB chunks through the cache cost Add a
@@ -145,6 +153,24 @@ type Tracker struct {
 	grouped int
 	syns    int
 	retrans int
+	// watching is set by the first segment (see AddSegment). recent is
+	// the table of recent attempts, a slot a tuple's hash (nil until
+	// used); seen the set of tuples SYNs came from. pushedFates holds, by
+	// position, the fates of the attempts pushed SYNs open that left the
+	// table while the SYNs wait to be grouped; fates holds them by attempt
+	// index (nil until a segment came). late holds the segments the table
+	// could not place, at most segBatch (but in tests) until read.
+	watching    bool
+	recent      []recentAttempt
+	seen        []uint64
+	pushedFates blocks[fateRec]
+	fates       []fateRec
+	late        blocks[segRec]
+	segBatch    int
+	recentMax   int // recentSlots, but in tests
+	fatesKnown  bool
+	// key seeds tupleHash.
+	key [3]uint64
 }
 
 // blocks is a list that grows by fixed-size blocks (the first grows up to
@@ -189,15 +215,34 @@ func pushedOf(s SYN) pushedSYN {
 // NewTracker returns an empty tracker. It is small until SYNs come: a
 // PortTracker may hold thousands.
 func NewTracker() *Tracker {
+	seed := maphash.MakeSeed()
 	return &Tracker{
 		table:     make([]uint64, 8),
-		seed:      maphash.MakeSeed(),
+		seed:      seed,
 		peers:     make(map[[16]byte]int32),
 		pushBatch: pushBatch,
+		segBatch:  segBatch,
+		recentMax: recentSlots,
+		key:       [3]uint64{maphash.Comparable(seed, 1), maphash.Comparable(seed, 2), maphash.Comparable(seed, 3)},
 	}
 }
 
 func (t *Tracker) rec(i int) *attemptRec { return t.attempts.at(i) }
+
+// attempt returns attempt i with its Ending, as the segments read so far
+// show it.
+func (t *Tracker) attempt(i int) Attempt {
+	r := t.rec(i)
+	a := r.attempt()
+	if t.fatesKnown {
+		var f fateRec
+		if i < len(t.fates) {
+			f = t.fates[i]
+		}
+		a.Ending = f.ending(stamp{r.sec, r.nsec}, r.last)
+	}
+	return a
+}
 
 // find returns the index of k's attempt among the indexed ones, or -1 and
 // the empty slot where k goes. fp is the top 32 bits of k's hash.
@@ -273,8 +318,9 @@ func sortHigh32(keys, tmp []uint64) []uint64 {
 }
 
 // Add records one SYN. It returns the attempt the SYN belongs to, as it
-// stands after this SYN, and whether the SYN opened a new attempt (false
-// for a retransmission).
+// stands after this SYN (its Ending aside: that is read when the tracker
+// is), and whether the SYN opened a new attempt (false for a
+// retransmission).
 func (t *Tracker) Add(s SYN) (a Attempt, isNew bool) {
 	if t.pushed.n > 0 {
 		t.settle()
@@ -289,6 +335,7 @@ func (t *Tracker) Add(s SYN) (a Attempt, isNew bool) {
 	i, slot := t.find(&k, fp)
 	if i >= 0 {
 		t.retransmit(i, sec, nsec)
+		t.remember(i)
 		return t.rec(i).attempt(), false
 	}
 	t.open(pushedSYN{key: k, sec: sec, nsec: nsec, src4: s.Src.Addr().Is4(), dst4: s.Dst.Addr().Is4()})
@@ -297,6 +344,7 @@ func (t *Tracker) Add(s SYN) (a Attempt, isNew bool) {
 	if 2*t.attempts.n > len(t.table) {
 		t.grow()
 	}
+	t.remember(t.attempts.n - 1)
 	return Attempt{Time: s.Time.UTC(), Src: s.Src, Dst: s.Dst, Seq: s.Seq}, true
 }
 
@@ -318,28 +366,46 @@ func (t *Tracker) Retransmit(s SYN) bool {
 	}
 	t.syns++
 	t.retransmit(i, s.Time.Unix(), int32(s.Time.Nanosecond()))
+	t.remember(i)
 	return true
 }
 
-// AddAttempt holds a, its retransmits included, as the SYNs that made it
-// would have.
+// AddAttempt holds a, its retransmits and its Ending included, as the
+// SYNs and segments that made it would have: segments added later go on
+// from its Ending.
 func (t *Tracker) AddAttempt(a Attempt) {
 	t.Add(SYN{Time: a.Time, Src: a.Src, Dst: a.Dst, Seq: a.Seq})
-	if a.Retransmits > 0 {
-		k := keyOf(SYN{Src: a.Src, Dst: a.Dst, Seq: a.Seq})
-		i, _ := t.find(&k, maphash.Comparable(t.seed, k)>>32)
-		t.rec(i).retrans += a.Retransmits
-		t.syns += a.Retransmits
-		t.retrans += a.Retransmits
+	if a.Retransmits == 0 && a.Ending == (Ending{}) {
+		return
+	}
+	k := keyOf(SYN{Src: a.Src, Dst: a.Dst, Seq: a.Seq})
+	i, _ := t.find(&k, maphash.Comparable(t.seed, k)>>32)
+	r := t.rec(i)
+	r.retrans += int32(a.Retransmits)
+	t.syns += a.Retransmits
+	t.retrans += a.Retransmits
+	if a.Ending == (Ending{}) {
+		return
+	}
+	start := stamp{r.sec, r.nsec}
+	if a.Ending.Fate == FateUnanswered {
+		r.last = start.nanos() + int64(a.Ending.Duration)
+	}
+	t.readSegments()
+	*t.home(uint32(i + 1)) = fateOf(a.Ending, start)
+	if t.recent != nil {
+		if e := t.slot(t.keyHash(&r.key)); e.ref == uint32(i+1) {
+			e.fate = t.fates[i]
+		}
 	}
 }
 
 // List returns every attempt, in the order they were opened.
 func (t *Tracker) List() []Attempt {
-	t.settle()
+	t.readSegments()
 	out := make([]Attempt, t.attempts.n)
 	for i := range out {
-		out[i] = t.rec(i).attempt()
+		out[i] = t.attempt(i)
 	}
 	return out
 }
@@ -349,7 +415,7 @@ func (t *Tracker) open(s pushedSYN) {
 	if t.attempts.n == math.MaxInt32 {
 		panic("analyze: a Tracker holds at most 2^31-1 attempts")
 	}
-	t.attempts.add(attemptRec{key: s.key, sec: s.sec, nsec: s.nsec, src4: s.src4, dst4: s.dst4})
+	t.attempts.add(attemptRec{key: s.key, sec: s.sec, nsec: s.nsec, last: stamp{s.sec, s.nsec}.nanos(), src4: s.src4, dst4: s.dst4})
 }
 
 // retransmit counts a SYN at sec, nsec again for attempt i.
@@ -361,6 +427,9 @@ func (t *Tracker) retransmit(i int, sec int64, nsec int32) {
 		// Input out of time order: the SYN seen first was the
 		// retransmission, this one opened the attempt.
 		r.sec, r.nsec = sec, nsec
+	}
+	if at := (stamp{sec, nsec}).nanos(); at > r.last {
+		r.last = at
 	}
 }
 
@@ -376,14 +445,18 @@ func (t *Tracker) push(s SYN) {
 		t.settle()
 	}
 	t.syns++
-	p := pushedOf(s)
-	t.hashed = append(t.hashed, maphash.Comparable(t.seed, p.key)>>32<<32|uint64(t.pushed.n))
-	t.pushed.add(p)
+	t.pushed.add(pushedOf(s))
+	if t.watching {
+		t.rememberPushed(t.pushed.n - 1)
+	}
 }
 
-// pushBatch bounds the SYNs that wait to be grouped (80 bytes each while
-// they do), so that a capture with many retransmissions holds about as
-// much as its attempts.
+// pushBatch bounds the SYNs that wait to be grouped (56 bytes each while
+// they do, 80 while their fates are read), so that a capture with many
+// retransmissions holds about as much as its attempts. They are hashed
+// when grouped, not as they come: what a file's read allocates decides
+// whether the collector runs while 12 MiB of chunks are held, and so how
+// large it lets the heap grow.
 const pushBatch = 1 << 20
 
 // settle groups the pushed SYNs into attempts exactly as Add would have,
@@ -397,7 +470,14 @@ func (t *Tracker) settle() {
 	// Sort the SYNs by 32 bits of their tuple's hash, then by position,
 	// so that a tuple's SYNs are together and in the order pushed; first
 	// is then, for every SYN, the position of its tuple's first SYN.
-	order := sortHigh32(t.hashed, make([]uint64, m))
+	hashed := make([]uint64, m)
+	for i := range m {
+		hashed[i] = maphash.Comparable(t.seed, t.pushed.at(i).key)>>32<<32 | uint64(i)
+		if t.collide {
+			hashed[i] = 7<<32 | uint64(i)
+		}
+	}
+	order := sortHigh32(hashed, make([]uint64, m))
 	first := make([]int32, m)
 	var firsts []int32 // of the run's tuples
 	for a := 0; a < m; {
@@ -432,23 +512,30 @@ func (t *Tracker) settle() {
 	existed := t.attempts.n > 0
 	attempt := make([]int32, m) // by position: its tuple's attempt
 	for i := range m {
-		s := t.pushed.at(i)
-		if f := first[i]; f != int32(i) {
-			attempt[i] = attempt[f]
-			t.retransmit(int(attempt[i]), s.sec, s.nsec)
-			continue
-		}
-		if existed {
-			if j, _ := t.find(&s.key, maphash.Comparable(t.seed, s.key)>>32); j >= 0 {
-				attempt[i] = int32(j)
-				t.retransmit(j, s.sec, s.nsec)
-				continue
-			}
-		}
-		attempt[i] = int32(t.attempts.n)
-		t.open(*s)
+		attempt[i] = t.settleOne(i, first[i], attempt, existed)
 	}
-	t.pushed, t.hashed = blocks[pushedSYN]{}, nil
+	if t.pushedFates.n > 0 {
+		t.settleFates(attempt)
+	}
+	t.pushed = blocks[pushedSYN]{}
+}
+
+// settleOne groups pushed SYN i, whose tuple's first SYN is at position
+// f, and returns its attempt; existed says attempts were held before.
+func (t *Tracker) settleOne(i int, f int32, attempt []int32, existed bool) int32 {
+	s := t.pushed.at(i)
+	if f != int32(i) {
+		t.retransmit(int(attempt[f]), s.sec, s.nsec)
+		return attempt[f]
+	}
+	if existed {
+		if j, _ := t.find(&s.key, maphash.Comparable(t.seed, s.key)>>32); j >= 0 {
+			t.retransmit(j, s.sec, s.nsec)
+			return int32(j)
+		}
+	}
+	t.open(*s)
+	return int32(t.attempts.n - 1)
 }
 
 // SYNs returns how many SYNs were added.
@@ -481,6 +568,11 @@ type Chains struct {
 	stamps  []stamp
 	end     []int
 	retrans []int // by chain
+	// fates holds the attempts' fates in the same order, when the tracker
+	// knows them: the attempts of a chain are scattered over the
+	// tracker's fates, and reading them a chain at a time was a cache miss
+	// an attempt.
+	fates []fateRec
 }
 
 type stamp struct {
@@ -491,7 +583,7 @@ type stamp struct {
 // Chains groups the attempts by peer, peers ordered by address, without
 // copying an attempt.
 func (t *Tracker) Chains() *Chains {
-	t.settle()
+	t.readSegments()
 	// As16 makes 127.0.0.1 and ::ffff:127.0.0.1 one peer, and ::1 another
 	// (docs/spec.md §5).
 	for ; t.grouped < t.attempts.n; t.grouped++ {
@@ -526,12 +618,18 @@ func (t *Tracker) Chains() *Chains {
 		n += int(t.peerN[p])
 	}
 	retrans := make([]int, np) // by peer index
+	if t.fatesKnown {
+		c.fates = make([]fateRec, t.attempts.n)
+	}
 	for i := range t.attempts.n {
 		r := t.rec(i)
 		j := next[r.peer]
 		c.recs[j] = int32(i)
 		c.stamps[j] = stamp{r.sec, r.nsec}
-		retrans[r.peer] += r.retrans
+		if c.fates != nil && i < len(t.fates) {
+			c.fates[j] = t.fates[i]
+		}
+		retrans[r.peer] += int(r.retrans)
 		next[r.peer]++
 	}
 	for i, p := range order {
@@ -576,12 +674,16 @@ func (c *Chains) Chain(i int, buf []Attempt) Chain {
 	as := buf[:0]
 	sorted := true
 	var last *attemptRec
-	for _, j := range c.recs[from:c.end[i]] {
+	for k, j := range c.recs[from:c.end[i]] {
 		r := c.t.rec(int(j))
 		if last != nil && !r.after(last.sec, last.nsec) {
 			sorted = false
 		}
-		as = append(as, r.attempt())
+		a := r.attempt()
+		if c.fates != nil {
+			a.Ending = c.fates[from+k].ending(stamp{r.sec, r.nsec}, r.last)
+		}
+		as = append(as, a)
 		last = r
 	}
 	// Capture order is time order but for rotated files read out of
@@ -634,8 +736,9 @@ type PortTracker struct {
 	ports map[uint16]*Tracker
 	// last is the tracker of the port the last SYN went to, most often
 	// the next one's too.
-	last *Tracker
-	port uint16
+	last       *Tracker
+	port       uint16
+	fatesKnown bool
 }
 
 // NewPortTracker returns an empty PortTracker.
@@ -648,6 +751,7 @@ func (pt *PortTracker) Add(s SYN) {
 		t := pt.ports[port]
 		if t == nil {
 			t = NewTracker()
+			t.fatesKnown = pt.fatesKnown
 			pt.ports[port] = t
 		}
 		pt.last, pt.port = t, port
@@ -655,12 +759,43 @@ func (pt *PortTracker) Add(s SYN) {
 	pt.last.push(s)
 }
 
+// AddSegment records s with the attempts of the port it goes to or comes
+// from: the tracker of its destination port, or of its source port (a
+// segment from the server), or both when SYNs went to both. A segment of
+// no port a SYN went to is dropped. It does not keep s.
+func (pt *PortTracker) AddSegment(s *Segment) {
+	if len(pt.ports) == 1 { // the port is known: no lookup
+		if p := s.Dst.Port(); p == pt.port || s.Src.Port() == pt.port {
+			pt.last.AddSegment(s)
+		}
+		return
+	}
+	if t := pt.ports[s.Dst.Port()]; t != nil {
+		t.AddSegment(s)
+	}
+	if s.Src.Port() != s.Dst.Port() {
+		if t := pt.ports[s.Src.Port()]; t != nil {
+			t.AddSegment(s)
+		}
+	}
+}
+
+// SetFatesKnown sets Tracker.SetFatesKnown for every port's tracker.
+func (pt *PortTracker) SetFatesKnown(known bool) {
+	pt.fatesKnown = known
+	for _, t := range pt.ports {
+		t.SetFatesKnown(known)
+	}
+}
+
 // Tracker returns the tracker of port; an empty one when no SYN went there.
 func (pt *PortTracker) Tracker(port uint16) *Tracker {
 	if t := pt.ports[port]; t != nil {
 		return t
 	}
-	return NewTracker()
+	t := NewTracker()
+	t.fatesKnown = pt.fatesKnown
+	return t
 }
 
 // PortCount is how many SYNs went to one port.

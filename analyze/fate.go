@@ -21,6 +21,16 @@ const (
 	FateOpen Fate = "open at end"
 )
 
+// Accepted reports whether the server accepted an attempt of this fate:
+// Ending.Accepted means something only then.
+func (f Fate) Accepted() bool { return f == FateClosed || f == FateAbandoned || f == FateOpen }
+
+// Ended reports whether an attempt of this fate has an end on the wire:
+// Ending.Duration means something only then.
+func (f Fate) Ended() bool {
+	return f == FateRefused || f == FateUnanswered || f == FateClosed || f == FateAbandoned
+}
+
 // Payload names the first bytes one side of a connection sent.
 type Payload string
 
@@ -32,6 +42,40 @@ const (
 	PayloadH2Settings     Payload = "http/2 settings"
 	PayloadOther          Payload = "data"
 )
+
+// PayloadBytes is how many of a segment's first bytes PayloadOf needs to
+// tell every kind apart: a live capture's snap length keeps at least that
+// many behind the headers.
+const PayloadBytes = 16
+
+// PayloadOf names the first bytes b of what one side sent (docs/spec.md
+// §7); b may be cut short by a snap length, and then names "data" what it
+// cannot tell. fromServer says which side sent them: an HTTP/2 SETTINGS
+// frame opens only the server's bytes, the client's start with the
+// preface.
+func PayloadOf(b []byte, fromServer bool) Payload {
+	switch {
+	case len(b) == 0:
+		return PayloadNone
+	// A TLS record: handshake (0x16), version 3.x, a 2-byte length, then
+	// the handshake message's type.
+	case len(b) >= 6 && b[0] == 0x16 && b[1] == 0x03 && b[5] == 1:
+		return PayloadTLSClientHello
+	case len(b) >= 6 && b[0] == 0x16 && b[1] == 0x03 && b[5] == 2:
+		return PayloadTLSServerHello
+	case len(b) >= len(h2Preface) && string(b[:len(h2Preface)]) == h2Preface:
+		return PayloadH2Preface
+	// A frame header: 24-bit length, type, flags, 31-bit stream id.
+	// SETTINGS is type 4 on stream 0, with ACK (1) the only flag.
+	case fromServer && len(b) >= 9 && b[3] == 4 && b[4]&^1 == 0 && b[5]&0x7f == 0 && b[6] == 0 && b[7] == 0 && b[8] == 0:
+		return PayloadH2Settings
+	}
+	return PayloadOther
+}
+
+// h2Preface is how much of the HTTP/2 client connection preface
+// ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", RFC 9113 §3.4) PayloadOf compares.
+const h2Preface = "PRI * HTTP/2.0"
 
 // Ending is the fate of one attempt with what the wire showed of it.
 type Ending struct {
@@ -45,4 +89,189 @@ type Ending struct {
 	Duration time.Duration
 	// ClientSent and ServerSent name the first bytes each side sent.
 	ClientSent, ServerSent Payload
+}
+
+// payloadCode is a Payload in a byte, for pointer-free records.
+type payloadCode uint8
+
+var payloadNames = [...]Payload{PayloadNone, PayloadTLSClientHello, PayloadTLSServerHello,
+	PayloadH2Preface, PayloadH2Settings, PayloadOther}
+
+// codeOf is p's code; any name not of payloadNames is data. It is read
+// for every segment: one comparison, where a loop over the names took
+// five.
+func codeOf(p Payload) payloadCode {
+	var c payloadCode
+	switch len(p) {
+	case 0:
+		return 0
+	case len(PayloadTLSClientHello): // as long as PayloadTLSServerHello
+		c = 1
+		if p[4] == PayloadTLSServerHello[4] {
+			c = 2
+		}
+	case len(PayloadH2Preface):
+		c = 3
+	case len(PayloadH2Settings):
+		c = 4
+	default:
+		return 5
+	}
+	if payloadNames[c] != p {
+		return 5
+	}
+	return c
+}
+
+func (c payloadCode) payload() Payload {
+	if int(c) < len(payloadNames) {
+		return payloadNames[c]
+	}
+	return PayloadOther
+}
+
+// TCP flags of a Segment.
+const (
+	flagFIN = 0x01
+	flagSYN = 0x02
+	flagRST = 0x04
+	flagACK = 0x10
+)
+
+// fateRec is what the segments of one attempt showed so far. It holds no
+// pointers, in 24 bytes: a Tracker keeps one per attempt beside its
+// attempts. Times are Unix nanoseconds (stamp.nanos).
+type fateRec struct {
+	acceptAt, endAt int64
+	serverISN       uint32
+	state           uint8 // fateAccepted | fateEnded | fateByServer
+	client, server  payloadCode
+}
+
+const (
+	fateAccepted = 1 << iota
+	fateEnded
+	fateByServer
+)
+
+// observe applies one segment of the attempt whose client ISN is isn, in
+// time order: the rules of docs/spec.md §7, in one place for the file
+// readers and the live auditor.
+//
+//   - A SYN-ACK from the server that acknowledges the SYN (ack = ISN+1)
+//     accepts the attempt.
+//   - Before that, an RST from the server that answers the SYN (no ACK
+//     flag, or ack = ISN+1) refuses it.
+//   - After it, the first FIN or RST of either side ends it: closed by the
+//     server or abandoned by the client.
+//   - A side's first bytes are those of its segment at its ISN+1, so that
+//     a retransmitted or later segment never stands for them; the server's
+//     ISN is its SYN-ACK's.
+func (f *fateRec) observe(at stamp, fromClient bool, flags uint8, seq, ack, isn uint32, sent payloadCode) {
+	if sent != 0 {
+		switch {
+		case fromClient && f.client == 0 && seq == isn+1:
+			f.client = sent
+		case !fromClient && f.server == 0 && f.state&fateAccepted != 0 && seq == f.serverISN+1:
+			f.server = sent
+		}
+	}
+	if f.state&fateEnded != 0 {
+		return
+	}
+	accepted := f.state&fateAccepted != 0
+	switch {
+	case flags&(flagSYN|flagACK) == flagSYN|flagACK:
+		if !fromClient && !accepted && ack == isn+1 {
+			f.state |= fateAccepted
+			f.acceptAt, f.serverISN = at.nanos(), seq
+		}
+	case flags&(flagFIN|flagRST) == 0:
+	case accepted:
+		f.state |= fateEnded
+		f.endAt = at.nanos()
+		if !fromClient {
+			f.state |= fateByServer
+		}
+	case !fromClient && flags&flagRST != 0 && (flags&flagACK == 0 || ack == isn+1):
+		f.state |= fateEnded | fateByServer
+		f.endAt = at.nanos()
+	}
+}
+
+// merge adds to f what g read of the same attempt: the two hold segments
+// read through different SYNs of it (a retransmission that came after the
+// table of recent attempts lost the first). The earlier accept and end
+// win.
+func (f *fateRec) merge(g *fateRec) {
+	switch {
+	case g.state == 0 && g.client == 0 && g.server == 0:
+		return
+	case f.state == 0 && f.client == 0 && f.server == 0:
+		*f = *g
+		return
+	}
+	if g.state&fateAccepted != 0 && (f.state&fateAccepted == 0 || g.acceptAt < f.acceptAt) {
+		f.state |= fateAccepted
+		f.acceptAt, f.serverISN = g.acceptAt, g.serverISN
+	}
+	if g.state&fateEnded != 0 && (f.state&fateEnded == 0 || g.endAt < f.endAt) {
+		f.state = f.state&^fateByServer | fateEnded | g.state&fateByServer
+		f.endAt = g.endAt
+	}
+	if f.client == 0 {
+		f.client = g.client
+	}
+	if f.server == 0 {
+		f.server = g.server
+	}
+}
+
+// ending is the attempt's Ending: it started at start, and its last SYN
+// came at last (Unix nanoseconds).
+func (f *fateRec) ending(start stamp, last int64) Ending {
+	from := start.nanos()
+	e := Ending{ClientSent: f.client.payload(), ServerSent: f.server.payload()}
+	accepted, ended := f.state&fateAccepted != 0, f.state&fateEnded != 0
+	switch {
+	case accepted && ended && f.state&fateByServer != 0:
+		e.Fate = FateClosed
+	case accepted && ended:
+		e.Fate = FateAbandoned
+	case accepted:
+		e.Fate = FateOpen
+	case ended:
+		e.Fate = FateRefused
+	default:
+		e.Fate, e.Duration = FateUnanswered, time.Duration(last-from)
+	}
+	if accepted {
+		e.Accepted = time.Duration(f.acceptAt - from)
+	}
+	if ended {
+		e.Duration = time.Duration(f.endAt - from)
+	}
+	return e
+}
+
+// fateOf is the record an Ending was read from, for an attempt that comes
+// back to a Tracker (AddAttempt) and may see more segments. The server's
+// ISN is not in an Ending: such an attempt's server bytes, if not seen
+// yet, stay unseen.
+func fateOf(e Ending, start stamp) fateRec {
+	f := fateRec{client: codeOf(e.ClientSent), server: codeOf(e.ServerSent)}
+	from := start.nanos()
+	if e.Fate.Accepted() {
+		f.state |= fateAccepted
+		f.acceptAt = from + int64(e.Accepted)
+	}
+	switch e.Fate {
+	case FateClosed, FateRefused:
+		f.state |= fateEnded | fateByServer
+		f.endAt = from + int64(e.Duration)
+	case FateAbandoned:
+		f.state |= fateEnded
+		f.endAt = from + int64(e.Duration)
+	}
+	return f
 }

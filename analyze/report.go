@@ -36,7 +36,9 @@ import (
 //	    "skipped": {"reason": count},      // packets not decoded, by reason
 //	    "files": [{"path", "format", "bytes", "packets", "syns",
 //	               "skipped": {"reason": count}, "truncated",
-//	               "warnings": ["…"]}]  // {} and [] when empty
+//	               "warnings": ["…"]}], // {} and [] when empty
+//	    "syn_only": true                   // no TCP segment but SYNs: every fate is
+//	                                       //   "unknown"; absent otherwise
 //	  },
 //	  "peers": [{                          // failing peers first
 //	    "peer": "127.0.0.1",               // client address
@@ -49,7 +51,18 @@ import (
 //	    "reference_passed": false,         // the C++ reference's answer, bugs included
 //	    "retransmits": 0,                  // retransmitted SYNs over the chain
 //	    "attempts": [{"time": "2025-01-02T03:04:05.123456789Z", // RFC 3339, ns, UTC
-//	                  "src_port", "seq", "retransmits"}],
+//	                  "src_port", "seq", "retransmits",
+//	                  "fate": "closed by server", // what the wire showed (docs/spec.md §7):
+//	                                       //   "refused" | "unanswered" | "closed by server" |
+//	                                       //   "abandoned by client" | "open at end" | "unknown"
+//	                  "accepted_ms": 0.021,  // SYN to SYN-ACK; only when the server accepted
+//	                  "duration_ms": 0.214,  // SYN to the first FIN or RST (to the RST for
+//	                                       //   "refused", to the last SYN for "unanswered");
+//	                                       //   absent when open at end or unknown
+//	                  "client_sent": "tls client hello", // the first bytes each side sent:
+//	                  "server_sent": "http/2 settings"}], //   "tls client hello" | "tls server hello" |
+//	                                       //   "http/2 preface" | "http/2 settings" | "data";
+//	                                       //   absent when that side sent none
 //	    "intervals": [{"k", "measured_ms", "backoff_ms", "expected_ms", "min_ms",
 //	                   "max_ms", "ok", "outcome", "jitter_pct", "strict_ok",
 //	                   "term"}],           // "term" only after a hung or successful
@@ -105,6 +118,10 @@ type CaptureInfo struct {
 	Retransmits int               `json:"retransmits"`
 	Skipped     map[string]uint64 `json:"skipped"`
 	Files       []FileInfo        `json:"files"`
+	// SYNOnly says the capture holds no TCP segment but SYNs (made with a
+	// SYN filter, as older `audit live --write` files were): nothing shows
+	// the attempts' fates, which are "unknown" (docs/spec.md §7).
+	SYNOnly bool `json:"syn_only,omitempty"`
 }
 
 // FileInfo describes what reading one input file found; capture.ReadFile
@@ -123,6 +140,9 @@ type FileInfo struct {
 	// Truncated is set when the file ends inside a record or block: what
 	// came before it was analysed.
 	Truncated bool `json:"truncated"`
+	// OtherTCP counts the TCP segments that are not SYNs, of any port:
+	// none in a capture made with a SYN filter (see CaptureInfo.SYNOnly).
+	OtherTCP uint64 `json:"-"`
 	// Warnings name the file and the byte offset of each problem that did
 	// not stop the read. Offsets in a gzip file are into its decompressed
 	// data.
@@ -170,6 +190,9 @@ type AttemptReport struct {
 	SrcPort     uint16    `json:"src_port"`
 	Seq         uint32    `json:"seq"`
 	Retransmits int       `json:"retransmits"`
+	// Ending is the attempt's fate (docs/spec.md §7); its Fate is
+	// FateUnknown when the capture could not show it.
+	Ending Ending `json:"-"`
 }
 
 // TimeLayout is the one time format of every report and of the record
@@ -196,20 +219,56 @@ type attemptJSON struct {
 	SrcPort     uint16     `json:"src_port"`
 	Seq         uint32     `json:"seq"`
 	Retransmits int        `json:"retransmits"`
+	Fate        Fate       `json:"fate"`
+	AcceptedMS  *float64   `json:"accepted_ms,omitempty"`
+	DurationMS  *float64   `json:"duration_ms,omitempty"`
+	ClientSent  Payload    `json:"client_sent,omitempty"`
+	ServerSent  Payload    `json:"server_sent,omitempty"`
 }
 
-// MarshalJSON writes the time in UTC with nanoseconds.
+// fate is the Fate a report writes: an empty one is unknown.
+func (e Ending) fate() Fate {
+	if e.Fate == "" {
+		return FateUnknown
+	}
+	return e.Fate
+}
+
+// MarshalJSON writes the time in UTC with nanoseconds, and the fate's
+// times in milliseconds where the fate has them.
 func (a AttemptReport) MarshalJSON() ([]byte, error) {
-	return json.Marshal(attemptJSON{reportTime(a.Time), a.SrcPort, a.Seq, a.Retransmits})
+	e := a.Ending
+	j := attemptJSON{Time: reportTime(a.Time), SrcPort: a.SrcPort, Seq: a.Seq, Retransmits: a.Retransmits,
+		Fate: e.fate(), ClientSent: e.ClientSent, ServerSent: e.ServerSent}
+	if e.Fate.Accepted() {
+		v := ms(e.Accepted)
+		j.AcceptedMS = &v
+	}
+	if e.Fate.Ended() {
+		v := ms(e.Duration)
+		j.DurationMS = &v
+	}
+	return json.Marshal(j)
 }
 
-// UnmarshalJSON reads what MarshalJSON writes.
+// UnmarshalJSON reads what MarshalJSON writes; times in milliseconds come
+// back to the nanosecond.
 func (a *AttemptReport) UnmarshalJSON(b []byte) error {
 	var j attemptJSON
 	err := json.Unmarshal(b, &j)
-	*a = AttemptReport{time.Time(j.Time), j.SrcPort, j.Seq, j.Retransmits}
+	*a = AttemptReport{Time: time.Time(j.Time), SrcPort: j.SrcPort, Seq: j.Seq, Retransmits: j.Retransmits,
+		Ending: Ending{Fate: j.Fate, ClientSent: j.ClientSent, ServerSent: j.ServerSent}}
+	if j.AcceptedMS != nil {
+		a.Ending.Accepted = fromMS(*j.AcceptedMS)
+	}
+	if j.DurationMS != nil {
+		a.Ending.Duration = fromMS(*j.DurationMS)
+	}
 	return err
 }
+
+// fromMS is the duration of v milliseconds, to the nearest nanosecond.
+func fromMS(v float64) time.Duration { return time.Duration(math.Round(v * 1e6)) }
 
 // Summary counts the peers by verdict.
 type Summary struct {
@@ -253,7 +312,8 @@ func PeerReportOf(c Chain, res Result) PeerReport {
 		pr.BackoffMS = []int32{}
 	}
 	for i, a := range c.Attempts {
-		pr.Attempts[i] = AttemptReport{Time: a.Time, SrcPort: a.Src.Port(), Seq: a.Seq, Retransmits: a.Retransmits}
+		pr.Attempts[i] = AttemptReport{Time: a.Time, SrcPort: a.Src.Port(), Seq: a.Seq, Retransmits: a.Retransmits, Ending: a.Ending}
+		pr.Attempts[i].Ending.Fate = a.Ending.fate()
 	}
 	return pr
 }
@@ -856,7 +916,14 @@ func writeCaptureLine(w *bufio.Writer, port uint16, c CaptureInfo) {
 	fmt.Fprintf(w, "port %d: %d packets in %s, %s, %s, %s\n",
 		port, c.Packets, Plural(len(c.Files), "file"), Plural(int(c.SYNs), "SYN"),
 		Plural(c.Attempts, "attempt"), Plural(c.Retransmits, "retransmit"))
+	if c.SYNOnly {
+		w.WriteString(synOnlyNote + "\n")
+	}
 }
+
+// synOnlyNote is what a text report says, once, of a capture of SYNs
+// only (docs/spec.md §7).
+const synOnlyNote = "the capture holds only SYNs: fates unknown"
 
 // String is the summary line.
 func (s Summary) String() string {
@@ -904,7 +971,87 @@ func appendPeerText(b []byte, p PeerReport) []byte {
 	for _, sg := range p.Signatures {
 		b = fmt.Appendf(b, "  signature: %s (seen in %s): %s\n", sg.Name, sg.Seen, sg.Detail)
 	}
+	return appendFatesText(b, p.Attempts)
+}
+
+// fateHead heads the table of the attempts' fates.
+var fateHead = fmt.Sprintf("  %3s %6s  %-19s %12s %16s %12s  %-16s  %s\n",
+	"#", "port", "fate", "accepted ms", "after accept ms", "ended ms", "client sent", "server sent")
+
+// appendFatesText appends the table of the attempts' fates (docs/spec.md
+// §7), one row an attempt: the fate, the time from the SYN to the
+// SYN-ACK, from the SYN-ACK to the end (how long a server that closed
+// first held the connection), and from the SYN to the end (when a client
+// that closed first gave up), and the first bytes each side sent; "-"
+// where the fate has none. Nothing when no fate is known.
+func appendFatesText(b []byte, as []AttemptReport) []byte {
+	known := false
+	for i := range as {
+		known = known || as[i].Ending.fate() != FateUnknown
+	}
+	if !known {
+		return b
+	}
+	b = append(b, fateHead...)
+	var num [64]byte
+	for i := range as {
+		e := &as[i].Ending
+		b = append(b, "  "...)
+		b = appendPadded(b, strconv.AppendInt(num[:0], int64(i+1), 10), 3)
+		b = append(b, ' ')
+		b = appendPadded(b, strconv.AppendUint(num[:0], uint64(as[i].SrcPort), 10), 6)
+		b = append(b, "  "...)
+		f := e.fate()
+		b = append(b, f...)
+		for n := utf8.RuneCountInString(string(f)); n < 19; n++ {
+			b = append(b, ' ')
+		}
+		b = append(b, ' ')
+		accepted, ended := e.Fate.Accepted(), e.Fate.Ended()
+		b = appendPadded(b, msText(num[:0], e.Accepted, accepted), 12)
+		b = append(b, ' ')
+		b = appendPadded(b, msText(num[:0], e.Duration-e.Accepted, accepted && ended), 16)
+		b = append(b, ' ')
+		b = appendPadded(b, msText(num[:0], e.Duration, ended), 12)
+		b = append(b, "  "...)
+		client, server := string(e.ClientSent), string(e.ServerSent)
+		if client == "" {
+			client = "-"
+		}
+		if server == "" {
+			server = "-"
+		}
+		b = append(b, client...)
+		for n := utf8.RuneCountInString(client); n < 16; n++ {
+			b = append(b, ' ')
+		}
+		b = append(b, "  "...)
+		b = append(b, server...)
+		b = append(b, '\n')
+	}
 	return b
+}
+
+// msText is d in milliseconds with three decimals (whole microseconds,
+// rounded half to even), or "-" when not ok. It formats integers, where
+// strconv.AppendFloat took four times as long: a report's tables have
+// three times a row.
+func msText(b []byte, d time.Duration, ok bool) []byte {
+	switch {
+	case !ok:
+		return append(b, '-')
+	case d == math.MinInt64:
+		return strconv.AppendFloat(b, ms(d), 'f', 3, 64)
+	case d < 0:
+		b = append(b, '-')
+		d = -d
+	}
+	us, r := int64(d)/1000, int64(d)%1000
+	if r > 500 || r == 500 && us%2 == 1 {
+		us++
+	}
+	b = strconv.AppendInt(b, us/1000, 10)
+	return append(b, '.', byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10))
 }
 
 // intervalHead heads the interval table.
@@ -1094,7 +1241,7 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 		b = strconv.AppendUint(b, uint64(a.Seq), 10)
 		b = append(b, `,"retransmits":`...)
 		b = strconv.AppendInt(b, int64(a.Retransmits), 10)
-		return append(b, '}'), nil
+		return appendEndingJSON(b, &a.Ending), nil
 	})
 	b = append(b, `,"intervals":`...)
 	b, err := appendJSONList(b, p.Intervals, func(b []byte, iv *Interval) ([]byte, error) {
@@ -1131,6 +1278,39 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 		b = append(b, v...)
 	}
 	return append(b, '}'), nil
+}
+
+// appendEndingJSON appends an attempt's fate members, as
+// AttemptReport.MarshalJSON writes them, and the attempt's closing brace.
+func appendEndingJSON(b []byte, e *Ending) []byte {
+	b = append(b, `,"fate":`...)
+	b = appendJSONString(b, string(e.fate()))
+	if e.Fate.Accepted() {
+		b = append(b, `,"accepted_ms":`...)
+		b = appendMS(b, e.Accepted)
+	}
+	if e.Fate.Ended() {
+		b = append(b, `,"duration_ms":`...)
+		b = appendMS(b, e.Duration)
+	}
+	if e.ClientSent != "" {
+		b = append(b, `,"client_sent":`...)
+		b = appendJSONString(b, string(e.ClientSent))
+	}
+	if e.ServerSent != "" {
+		b = append(b, `,"server_sent":`...)
+		b = appendJSONString(b, string(e.ServerSent))
+	}
+	return append(b, '}')
+}
+
+// appendMS appends d in milliseconds as encoding/json writes ms(d).
+func appendMS(b []byte, d time.Duration) []byte {
+	if ns := int64(d); ns > -1e15 && ns < 1e15 {
+		return appendWholeNS(b, ns)
+	}
+	b, _ = appendJSONFloat(b, ms(d)) // finite: no error
+	return b
 }
 
 // appendJSONList appends list as encoding/json writes a slice (null when

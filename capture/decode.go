@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"github.com/gopacket/gopacket/layers"
 
@@ -51,22 +52,56 @@ const (
 	maxIPv6Ext  = 16 // real stacks send fewer than 8
 )
 
-// Decoder turns one link-layer frame into a SYN. It is shared by the file
-// readers and the live source.
+// Decoder turns one link-layer frame into a SYN, or, for the fates of the
+// attempts (docs/spec.md §7), into one of the other segments of a watched
+// port that may tell one. It is shared by the file readers and the live
+// source.
 //
 // It parses headers by hand, bounds-checked, rather than with gopacket's
-// DecodingLayerParser: it needs five fields of a packet, and the flag test
-// that rejects nearly every packet comes before anything else is built.
-// BenchmarkDecode measures both on a mix of frames: 17 ns a frame against
-// 250 ns for DecodingLayerParser with preallocated layers, neither
-// allocating; in a file read the parser is the bottleneck (docs/spec.md §6:
-// pcapgo + DecodingLayerParser 0.39–0.55 s against 0.17 s).
+// DecodingLayerParser: it needs a few fields of a packet, and the flag and
+// port tests that reject nearly every packet come before anything else is
+// built. BenchmarkDecode measures both on a mix of frames; in a file read
+// the parser is the bottleneck (docs/spec.md §6.5).
 //
 // A Decoder is not safe for concurrent use.
 type Decoder struct {
 	// linkNames caches "link type N" so an unknown link type allocates its
 	// reason once, not per frame. At most 65536 entries.
 	linkNames map[layers.LinkType]string
+	// ports, when not nil, are the watched ports: find returns, besides
+	// SYNs, the segments to or from one of them that the fates are read
+	// from (see segment). port is the watched port while there is one,
+	// and 0 once there are more: one comparison is cheaper than the set.
+	ports *portSet
+	port  uint16
+	// other counts the TCP segments that are not SYNs, of any port: none
+	// in a capture made with a SYN filter.
+	other uint64
+}
+
+// portSet is a set of TCP ports, a bit each.
+type portSet [1 << 10]uint64
+
+func (p *portSet) has(port uint16) bool { return p[port>>6]&(1<<(port&63)) != 0 }
+func (p *portSet) add(port uint16)      { p[port>>6] |= 1 << (port & 63) }
+
+// watch makes d return the segments of port besides SYNs (see segment).
+func (d *Decoder) watch(port uint16) {
+	switch {
+	case d.ports == nil:
+		d.ports, d.port = new(portSet), port
+	case d.port != port:
+		d.port = 0
+	}
+	d.ports.add(port)
+}
+
+// watched reports whether a segment between ports a and b is watched.
+func (d *Decoder) watched(a, b uint16) bool {
+	if d.port != 0 {
+		return a == d.port || b == d.port
+	}
+	return d.ports != nil && (d.ports.has(a) || d.ports.has(b))
 }
 
 // NewDecoder returns a Decoder ready for use.
@@ -89,29 +124,162 @@ func (d *Decoder) Decode(lt layers.LinkType, frame []byte) (syn analyze.SYN, ok 
 
 // synOf builds the SYN find located.
 func synOf(ip, tcp []byte) analyze.SYN {
-	var src, dst netip.Addr
-	if ip[0]>>4 == 4 {
-		src, dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
-	} else {
-		src = netip.AddrFrom16([16]byte(ip[8:24])).Unmap()
-		dst = netip.AddrFrom16([16]byte(ip[24:40])).Unmap()
-	}
-	return analyze.SYN{
-		Src: netip.AddrPortFrom(src, binary.BigEndian.Uint16(tcp)),
-		Dst: netip.AddrPortFrom(dst, binary.BigEndian.Uint16(tcp[2:])),
-		Seq: binary.BigEndian.Uint32(tcp[4:]),
+	src, dst := addrsOf(ip, tcp)
+	return analyze.SYN{Src: src, Dst: dst, Seq: binary.BigEndian.Uint32(tcp[4:])}
+}
+
+// segmentOf fills s with the segment find located, at time t; its first
+// bytes are named for the side they come from (a watched port's side is
+// the server's).
+func (d *Decoder) segmentOf(s *analyze.Segment, ip, tcp []byte, t time.Time) {
+	s.Time = t
+	s.Src, s.Dst = addrsOf(ip, tcp)
+	s.Seq, s.Ack, s.Flags = binary.BigEndian.Uint32(tcp[4:]), binary.BigEndian.Uint32(tcp[8:]), tcp[13]
+	s.Sent = analyze.PayloadNone
+	if data := dataOf(ip, tcp); len(data) > 0 {
+		s.Sent = analyze.PayloadOf(data, d.watched(s.Src.Port(), s.Src.Port()))
 	}
 }
 
-// find locates a SYN: the IP header and the TCP header it carries, both
-// non-empty, or a skip reason. Its results fit in registers, where a SYN
-// does not: the file readers call it, check the port, and build a SYN
-// only for the few frames that are one.
+func addrsOf(ip, tcp []byte) (src, dst netip.AddrPort) {
+	var s, d netip.Addr
+	if ip[0]>>4 == 4 {
+		s, d = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+	} else {
+		s = netip.AddrFrom16([16]byte(ip[8:24])).Unmap()
+		d = netip.AddrFrom16([16]byte(ip[24:40])).Unmap()
+	}
+	return netip.AddrPortFrom(s, binary.BigEndian.Uint16(tcp)), netip.AddrPortFrom(d, binary.BigEndian.Uint16(tcp[2:]))
+}
+
+// dataOf returns the bytes a segment find located carries, as far as they
+// were captured: up to the length its IP header declares (a short frame's
+// Ethernet padding is not data), or to the end of the frame when it
+// declares none.
+func dataOf(ip, tcp []byte) []byte {
+	doff := int(tcp[12]>>4) * 4
+	end := len(tcp)
+	off := len(ip) - len(tcp) // of the TCP header in the IP packet
+	var declared int
+	if ip[0]>>4 == 4 {
+		declared = int(binary.BigEndian.Uint16(ip[2:]))
+	} else if n := int(binary.BigEndian.Uint16(ip[4:])); n != 0 {
+		declared = 40 + n
+	}
+	if declared > 0 && declared-off < end {
+		end = declared - off
+	}
+	if doff >= end {
+		return nil
+	}
+	return tcp[doff:end]
+}
+
+// find locates a SYN, or a segment of a watched port (see segment): the
+// IP header and the TCP header it carries, both non-empty, or a skip
+// reason. Its results fit in registers, where a SYN does not: the file
+// readers call it, check the port, and build a SYN or a Segment only for
+// the few frames that are one.
 func (d *Decoder) find(lt layers.LinkType, frame []byte) (ip, tcp []byte, skip string) {
-	if lt == layers.LinkTypeEthernet && plainNonSYN(frame) {
-		return nil, nil, ""
+	if lt == layers.LinkTypeEthernet {
+		if ihl, seg := plainTCP(frame); ihl > 0 {
+			t := frame[14+ihl:]
+			if t[13]&(tcpSYN|tcpACK) != tcpSYN {
+				d.other++
+				if !d.segment(t, seg) {
+					return nil, nil, ""
+				}
+				return frame[14:], t, ""
+			}
+		}
 	}
 	return d.findSlow(lt, frame)
+}
+
+// plainOther is find's fast path, for the bulk of a capture: for a frame
+// of plainTCP that is not a SYN it counts the frame as other TCP, as find
+// does, and reports done, with the TCP header and the segment's declared
+// length when the frame is of a watched port (the caller then asks
+// candidate, as find would). Every other frame, a SYN included, takes
+// find. It is plainTCP written out, without a call: most frames of a
+// capture end here, and BenchmarkReadFile measures what each instruction
+// costs.
+func (d *Decoder) plainOther(f []byte) (tcp []byte, seg int, done bool) {
+	if len(f) < 14+40+14 {
+		return nil, 0, false
+	}
+	var t []byte
+	seg = -1
+	switch binary.BigEndian.Uint16(f[12:]) {
+	case 0x0800:
+		vihl := f[14]
+		ihl := int(vihl&0x0f) * 4
+		total := int(binary.BigEndian.Uint16(f[16:]))
+		if vihl>>4 != 4 || ihl < 20 || f[23] != 6 || binary.BigEndian.Uint16(f[20:])&0x1fff != 0 ||
+			total != 0 && total < ihl || len(f) < 14+ihl+14 {
+			return nil, 0, false
+		}
+		t = f[14+ihl:]
+		if total != 0 {
+			seg = total - ihl
+		}
+	case 0x86dd:
+		if f[14]>>4 != 6 || f[14+6] != 6 {
+			return nil, 0, false
+		}
+		t = f[14+40:]
+		if n := int(binary.BigEndian.Uint16(f[14+4:])); n != 0 {
+			seg = n
+		}
+	default:
+		return nil, 0, false
+	}
+	if t[13]&(tcpSYN|tcpACK) == tcpSYN {
+		return nil, 0, false
+	}
+	d.other++
+	if d.ports != nil && d.watched(binary.BigEndian.Uint16(t), binary.BigEndian.Uint16(t[2:])) {
+		return t, seg, true
+	}
+	return nil, 0, true
+}
+
+// TCP flags.
+const (
+	tcpFIN = 0x01
+	tcpSYN = 0x02
+	tcpRST = 0x04
+	tcpACK = 0x10
+)
+
+// segment reports whether the TCP header t, not a SYN, of a segment of
+// seg bytes as its IP header declares them (-1: undeclared) is one the
+// fates are read from: to or from a watched port, with SYN (a SYN-ACK),
+// RST or FIN set or carrying bytes, and sound (a whole fixed header, a data
+// offset within the segment). A segment that fails is not counted as
+// skipped: such segments were never examined before the fates were, and
+// the skip counts stay what they were.
+func (d *Decoder) segment(t []byte, seg int) bool {
+	return d.watched(binary.BigEndian.Uint16(t), binary.BigEndian.Uint16(t[2:])) && candidate(t, seg)
+}
+
+// candidate is segment without the port: whether t, not a SYN, has SYN,
+// RST or FIN set or carries bytes, and is sound.
+func candidate(t []byte, seg int) bool {
+	if len(t) < 20 || seg >= 0 && seg < 20 {
+		return false
+	}
+	doff := int(t[12]>>4) * 4
+	if doff < 20 || seg >= 0 && doff > seg {
+		return false
+	}
+	if t[13]&(tcpSYN|tcpRST|tcpFIN) != 0 {
+		return true
+	}
+	if seg < 0 {
+		seg = len(t)
+	}
+	return seg > doff
 }
 
 // etherTyped reads past a link header of hdr bytes that carries an
@@ -181,14 +349,18 @@ func (d *Decoder) findSlow(lt layers.LinkType, frame []byte) (ip, tcp []byte, sk
 	return nil, nil, d.linkName(lt)
 }
 
-// plainNonSYN is the fast path for the bulk of a capture: an untagged
-// Ethernet frame carrying a well-formed, unfragmented TCP segment without
-// SYN-and-not-ACK. For such a frame the full decode would return ("", false)
-// too; every other frame takes the full decode. Measured by BenchmarkDecode
-// and BenchmarkReadFile: it halves the per-frame cost.
-func plainNonSYN(f []byte) bool {
+// plainTCP is the fast path for the bulk of a capture: an untagged
+// Ethernet frame carrying a well-formed, unfragmented TCP segment in IPv4,
+// or in IPv6 without extension headers, with at least the 14 bytes of its
+// header up to the flags. It returns the IP header's length (0 for any
+// other frame, which takes the full decode) and the TCP segment's length
+// as the IP header declares it (-1: undeclared). For a non-SYN the full
+// decode would find what find finds from it; every SYN takes the full
+// decode. Measured by BenchmarkDecode and BenchmarkReadFile: it halves the
+// per-frame cost.
+func plainTCP(f []byte) (ihl, seg int) {
 	if len(f) < 14+40+14 {
-		return false
+		return 0, 0
 	}
 	switch binary.BigEndian.Uint16(f[12:]) {
 	case 0x0800:
@@ -197,13 +369,22 @@ func plainNonSYN(f []byte) bool {
 		total := int(binary.BigEndian.Uint16(f[16:]))
 		if vihl>>4 != 4 || ihl < 20 || f[23] != 6 || binary.BigEndian.Uint16(f[20:])&0x1fff != 0 ||
 			total != 0 && total < ihl || len(f) < 14+ihl+14 {
-			return false
+			return 0, 0
 		}
-		return f[14+ihl+13]&0x12 != 0x02
+		if total == 0 {
+			return ihl, -1
+		}
+		return ihl, total - ihl
 	case 0x86dd:
-		return f[14]>>4 == 6 && f[14+6] == 6 && f[14+40+13]&0x12 != 0x02
+		if f[14]>>4 != 6 || f[14+6] != 6 {
+			return 0, 0
+		}
+		if n := int(binary.BigEndian.Uint16(f[14+4:])); n != 0 {
+			return 40, n
+		}
+		return 40, -1
 	}
-	return false
+	return 0, 0
 }
 
 func (d *Decoder) linkName(lt layers.LinkType) string {
@@ -306,7 +487,7 @@ func (d *Decoder) ipv4(p []byte) (ip, tcp []byte, skip string) {
 	default:
 		return nil, nil, ""
 	}
-	if ok, skip := tcpSYN(p[ihl:], payload); !ok {
+	if ok, skip := d.tcp(p[ihl:], payload); !ok {
 		return nil, nil, skip
 	}
 	return p, p[ihl:], ""
@@ -335,7 +516,7 @@ func (d *Decoder) ipv6(p []byte) (ip, tcp []byte, skip string) {
 			if end >= 0 {
 				payload = end - off
 			}
-			if ok, skip := tcpSYN(p[off:], payload); !ok {
+			if ok, skip := d.tcp(p[off:], payload); !ok {
 				return nil, nil, skip
 			}
 			return p, p[off:], ""
@@ -394,21 +575,19 @@ func udpTunnel(u []byte) string {
 	return ""
 }
 
-// tcpSYN reads a TCP header. payload is the segment length the IP header
-// declares, or -1 when it declares none. Capture may cut a segment short
-// (a snap length): a SYN whose fixed header is present counts even when its
-// options are cut. A header that contradicts itself or the IP header (data
-// offset < 5, or longer than the declared segment) does not.
-func tcpSYN(t []byte, payload int) (ok bool, skip string) {
-	const (
-		syn = 0x02
-		ack = 0x10
-	)
+// tcp reads a TCP header: a SYN, or another segment find returns (see
+// segment). payload is the segment length the IP header declares, or -1
+// when it declares none. Capture may cut a segment short (a snap length):
+// a SYN whose fixed header is present counts even when its options are
+// cut. A header that contradicts itself or the IP header (data offset < 5,
+// or longer than the declared segment) does not.
+func (d *Decoder) tcp(t []byte, payload int) (ok bool, skip string) {
 	if len(t) < 14 {
 		return false, SkipTruncatedTCP
 	}
-	if t[13]&(syn|ack) != syn {
-		return false, ""
+	if t[13]&(tcpSYN|tcpACK) != tcpSYN {
+		d.other++
+		return d.segment(t, payload), ""
 	}
 	if len(t) < 20 || payload >= 0 && payload < 20 {
 		return false, SkipTruncatedTCP

@@ -10,10 +10,16 @@ import (
 )
 
 // ReadFiles reads every file with ReadFile, SYNs to opt.Port only (any
-// port when 0), grouped by destination port. Files may come in any order
-// (a rotated tcpdump -C set): the trackers sort by time. info lists each
-// file as ReadFile found it, in the order given, with their packets and
-// skips summed; its SYNs are left to the caller, who knows the port.
+// port when 0), grouped by destination port, with the segments their
+// fates are read from (Options.Segments; docs/spec.md §7.2). Files may
+// come in any order (a rotated tcpdump -C set): the trackers sort by time;
+// but an attempt split between two files given out of time order loses
+// the segments read before any SYN of its tuple
+// (analyze.Tracker.AddSegment). info lists each file as ReadFile found
+// it, in the order given, with their packets and skips summed; its SYNs
+// are left to the caller, who knows the port. When no file holds a TCP
+// segment other than a SYN, info.SYNOnly is set and the trackers give no
+// fates; otherwise they do (Tracker.SetFatesKnown).
 //
 // The first file that cannot be read stops the read with ReadFile's error,
 // which names the file. When progress is a terminal, a read that takes
@@ -23,9 +29,11 @@ func ReadFiles(paths []string, opt Options, progress io.Writer) (*analyze.PortTr
 	pt := analyze.NewPortTracker()
 	info := analyze.CaptureInfo{Skipped: map[string]uint64{}}
 	show := progressTo(progress)
+	var other uint64
 	for _, path := range paths {
 		o := opt
 		o.Progress = bothProgress(opt.Progress, show(path))
+		o.Segments = pt.AddSegment
 		st, err := ReadFile(path, o, pt.Add)
 		if err != nil {
 			return nil, info, err
@@ -35,7 +43,10 @@ func ReadFiles(paths []string, opt Options, progress io.Writer) (*analyze.PortTr
 			info.Skipped[reason] += n
 		}
 		info.Files = append(info.Files, st)
+		other += st.OtherTCP
 	}
+	info.SYNOnly = other == 0
+	pt.SetFatesKnown(!info.SYNOnly)
 	return pt, info, nil
 }
 

@@ -3,9 +3,11 @@ package capture
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gopacket/gopacket/layers"
@@ -59,15 +61,20 @@ func framesOf(data []byte) func() (layers.LinkType, []byte, bool) {
 func FuzzDecode(f *testing.F) {
 	for lt, frames := range corpusFrames(8) {
 		for _, fr := range frames {
-			f.Add(uint16(lt), fr)
+			f.Add(uint16(lt), fr, uint16(443))
 		}
 	}
 	syn4 := ipv4Packet("10.0.0.1", "10.0.0.2", 6, synSeg(1, 2, 3))
 	syn6 := ipv6Packet("2001:db8::1", "::ffff:10.0.0.2", 0, append(extHeader(44, 0), append(fragHeader(6, 0, false), synSeg(1, 2, 3)...)...))
+	fin4 := ipv4Packet("10.0.0.1", "10.0.0.2", 6, seg(1, 2, 3, 4, flagFIN|flagACK, tlsHello))
+	rst6 := ipv6Packet("::1", "::2", 6, seg(2, 1, 3, 4, flagRST|flagACK, nil))
 	for _, s := range []struct {
 		lt    layers.LinkType
 		frame []byte
 	}{
+		{layers.LinkTypeEthernet, ethFrame(0x0800, fin4)},
+		{layers.LinkTypeEthernet, ethFrame(0x86dd, rst6)},
+		{layers.LinkTypeLinuxSLL2, sll2Frame(0x0800, fin4)},
 		{layers.LinkTypeEthernet, vlanFrame([]uint16{0x88a8, 0x8100}, 0x0800, syn4)},
 		{layers.LinkTypeEthernet, ethFrame(0x86dd, syn6)},
 		{layers.LinkTypeLinuxSLL, sllFrame(0x0800, syn4)},
@@ -80,11 +87,12 @@ func FuzzDecode(f *testing.F) {
 		{layers.LinkTypeIPv4, syn4},
 		{layers.LinkTypeIPv6, syn6},
 	} {
-		f.Add(uint16(s.lt), s.frame)
+		f.Add(uint16(s.lt), s.frame, uint16(2))
 	}
 	d := NewDecoder()
-	f.Fuzz(func(t *testing.T, lt16 uint16, frame []byte) {
+	f.Fuzz(func(t *testing.T, lt16 uint16, frame []byte, port uint16) {
 		lt := layers.LinkType(lt16)
+		checkSegments(t, d, lt, frame, port)
 		syn, ok, skip := d.Decode(lt, frame)
 		if ok != (skip == "" && syn.Src.IsValid()) || ok && (!syn.Dst.IsValid() || !syn.Time.IsZero()) {
 			t.Fatalf("inconsistent result: ok=%v skip=%q syn=%+v", ok, skip, syn)
@@ -108,6 +116,42 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
+// checkSegments holds a decoder that watches port to plain's results:
+// the same SYNs and skip reasons, on the fast path as off it; and what it
+// finds besides is a sound segment of the port, which segmentOf reads
+// without a fault.
+func checkSegments(t *testing.T, plain *Decoder, lt layers.LinkType, frame []byte, port uint16) {
+	w := NewDecoder()
+	w.watch(port)
+	ip, tcp, skip := w.find(lt, frame)
+	ip2, tcp2, skip2 := w.findSlow(lt, frame)
+	pip, ptcp, pskip := plain.findSlow(lt, frame)
+	if skip != skip2 || len(tcp) != len(tcp2) || len(ip) != len(ip2) {
+		t.Fatalf("watching %d: the fast path disagrees with the full decode: (%d, %q) against (%d, %q)", port, len(tcp), skip, len(tcp2), skip2)
+	}
+	if skip != pskip {
+		t.Fatalf("watching %d: skip %q, without watching %q", port, skip, pskip)
+	}
+	if len(ptcp) != 0 && (len(tcp) != len(ptcp) || len(ip) != len(pip)) {
+		t.Fatalf("watching %d: a SYN not found as it is without watching", port)
+	}
+	if len(tcp) == 0 || len(ptcp) != 0 {
+		return
+	}
+	if len(tcp) < 20 || tcp[12]>>4 < 5 || tcp[13]&(flagSYN|flagACK) == flagSYN ||
+		binary.BigEndian.Uint16(tcp) != port && binary.BigEndian.Uint16(tcp[2:]) != port {
+		t.Fatalf("watching %d: not a segment of it: % x", port, tcp[:min(len(tcp), 20)])
+	}
+	var s analyze.Segment
+	w.segmentOf(&s, ip, tcp, time.Time{})
+	if !s.Src.IsValid() || !s.Dst.IsValid() || s.Src.Addr().Is4In6() || s.Dst.Addr().Is4In6() {
+		t.Fatalf("segment addresses: %v %v", s.Src, s.Dst)
+	}
+	if data := dataOf(ip, tcp); s.Sent != analyze.PayloadOf(data, s.Src.Port() == port) || len(data) > len(tcp) {
+		t.Fatalf("segment sent %q from % x", s.Sent, data)
+	}
+}
+
 // tinySync reads chunks of 1–13 bytes: every record straddles chunks.
 func tinySync(r io.Reader, _ int64, _ bool) source { return &syncSource{r: r, size: 13} }
 
@@ -117,13 +161,17 @@ func tinyAsync(r io.Reader, _ int64, _ bool) source { return newAsyncSource(r, 7
 // readResult is everything a read reports, for differential checks.
 type readResult struct {
 	SYNs []gotSYN
+	Segs []string
 	St   analyze.FileInfo
 	Err  string
 }
 
 func readAll(data []byte, mk func(io.Reader, int64, bool) source) readResult {
 	var r readResult
-	st, err := readSource("fuzz.pcap", bytes.NewReader(data), int64(len(data)), Options{}, func(s analyze.SYN) {
+	opt := Options{Segments: func(s *analyze.Segment) {
+		r.Segs = append(r.Segs, fmt.Sprintf("%v %v>%v %d %d %#x %q", s.Time.UnixNano(), s.Src, s.Dst, s.Seq, s.Ack, s.Flags, s.Sent))
+	}}
+	st, err := readSource("fuzz.pcap", bytes.NewReader(data), int64(len(data)), opt, func(s analyze.SYN) {
 		r.SYNs = append(r.SYNs, summarize(s))
 	}, mk)
 	r.St = st

@@ -3,6 +3,7 @@ package capture
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -33,10 +34,13 @@ const (
 	// faults and capture load"). The kernel allocates it when the capture
 	// opens.
 	DefaultLiveBuffer = 64 << 20
-	// liveSnapLen keeps every header a SYN can carry (Ethernet or cooked
-	// link header, IPv6 with extension headers, TCP with all options) and
-	// the start of any TCP Fast Open payload.
-	liveSnapLen = 512
+	// liveSnapLen keeps every header a segment the filters pass can carry
+	// (an Ethernet header with two VLAN tags, 22 bytes, or a cooked one,
+	// 20; IPv4 with options, 60; TCP with options, 60) and the first
+	// analyze.PayloadBytes of its data, enough to name them
+	// (docs/spec.md §7); an IPv6 header, 40 bytes without extension
+	// headers (the filter's IPv6 clause passes no other), leaves more.
+	liveSnapLen = 22 + 60 + 60 + analyze.PayloadBytes
 	// livePoll bounds how long a read waits before Run looks at its
 	// context again. Immediate mode delivers each packet as it arrives, so
 	// this costs no latency; it only bounds how late a cancellation is seen.
@@ -62,8 +66,15 @@ type LiveConfig struct {
 	// Iface is the interface to capture on, e.g. "lo" ("any" also works,
 	// with Linux cooked link headers).
 	Iface string
-	// Port is the retry port: only SYNs to it are captured.
+	// Port is the retry port: only SYNs to it are captured, and with
+	// Segments the segments of it the fates are read from.
 	Port uint16
+	// Segments, when set, makes the capture keep, besides the SYNs to
+	// Port, the SYN-ACKs, RSTs, FINs and segments carrying data of Port in
+	// both directions (FateFilter), and Run hand each of those to it; the
+	// Segment is valid only during the call. Without it the capture keeps
+	// the SYNs alone (SYNFilter).
+	Segments func(*analyze.Segment)
 	// BufferSize is the kernel capture buffer in bytes; 0 means
 	// DefaultLiveBuffer.
 	BufferSize int
@@ -86,6 +97,8 @@ type Live struct {
 	lt    layers.LinkType
 	dec   *Decoder
 	ts    string
+	segFn func(*analyze.Segment)
+	seg   analyze.Segment
 
 	mu  sync.Mutex // guards out, bw, wer, dirty, since: Run writes, Close flushes
 	out *pcapgo.Writer
@@ -110,9 +123,26 @@ func SYNFilter(port uint16) string {
 		"(ip6 and ip6[6] == 6 and ip6[42:2] == %d and ip6[53] & 0x12 == 0x02)", port, port)
 }
 
+// FateFilter returns the BPF filter for what the fates of the attempts to
+// port are read from (docs/spec.md §7), over IPv4 and IPv6: every TCP
+// segment to or from port with SYN, RST or FIN set (SYNs, SYN-ACKs,
+// resets, closes), or that carries data; a pure ACK does not pass. The
+// data's length is the IP length less the IP and TCP headers; a
+// segment whose IP length is 0 (an offloaded one, captured where it
+// leaves) passes, as the length wraps around. As in SYNFilter, the IPv6
+// clause reads the TCP header right after a 40-byte IPv6 header: a
+// segment behind extension headers does not pass (docs/spec.md §5.5).
+func FateFilter(port uint16) string {
+	return fmt.Sprintf("(ip and tcp port %d and (tcp[13] & 0x07 != 0 or "+
+		"ip[2:2] - ((ip[0] & 0x0f) << 2) - ((tcp[12] & 0xf0) >> 2) != 0)) or "+
+		"(ip6 and ip6[6] == 6 and (ip6[40:2] == %d or ip6[42:2] == %d) and (ip6[53] & 0x07 != 0 or "+
+		"ip6[4:2] - ((ip6[52] & 0xf0) >> 2) != 0))", port, port, port)
+}
+
 // OpenLive opens a live capture: immediate mode, nanosecond timestamps
 // where libpcap offers them, the host clock as timestamp source, a kernel
-// buffer sized for bursts and the SYN filter. Its errors say what to do: a
+// buffer sized for bursts, a snap length that keeps headers and the first
+// bytes of data, and the SYN filter, or with cfg.Segments the fate filter. Its errors say what to do: a
 // permission error wraps os.ErrPermission and names the capabilities; an
 // unknown interface wraps ErrUnknownInterface and lists the available ones.
 func OpenLive(cfg LiveConfig) (*Live, error) {
@@ -131,8 +161,13 @@ func OpenLive(cfg LiveConfig) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Live{h: h, port: cfg.Port, iface: cfg.Iface, lt: h.LinkType(), dec: NewDecoder(), ts: ts}
-	if err := h.SetBPFFilter(SYNFilter(cfg.Port)); err != nil {
+	l := &Live{h: h, port: cfg.Port, iface: cfg.Iface, lt: h.LinkType(), dec: NewDecoder(), ts: ts, segFn: cfg.Segments}
+	filter := SYNFilter(cfg.Port)
+	if l.segFn != nil {
+		filter = FateFilter(cfg.Port)
+		l.dec.watch(cfg.Port)
+	}
+	if err := h.SetBPFFilter(filter); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("set capture filter on %s: %w", cfg.Iface, err)
 	}
@@ -262,7 +297,8 @@ func (l *Live) Stats() (analyze.LiveStats, error) {
 	}, nil
 }
 
-// Run reads packets and calls fn with every SYN to the port, in capture
+// Run reads packets and calls fn with every SYN to the port, and the
+// Segments of the config with every other segment it captures, in capture
 // order, from the calling goroutine. A packet the decoder could not read is
 // reported to skipped (when not nil) with the reason; every packet is
 // written to the capture file.
@@ -304,18 +340,24 @@ func (l *Live) Run(ctx context.Context, fn func(analyze.SYN), skipped func(reaso
 		if err := l.write(ci, data); err != nil {
 			return err
 		}
-		syn, ok, skip := l.dec.Decode(l.lt, data)
-		if ok && syn.Dst.Port() != l.port {
-			ok, skip = false, "not to the retry port"
-		}
-		if !ok {
-			if skip != "" && skipped != nil {
-				skipped(skip)
-			}
+		ip, tcp, skip := l.dec.find(l.lt, data)
+		switch {
+		case len(tcp) == 0:
+		case tcp[13]&(tcpSYN|tcpACK) != tcpSYN: // a segment (watching only)
+			l.dec.segmentOf(&l.seg, ip, tcp, ci.Timestamp)
+			l.segFn(&l.seg)
+			continue
+		case binary.BigEndian.Uint16(tcp[2:]) != l.port:
+			skip = "not to the retry port"
+		default:
+			syn := synOf(ip, tcp)
+			syn.Time = ci.Timestamp
+			fn(syn)
 			continue
 		}
-		syn.Time = ci.Timestamp
-		fn(syn)
+		if skip != "" && skipped != nil {
+			skipped(skip)
+		}
 	}
 }
 

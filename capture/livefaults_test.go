@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,15 +33,27 @@ type loadKey struct {
 type loadRun struct {
 	sent synload.Result
 	// got counts each SYN of the load the capture delivered; other is
-	// every other SYN to the port (none expected).
-	got   map[loadKey]int
-	other int
-	stats analyze.LiveStats
+	// every other SYN to the port (none expected). rsts counts, with the
+	// fate filter, each SYN's RST delivered (by the SYN it acknowledges),
+	// and otherSegs every other segment.
+	got       map[loadKey]int
+	other     int
+	rsts      map[loadKey]int
+	otherSegs int
+	stats     analyze.LiveStats
 }
 
 func (r loadRun) captured() int {
 	n := 0
 	for _, c := range r.got {
+		n += c
+	}
+	return n
+}
+
+func (r loadRun) refused() int {
+	n := 0
+	for _, c := range r.rsts {
 		n += c
 	}
 	return n
@@ -60,6 +73,10 @@ type loadOptions struct {
 	// stall starts the reader only after the sender is done: the capture
 	// then holds what its ring holds, and drops the rest.
 	stall bool
+	// syns captures with the SYN filter alone (SYNFilter), not the fate
+	// filter `audit live` uses (FateFilter), which keeps each SYN's RST
+	// too: the port is closed.
+	syns bool
 }
 
 // runSYNLoad sends cfg's load to a closed port on lo under a live capture
@@ -68,7 +85,22 @@ type loadOptions struct {
 func runSYNLoad(tb testing.TB, cfg synload.Config, opt loadOptions) loadRun {
 	tb.Helper()
 	cfg.Port = testutil.ClosedPort(tb)
-	l, err := OpenLive(LiveConfig{Iface: "lo", Port: cfg.Port, BufferSize: opt.buffer})
+	r := loadRun{got: map[loadKey]int{}, rsts: map[loadKey]int{}}
+	loadSrc := netip.MustParsePrefix("127.77.0.0/16")
+	var mu sync.Mutex
+	lc := LiveConfig{Iface: "lo", Port: cfg.Port, BufferSize: opt.buffer}
+	if !opt.syns {
+		lc.Segments = func(s *analyze.Segment) {
+			mu.Lock()
+			defer mu.Unlock()
+			if s.Flags&flagRST != 0 && (loadSrc.Contains(s.Dst.Addr()) || s.Dst.Addr() == synload.Dst6) {
+				r.rsts[loadKey{s.Dst, s.Ack - 1}]++
+			} else {
+				r.otherSegs++
+			}
+		}
+	}
+	l, err := OpenLive(lc)
 	if errors.Is(err, os.ErrPermission) {
 		tb.Skipf("SKIPPED, NOT RUN: live capture needs root or CAP_NET_RAW+CAP_NET_ADMIN: %v", err)
 	}
@@ -77,16 +109,16 @@ func runSYNLoad(tb testing.TB, cfg synload.Config, opt loadOptions) loadRun {
 	}
 	defer l.Close()
 	if opt.inbound {
-		if err := l.h.SetBPFFilter("inbound and (" + SYNFilter(cfg.Port) + ")"); err != nil {
+		filter := FateFilter(cfg.Port)
+		if opt.syns {
+			filter = SYNFilter(cfg.Port)
+		}
+		if err := l.h.SetBPFFilter("inbound and (" + filter + ")"); err != nil {
 			tb.Fatal(err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), synload.MaxDuration+time.Minute)
 	defer cancel()
-
-	r := loadRun{got: map[loadKey]int{}}
-	loadSrc := netip.MustParsePrefix("127.77.0.0/16")
-	var mu sync.Mutex
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	read := func() {
@@ -116,9 +148,13 @@ func runSYNLoad(tb testing.TB, cfg synload.Config, opt loadOptions) loadRun {
 	last, lastChange := -1, time.Now()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		mu.Lock()
-		n := r.captured()
+		n := r.captured() + r.refused()
 		mu.Unlock()
-		if uint64(n) >= r.sent.Sent {
+		want := r.sent.Sent
+		if !opt.syns {
+			want *= 2
+		}
+		if uint64(n) >= want {
 			break
 		}
 		if n != last {
@@ -139,23 +175,24 @@ func runSYNLoad(tb testing.TB, cfg synload.Config, opt loadOptions) loadRun {
 	return r
 }
 
-// A small burst, IPv4 and IPv6, captured whole: every SYN sent is
-// delivered exactly once, and libpcap drops none and counts each twice (lo
-// shows each packet twice to the kernel's capture; libpcap discards the
-// outgoing copy after the ring). 2 000 SYNs fill 4 000 frames, 4 % of what
-// the default 64 MiB ring holds (BenchmarkLiveRingCapacity), so no
-// scheduling delay of the reader can make it drop: the assertion holds on
-// a loaded machine.
+// A small burst, IPv4 and IPv6, captured whole with the fate filter of
+// `audit live`: every SYN sent is delivered exactly once, and so is the
+// RST the closed port answers it with, and libpcap drops none and counts
+// each packet twice (lo shows each packet twice to the kernel's capture;
+// libpcap discards the outgoing copy after the ring). 2 000 SYNs fill
+// 8 000 frames, under 4 % of what the default 64 MiB ring holds
+// (BenchmarkLiveRingCapacity), so no scheduling delay of the reader can
+// make it drop: the assertion holds on a loaded machine.
 func TestLiveSYNLoad(t *testing.T) {
 	t.Parallel()
 	cfg := synload.Config{Rate: 20_000, Count: 2_000, Duration: time.Minute}
 	r := runSYNLoad(t, cfg, loadOptions{})
-	t.Logf("sent %d (%d IPv4, %d IPv6) at %.0f SYN/s; captured %d; libpcap %+v",
-		r.sent.Sent, r.sent.V4, r.sent.V6, r.sent.Rate, r.captured(), r.stats)
+	t.Logf("sent %d (%d IPv4, %d IPv6) at %.0f SYN/s; captured %d, and %d RSTs; libpcap %+v",
+		r.sent.Sent, r.sent.V4, r.sent.V6, r.sent.Rate, r.captured(), r.refused(), r.stats)
 	if r.sent.Sent != uint64(cfg.Count) || r.sent.Errors != 0 {
 		t.Fatalf("sent %d with %d errors (%s); want %d", r.sent.Sent, r.sent.Errors, r.sent.FirstError, cfg.Count)
 	}
-	var missing, repeated int
+	var missing, repeated, noRST, rstRepeated int
 	for i := range cfg.Count / 2 { // family both: IPv4 and IPv6 alternately
 		src, sport, seq := synload.Tuple4(i, 250)
 		src6, sport6, seq6 := synload.Tuple6(i)
@@ -166,54 +203,69 @@ func TestLiveSYNLoad(t *testing.T) {
 			case n > 1:
 				repeated++
 			}
+			switch n := r.rsts[k]; {
+			case n == 0:
+				noRST++
+			case n > 1:
+				rstRepeated++
+			}
 		}
 	}
 	if missing != 0 || repeated != 0 || len(r.got) != cfg.Count || r.other != 0 {
 		t.Errorf("of %d SYNs sent: %d missing, %d delivered more than once, %d distinct captured, %d foreign",
 			cfg.Count, missing, repeated, len(r.got), r.other)
 	}
-	if r.stats.Lost() != 0 || r.stats.Received != 2*uint64(cfg.Count) {
-		t.Errorf("libpcap %+v; want %d received (two per SYN on lo), none lost", r.stats, 2*cfg.Count)
+	if noRST != 0 || rstRepeated != 0 || r.otherSegs != 0 {
+		t.Errorf("of %d RSTs: %d missing, %d delivered more than once; %d other segments", cfg.Count, noRST, rstRepeated, r.otherSegs)
+	}
+	if r.stats.Lost() != 0 || r.stats.Received != 4*uint64(cfg.Count) {
+		t.Errorf("libpcap %+v; want %d received (each SYN and its RST, twice on lo), none lost", r.stats, 4*cfg.Count)
 	}
 }
 
 // BenchmarkLiveSYNLoad sends b.N SYNs at each rate to a capture on lo and
 // reports what it took in: sent-SYN/s (the rate achieved), lost-SYNs (sent
-// minus captured) and pcap-drops (libpcap's ps_drop, in packets: two per
-// SYN on lo). It measures the capture alone, Live.Run and its decoder,
-// without audit live's auditor; .ci/synload.sh measures the whole. A rate
-// is only held for as long as b.N SYNs last: run with -benchtime=5s or more.
+// minus captured), lost-RSTs (with the fate filter of `audit live`: sent
+// minus the RSTs that refused them) and pcap-drops (libpcap's ps_drop, in
+// packets: two per packet on lo). It measures the capture alone, Live.Run
+// and its decoder, without audit live's auditor; .ci/synload.sh measures
+// the whole. A rate is only held for as long as b.N SYNs last: run with
+// -benchtime=5s or more.
 func BenchmarkLiveSYNLoad(b *testing.B) {
-	for _, rate := range []int{10_000, 25_000, 50_000, 100_000} {
-		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
-			cfg := synload.Config{Rate: rate, Count: min(b.N, synload.MaxCount), Duration: synload.MaxDuration}
-			r := runSYNLoad(b, cfg, loadOptions{})
-			b.ReportMetric(r.sent.Rate, "sent-SYN/s")
-			b.ReportMetric(float64(r.sent.Sent)-float64(r.captured()), "lost-SYNs")
-			b.ReportMetric(float64(r.stats.Dropped), "pcap-drops")
-			b.ReportMetric(float64(r.stats.Received)/float64(max(r.sent.Sent, 1)), "pcap-recv/SYN")
-		})
+	for _, filter := range []string{"fates", "syns"} {
+		for _, rate := range []int{10_000, 25_000, 50_000, 100_000} {
+			b.Run(fmt.Sprintf("filter=%s/rate=%d", filter, rate), func(b *testing.B) {
+				cfg := synload.Config{Rate: rate, Count: min(b.N, synload.MaxCount), Duration: synload.MaxDuration}
+				r := runSYNLoad(b, cfg, loadOptions{syns: filter == "syns"})
+				b.ReportMetric(r.sent.Rate, "sent-SYN/s")
+				b.ReportMetric(float64(r.sent.Sent)-float64(r.captured()), "lost-SYNs")
+				if filter == "fates" {
+					b.ReportMetric(float64(r.sent.Sent)-float64(r.refused()), "lost-RSTs")
+				}
+				b.ReportMetric(float64(r.stats.Dropped), "pcap-drops")
+				b.ReportMetric(float64(r.stats.Received)/float64(max(r.sent.Sent, 1)), "pcap-recv/SYN")
+			})
+		}
 	}
 }
 
 // BenchmarkLiveRingCapacity measures how many SYNs the kernel ring holds
 // while the reader is away: the sender runs flat out with nobody reading,
 // then the reader takes what the ring kept. That many SYNs is the slack a
-// descheduled reader has; at 50 000 SYN/s, 7 000 SYNs are 140 ms. Run it
-// with -benchtime=1x. filter=inbound would double it, but costs the first
-// SYN (see loadOptions).
+// descheduled reader has. Run it with -benchtime=1x. filter=fates is
+// `audit live`'s, which keeps each refused SYN's RST as well, syns the SYN
+// filter alone; -inbound would double either, but costs the first SYN
+// (see loadOptions).
 func BenchmarkLiveRingCapacity(b *testing.B) {
 	for _, buf := range []int{8 << 20, DefaultLiveBuffer} {
-		for _, inbound := range []bool{false, true} {
-			filter := "live"
-			if inbound {
-				filter = "inbound"
-			}
+		for _, filter := range []string{"fates", "syns", "fates-inbound", "syns-inbound"} {
 			b.Run(fmt.Sprintf("buffer=%dMiB/filter=%s", buf>>20, filter), func(b *testing.B) {
 				var held int
 				for range b.N {
 					cfg := synload.Config{Rate: 1_000_000, Count: buf / 64, Duration: time.Minute}
-					r := runSYNLoad(b, cfg, loadOptions{buffer: buf, inbound: inbound, stall: true})
+					opt := loadOptions{buffer: buf, stall: true, inbound: strings.HasSuffix(filter, "-inbound"),
+						syns: strings.HasPrefix(filter, "syns")}
+					r := runSYNLoad(b, cfg, opt)
 					held = r.captured()
 				}
 				b.ReportMetric(float64(held), "ring-SYNs")

@@ -49,8 +49,9 @@ func (rd *reader) pcap(o order, nano bool) error {
 	fast := lt == layers.LinkTypeEthernet && unknownLT == ""
 	for {
 		// Every record wholly in the buffer is handled in place, without
-		// asking the buffer per record; Ethernet frames that cannot be a
-		// SYN (plainNonSYN) are only counted.
+		// asking the buffer per record; Ethernet frames that are not SYNs
+		// (Decoder.plainOther) are only counted, and those of a watched
+		// port read as segments.
 		buf := b.bytes()
 		i, packets := 0, uint64(0)
 		for len(buf)-i >= 16 {
@@ -59,16 +60,23 @@ func (rd *reader) pcap(o order, nano bool) error {
 				break
 			}
 			n := 16 + int(incl)
-			switch rec := buf[i : i+n]; {
-			case fast && plainNonSYN(rec[16:]):
-				packets++
-			case unknownLT != "":
+			rec := buf[i : i+n]
+			i += n
+			if fast {
+				if t, seg, done := rd.dec.plainOther(rec[16:]); done {
+					packets++
+					if t != nil && candidate(t, seg) {
+						rd.segment(rec[16+14:], t, int64(o.u32(rec)), int64(o.u32(rec[4:]))*mult)
+					}
+					continue
+				}
+			}
+			if unknownLT != "" {
 				packets++
 				rd.st.Skipped[unknownLT]++
-			default:
-				rd.frame(lt, rec[16:], int64(o.u32(rec)), int64(o.u32(rec[4:]))*mult)
+				continue
 			}
-			i += n
+			rd.frame(lt, rec[16:], int64(o.u32(rec)), int64(o.u32(rec[4:]))*mult)
 		}
 		rd.st.Packets += packets
 		b.advance(i)

@@ -25,6 +25,11 @@ type Options struct {
 	// read so far and the file's size (-1 when unknown). For a compressed
 	// file both count compressed bytes.
 	Progress func(done, total int64)
+	// Segments, when set, is called with the segments the attempts' fates
+	// are read from (docs/spec.md §7): those to or from the port (with
+	// Port 0, any port a SYN went to before them) with SYN-ACK, RST or FIN
+	// set, or that carry bytes. The Segment is valid only during the call.
+	Segments func(*analyze.Segment)
 }
 
 // Record problems counted in analyze.FileInfo.Skipped.
@@ -126,8 +131,15 @@ func readSource(name string, r io.Reader, size int64, opt Options, fn func(analy
 	if opt.Progress != nil {
 		b.progress = func() { opt.Progress(cr.n.Load(), size) }
 	}
-	rd := &reader{name: name, b: b, st: &st, port: opt.Port, fn: fn, dec: NewDecoder()}
+	rd := &reader{name: name, b: b, st: &st, port: opt.Port, fn: fn, dec: NewDecoder(), segFn: opt.Segments}
+	if rd.segFn != nil {
+		rd.dec.ports = new(portSet)
+		if rd.port != 0 {
+			rd.dec.watch(rd.port)
+		}
+	}
 	err := rd.run()
+	st.OtherTCP = rd.dec.other
 	b.close()
 	if gz {
 		st.Format += " gzip"
@@ -147,6 +159,9 @@ type reader struct {
 	port uint16
 	fn   func(analyze.SYN)
 	dec  *Decoder
+	// segFn receives the segments of Options.Segments, built in seg.
+	segFn func(*analyze.Segment)
+	seg   analyze.Segment
 }
 
 const (
@@ -220,7 +235,7 @@ func (rd *reader) warnf(format string, args ...any) {
 	rd.st.Warnings = append(rd.st.Warnings, rd.name+": "+fmt.Sprintf(format, args...))
 }
 
-// frame decodes one packet and hands a SYN to fn.
+// frame decodes one packet and hands a SYN to fn, or a segment to segFn.
 func (rd *reader) frame(lt layers.LinkType, data []byte, sec, nsec int64) {
 	rd.st.Packets++
 	ip, tcp, skip := rd.dec.find(lt, data)
@@ -230,11 +245,25 @@ func (rd *reader) frame(lt layers.LinkType, data []byte, sec, nsec int64) {
 		}
 		return
 	}
-	if rd.port != 0 && binary.BigEndian.Uint16(tcp[2:]) != rd.port {
+	if tcp[13]&(tcpSYN|tcpACK) != tcpSYN {
+		rd.segment(ip, tcp, sec, nsec)
+		return
+	}
+	dport := binary.BigEndian.Uint16(tcp[2:])
+	if rd.port != 0 && dport != rd.port {
 		return
 	}
 	syn := synOf(ip, tcp)
 	syn.Time = time.Unix(sec, nsec).UTC()
 	rd.st.SYNs++
+	if rd.segFn != nil && rd.port == 0 {
+		rd.dec.watch(dport)
+	}
 	rd.fn(syn)
+}
+
+// segment hands a segment find returned to segFn.
+func (rd *reader) segment(ip, tcp []byte, sec, nsec int64) {
+	rd.dec.segmentOf(&rd.seg, ip, tcp, time.Unix(sec, nsec).UTC())
+	rd.segFn(&rd.seg)
 }

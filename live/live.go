@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 		defer srv.Close()
 		port = srv.RetryPort()
 	}
-	lc := capture.LiveConfig{Iface: cfg.Iface, Port: uint16(port), BufferSize: cfg.BufferSize}
+	lc := capture.LiveConfig{Iface: cfg.Iface, Port: uint16(port), BufferSize: cfg.BufferSize, Segments: q.pushSegment}
 	var out2 *writeFile
 	if cfg.Write != "" {
 		var err error
@@ -137,12 +137,12 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 		}
 	}
 	a := &liveAuditor{cfg: cfg, port: uint16(port), live: live, srv: srv, q: q, out: out, errOut: errOut,
-		tr: analyze.NewTracker(), skipped: map[string]uint64{}, captureStart: time.Now(),
+		tr: newTracker(), skipped: map[string]uint64{}, captureStart: time.Now(),
 		loopback: isLoopback(cfg.Iface)}
 	if srv != nil {
 		fmt.Fprintf(errOut, "audit live: control port %s, retry port %s\n", srv.ControlAddr(), srv.RetryAddr())
 	}
-	fmt.Fprintf(errOut, "audit live: capturing SYNs to port %d on %s, %s\n", port, cfg.Iface, live.Timestamps())
+	fmt.Fprintf(errOut, "audit live: capturing SYNs to port %d and the segments of their fates on %s, %s\n", port, cfg.Iface, live.Timestamps())
 	err = a.run(ctx)
 	if ferr := live.Close(); err == nil && ferr != nil {
 		err = ferr
@@ -153,6 +153,14 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 		}
 	}
 	return Outcome{Sessions: a.sessions, Failed: a.failed, FirstFailure: a.firstFailure}, err
+}
+
+// newTracker is a tracker of the attempts of a capture whose filter keeps
+// the segments that tell their fates (docs/spec.md §7).
+func newTracker() *analyze.Tracker {
+	t := analyze.NewTracker()
+	t.SetFatesKnown(true)
+	return t
 }
 
 // OutsideKeep bounds the attempts kept outside any session: the newest
@@ -396,6 +404,10 @@ func (a *liveAuditor) handle(it *liveItem) bool {
 	case itemSYN:
 		a.addSYN(it.syn)
 		return true
+	case itemSegment:
+		a.packets++
+		s := it.segment()
+		a.tr.AddSegment(&s)
 	case itemEvent:
 		a.addEvent(*it.event)
 	case itemWarning:
@@ -470,7 +482,7 @@ func (a *liveAuditor) forgetOutside() {
 // hold replaces what the auditor holds: the attempts the open session (if
 // any) contains, up to its maximum, and the others outside it.
 func (a *liveAuditor) hold(attempts []analyze.Attempt) {
-	a.tr, a.inside, a.outside = analyze.NewTracker(), 0, 0
+	a.tr, a.inside, a.outside = newTracker(), 0, 0
 	for _, at := range attempts {
 		switch {
 		case a.sess == nil || !a.sess.contains(at.Time):
@@ -626,32 +638,44 @@ func (a *liveAuditor) finish() {
 	}
 }
 
-// liveItem is one thing for the auditor: a SYN, a server event, a packet
-// the decoder skipped (text is the reason), or a warning of the record
-// follower (text is the warning). A SYN is held by value:
-// the capture queues one per packet, and a pointer would be an allocation
-// each.
+// liveItem is one thing for the auditor: a SYN, a segment that tells an
+// attempt's fate, a server event, a packet the decoder skipped (text is
+// the reason), or a warning of the record follower (text is the warning).
+// A SYN or a segment is held by value: the capture queues one per packet,
+// and a pointer would be an allocation each. A segment is held in syn (its
+// time, addresses and sequence number) and ack, flags and sent.
 type liveItem struct {
 	kind  itemKind
+	flags uint8
+	ack   uint32
 	syn   analyze.SYN
+	sent  analyze.Payload
 	event *analyze.RecordEvent
 	text  string
+}
+
+// segment is the segment item it holds.
+func (it *liveItem) segment() analyze.Segment {
+	return analyze.Segment{Time: it.syn.Time, Src: it.syn.Src, Dst: it.syn.Dst, Seq: it.syn.Seq,
+		Ack: it.ack, Flags: it.flags, Sent: it.sent}
 }
 
 type itemKind uint8
 
 const (
 	itemSYN itemKind = iota
+	itemSegment
 	itemEvent
 	itemSkip
 	itemWarning
 )
 
-// maxQueued bounds the packets (SYNs and skipped ones) the queue holds,
-// 8 MiB of items: 0.6 s of a flood at 100 000 SYN/s, should the auditor
-// fall that far behind the capture (it takes a SYN in well under the
-// capture's time for one). Later packets are counted and not queued;
-// server events always are.
+// maxQueued bounds the packets (SYNs, segments and skipped ones) the
+// queue holds, 9 MiB of items: 0.3 s of a flood of refused SYNs at
+// 100 000 SYN/s (each SYN and its RST), should the auditor fall that far
+// behind the capture (it takes a packet in well under the capture's time
+// for one). Later packets are counted and not queued; server events
+// always are.
 const maxQueued = 1 << 16
 
 // keepBatch is the largest batch array the auditor keeps for the next
@@ -689,7 +713,11 @@ func (q *liveQueue) push(it liveItem) {
 	}
 }
 
-func (q *liveQueue) pushSYN(s analyze.SYN)           { q.push(liveItem{kind: itemSYN, syn: s}) }
+func (q *liveQueue) pushSYN(s analyze.SYN) { q.push(liveItem{kind: itemSYN, syn: s}) }
+func (q *liveQueue) pushSegment(s *analyze.Segment) {
+	q.push(liveItem{kind: itemSegment, syn: analyze.SYN{Time: s.Time, Src: s.Src, Dst: s.Dst, Seq: s.Seq},
+		ack: s.Ack, flags: s.Flags, sent: s.Sent})
+}
 func (q *liveQueue) pushEvent(e analyze.RecordEvent) { q.push(liveItem{kind: itemEvent, event: &e}) }
 func (q *liveQueue) pushSkip(reason string)          { q.push(liveItem{kind: itemSkip, text: reason}) }
 func (q *liveQueue) pushWarning(msg string)          { q.push(liveItem{kind: itemWarning, text: msg}) }

@@ -1,0 +1,521 @@
+package analyze
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPayloadOf(t *testing.T) {
+	hello := []byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03}
+	serverHello := []byte{0x16, 0x03, 0x03, 0x00, 0x7a, 0x02, 0x00, 0x00, 0x76}
+	settings := []byte{0x00, 0x00, 0x12, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03}
+	tests := []struct {
+		name       string
+		b          []byte
+		fromServer bool
+		want       Payload
+	}{
+		{"nothing", nil, false, PayloadNone},
+		{"tls client hello", hello, false, PayloadTLSClientHello},
+		{"tls client hello cut to its 6 bytes", hello[:6], false, PayloadTLSClientHello},
+		{"tls client hello cut before its type", hello[:5], false, PayloadOther},
+		{"tls server hello", serverHello, true, PayloadTLSServerHello},
+		{"tls alert is data", []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28}, true, PayloadOther},
+		{"tls record of version 2.x is data", []byte{0x16, 0x02, 0x00, 0x00, 0x10, 0x01}, false, PayloadOther},
+		{"http/2 preface", []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), false, PayloadH2Preface},
+		{"http/2 preface, 14 bytes", []byte("PRI * HTTP/2.0"), false, PayloadH2Preface},
+		{"http/2 preface cut short", []byte("PRI * HTTP/2"), false, PayloadOther},
+		{"http/2 settings from the server", settings, true, PayloadH2Settings},
+		{"http/2 settings ack", []byte{0, 0, 0, 4, 1, 0, 0, 0, 0}, true, PayloadH2Settings},
+		{"settings header from the client is data", settings, false, PayloadOther},
+		{"settings on a stream is data", []byte{0, 0, 0, 4, 0, 0, 0, 0, 1}, true, PayloadOther},
+		{"settings with other flags is data", []byte{0, 0, 0, 4, 4, 0, 0, 0, 0}, true, PayloadOther},
+		{"headers frame is data", []byte{0, 0, 5, 1, 4, 0, 0, 0, 1}, true, PayloadOther},
+		{"http/1.1 request is data", []byte("GET / HTTP/1.1\r\n"), false, PayloadOther},
+		{"one byte", []byte{0x16}, false, PayloadOther},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := PayloadOf(tt.b, tt.fromServer); got != tt.want {
+				t.Errorf("PayloadOf(% x, %v) = %q, want %q", tt.b, tt.fromServer, got, tt.want)
+			}
+		})
+	}
+}
+
+// Segments of one attempt, as fateSeg builds them: from the client
+// 127.0.0.1:40000 (ISN 1000) to the server 127.0.0.1:50052 (ISN 5000).
+var (
+	fateClient = netip.MustParseAddrPort("127.0.0.1:40000")
+	fateServer = netip.MustParseAddrPort("127.0.0.1:50052")
+)
+
+const fateISN, fateServerISN = 1000, 5000
+
+// fateSeg is a segment ms after the first SYN; fromClient picks its
+// direction.
+func fateSeg(ms float64, fromClient bool, flags uint8, seq, ack uint32, sent Payload) Segment {
+	s := Segment{Time: trackStart.Add(time.Duration(ms * float64(time.Millisecond))), Src: fateServer, Dst: fateClient,
+		Seq: seq, Ack: ack, Flags: flags, Sent: sent}
+	if fromClient {
+		s.Src, s.Dst = fateClient, fateServer
+	}
+	return s
+}
+
+func synAck(ms float64) Segment {
+	return fateSeg(ms, false, flagSYN|flagACK, fateServerISN, fateISN+1, "")
+}
+
+func fms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
+func TestFates(t *testing.T) {
+	syn := func(ms float64) SYN {
+		return SYN{Time: trackStart.Add(time.Duration(ms * float64(time.Millisecond))), Src: fateClient, Dst: fateServer, Seq: fateISN}
+	}
+	hello := fateSeg(0.1, true, flagACK|0x08, fateISN+1, fateServerISN+1, PayloadTLSClientHello)
+	tests := []struct {
+		name string
+		syns []SYN
+		segs []Segment
+		want Ending
+	}{
+		{
+			name: "another attempt between",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(0.02), {Time: trackAt(1), Src: netip.MustParseAddrPort("10.0.0.1:1"), Dst: fateServer, Flags: flagSYN},
+				fateSeg(2, false, flagRST|flagACK, fateServerISN+1, fateISN+1, "")},
+			want: Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(2)},
+		},
+		{
+			name: "refused: RST-ACK answers the SYN",
+			syns: []SYN{syn(0)},
+			segs: []Segment{fateSeg(0.04, false, flagRST|flagACK, 0, fateISN+1, "")},
+			want: Ending{Fate: FateRefused, Duration: fms(0.04)},
+		},
+		{
+			name: "refused after a retransmission",
+			syns: []SYN{syn(0), syn(1000)},
+			segs: []Segment{fateSeg(1000.05, false, flagRST|flagACK, 0, fateISN+1, "")},
+			want: Ending{Fate: FateRefused, Duration: fms(1000.05)},
+		},
+		{
+			name: "an RST that acknowledges another ISN does not refuse",
+			syns: []SYN{syn(0)},
+			segs: []Segment{fateSeg(0.04, false, flagRST|flagACK, 0, 77, "")},
+			want: Ending{Fate: FateUnanswered},
+		},
+		{
+			name: "unanswered: only retransmissions",
+			syns: []SYN{syn(0), syn(1000), syn(3000)},
+			want: Ending{Fate: FateUnanswered, Duration: fms(3000)},
+		},
+		{
+			name: "closed by server: SYN-ACK, ClientHello, RST from the server",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(0.02), hello, fateSeg(0.2, false, flagRST|flagACK, fateServerISN+1, fateISN+100, "")},
+			want: Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(0.2), ClientSent: PayloadTLSClientHello},
+		},
+		{
+			name: "closed by server with a FIN; the client's FIN after it does not change it",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(0.02), fateSeg(0.3, false, flagFIN|flagACK, fateServerISN+1, fateISN+1, ""),
+				fateSeg(0.4, true, flagFIN|flagACK, fateISN+1, fateServerISN+2, "")},
+			want: Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(0.3)},
+		},
+		{
+			name: "abandoned by client: its FIN first, at its connect timeout",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(0.02), hello, fateSeg(20000, true, flagFIN|flagACK, fateISN+518, fateServerISN+1, "")},
+			want: Ending{Fate: FateAbandoned, Accepted: fms(0.02), Duration: fms(20000), ClientSent: PayloadTLSClientHello},
+		},
+		{
+			name: "abandoned by client: its RST answers a late SYN-ACK",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(1500), fateSeg(1500.01, true, flagRST, fateISN+1, 0, "")},
+			want: Ending{Fate: FateAbandoned, Accepted: fms(1500), Duration: fms(1500.01)},
+		},
+		{
+			name: "open at end",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(0.02), hello},
+			want: Ending{Fate: FateOpen, Accepted: fms(0.02), ClientSent: PayloadTLSClientHello},
+		},
+		{
+			name: "both sides' first bytes: TLS, then HTTP/2 settings",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(0.02), hello,
+				fateSeg(1, false, flagACK|0x08, fateServerISN+1, fateISN+518, PayloadTLSServerHello),
+				fateSeg(2, false, flagACK|0x08, fateServerISN+2000, fateISN+600, PayloadH2Settings),
+				fateSeg(3, false, flagFIN|flagACK, fateServerISN+2100, fateISN+600, "")},
+			want: Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(3), ClientSent: PayloadTLSClientHello, ServerSent: PayloadTLSServerHello},
+		},
+		{
+			name: "a side's bytes not at its ISN+1 are not its first",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(0.02), fateSeg(0.1, true, flagACK|0x08, fateISN+300, fateServerISN+1, PayloadOther),
+				fateSeg(0.2, false, flagACK|0x08, fateServerISN+9, fateISN+1, PayloadOther)},
+			want: Ending{Fate: FateOpen, Accepted: fms(0.02)},
+		},
+		{
+			name: "a SYN-ACK that acknowledges another ISN does not accept",
+			syns: []SYN{syn(0)},
+			segs: []Segment{fateSeg(0.02, false, flagSYN|flagACK, fateServerISN, 4242, "")},
+			want: Ending{Fate: FateUnanswered},
+		},
+		{
+			name: "segments before the SYN belong to no attempt",
+			syns: []SYN{syn(10)},
+			segs: []Segment{synAck(5), fateSeg(6, false, flagRST|flagACK, 0, fateISN+1, "")},
+			want: Ending{Fate: FateUnanswered},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, batched := range []bool{false, true} {
+				tr := NewTracker()
+				tr.SetFatesKnown(true)
+				if batched { // every segment read on its own, a table of one slot
+					tr.segBatch, tr.recentMax = 1, 1
+				}
+				for _, s := range tt.syns {
+					tr.Add(s)
+				}
+				for _, s := range tt.segs {
+					if s.Flags == flagSYN {
+						tr.Add(SYN{Time: s.Time, Src: s.Src, Dst: s.Dst, Seq: s.Seq})
+						continue
+					}
+					tr.AddSegment(&s)
+				}
+				var got []Attempt
+				for _, a := range tr.List() {
+					if a.Src == fateClient {
+						got = append(got, a)
+					}
+				}
+				if len(got) != 1 {
+					t.Fatalf("%d attempts from the client, want 1", len(got))
+				}
+				if diff := cmp.Diff(tt.want, got[0].Ending); diff != "" {
+					t.Errorf("batched %v: Ending (-want +got):\n%s", batched, diff)
+				}
+			}
+		})
+	}
+}
+
+// Segments read before their SYN, as from rotated files given out of time
+// order: when a SYN of their tuple came before them (an earlier file read
+// first holds a later attempt of it), they wait for the tracker to be read
+// and are then matched in time order; when none came, they are dropped.
+func TestFatesSegmentsBeforeTheirSYN(t *testing.T) {
+	for _, viaPortTracker := range []bool{false, true} {
+		pt := NewPortTracker()
+		pt.SetFatesKnown(true)
+		pt.Add(SYN{Time: trackAt(5000), Src: fateClient, Dst: fateServer, Seq: 77}) // the later file's attempt
+		tr := pt.Tracker(50052)
+		if !viaPortTracker {
+			tr = NewTracker()
+			tr.SetFatesKnown(true)
+		}
+		add := func(s Segment) { tr.AddSegment(&s) }
+		if viaPortTracker {
+			add = func(s Segment) { pt.AddSegment(&s) }
+		}
+		add(fateSeg(0.2, false, flagRST|flagACK, fateServerISN+1, fateISN+1, ""))
+		add(synAck(0.02))
+		if viaPortTracker {
+			pt.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
+		} else {
+			tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
+		}
+		want := Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(0.2)}
+		if !viaPortTracker {
+			want = Ending{Fate: FateUnanswered}
+		}
+		got := tr.Peers()[0].Attempts[0].Ending
+		if got != want {
+			t.Errorf("via PortTracker %v: Ending = %+v, want %+v", viaPortTracker, got, want)
+		}
+	}
+}
+
+// A tuple used again with a new ISN: each segment goes to the attempt its
+// acknowledgement names, or the latest one before it.
+func TestFatesReusedTuple(t *testing.T) {
+	for _, slots := range []int{recentSlots, 1} {
+		t.Run(fmt.Sprintf("%d slots", slots), func(t *testing.T) { testFatesReusedTuple(t, slots) })
+	}
+}
+
+func testFatesReusedTuple(t *testing.T, slots int) {
+	tr := NewTracker()
+	tr.SetFatesKnown(true)
+	tr.recentMax = slots
+	first := SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: 100}
+	second := SYN{Time: trackAt(1000), Src: fateClient, Dst: fateServer, Seq: 900}
+	third := SYN{Time: trackAt(2600), Src: fateClient, Dst: fateServer, Seq: 1700}
+	for _, s := range []SYN{first, second, third} {
+		tr.Add(s)
+	}
+	at := func(ms float64) time.Time { return trackStart.Add(time.Duration(ms * float64(time.Millisecond))) }
+	for _, s := range []Segment{
+		// The first is refused, late: its RST comes after the second SYN.
+		{Time: at(1000.5), Src: fateServer, Dst: fateClient, Ack: 101, Flags: flagRST | flagACK},
+		// The second is accepted and closed by the server.
+		{Time: at(1000.1), Src: fateServer, Dst: fateClient, Seq: 7, Ack: 901, Flags: flagSYN | flagACK},
+		{Time: at(1000.3), Src: fateServer, Dst: fateClient, Seq: 8, Ack: 901, Flags: flagFIN | flagACK},
+		// The third: its client bytes and FIN, after a SYN-ACK.
+		{Time: at(2600.1), Src: fateServer, Dst: fateClient, Seq: 50, Ack: 1701, Flags: flagSYN | flagACK},
+		{Time: at(2600.2), Src: fateClient, Dst: fateServer, Seq: 1701, Ack: 51, Flags: flagACK, Sent: PayloadH2Preface},
+		{Time: at(2700), Src: fateClient, Dst: fateServer, Seq: 1730, Ack: 51, Flags: flagFIN | flagACK},
+	} {
+		tr.AddSegment(&s)
+	}
+	var got []Ending
+	for _, a := range tr.List() {
+		got = append(got, a.Ending)
+	}
+	want := []Ending{
+		{Fate: FateRefused, Duration: fms(1000.5)},
+		{Fate: FateClosed, Accepted: fms(0.1), Duration: fms(0.3)},
+		{Fate: FateAbandoned, Accepted: fms(0.1), Duration: fms(100), ClientSent: PayloadH2Preface},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Endings (-want +got):\n%s", diff)
+	}
+}
+
+// Without SetFatesKnown, as for a capture of SYNs only, every Ending is
+// the zero one, whatever came; a Chain, List and Peers agree.
+func TestFatesUnknown(t *testing.T) {
+	tr := NewTracker()
+	tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
+	tr.addSeg(synAck(0.02))
+	if got := tr.List()[0].Ending; got != (Ending{}) {
+		t.Errorf("List: Ending = %+v, want the zero Ending", got)
+	}
+	tr.SetFatesKnown(true)
+	want := Ending{Fate: FateOpen, Accepted: fms(0.02)}
+	if got := tr.List()[0].Ending; got != want {
+		t.Errorf("List after SetFatesKnown: Ending = %+v, want %+v", got, want)
+	}
+	if got := tr.Chains().Chain(0, nil).Attempts[0].Ending; got != want {
+		t.Errorf("Chain: Ending = %+v, want %+v", got, want)
+	}
+	if got := tr.Peers()[0].Attempts[0].Ending; got != want {
+		t.Errorf("Peers: Ending = %+v, want %+v", got, want)
+	}
+}
+
+// An attempt handed to a new tracker with its Ending goes on from it: the
+// live auditor rebuilds its tracker between sessions.
+func TestFatesAddAttempt(t *testing.T) {
+	tr := NewTracker()
+	tr.SetFatesKnown(true)
+	tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
+	tr.addSeg(synAck(0.02))
+	tr.addSeg(fateSeg(0.1, true, flagACK|0x08, fateISN+1, fateServerISN+1, PayloadTLSClientHello))
+	held := tr.List()
+	tr2 := NewTracker()
+	tr2.SetFatesKnown(true)
+	for _, a := range held {
+		tr2.AddAttempt(a)
+	}
+	if diff := cmp.Diff(held, tr2.List(), netipOpt); diff != "" {
+		t.Errorf("AddAttempt(List()) changed the attempts (-before +after):\n%s", diff)
+	}
+	tr2.addSeg(fateSeg(20000, true, flagFIN|flagACK, fateISN+518, fateServerISN+1, ""))
+	want := Ending{Fate: FateAbandoned, Accepted: fms(0.02), Duration: fms(20000), ClientSent: PayloadTLSClientHello}
+	if got := tr2.List()[0].Ending; got != want {
+		t.Errorf("after its FIN: Ending = %+v, want %+v", got, want)
+	}
+
+	// Every fate survives the trip.
+	for _, e := range []Ending{
+		{Fate: FateRefused, Duration: fms(0.04)},
+		{Fate: FateUnanswered, Duration: fms(3000)},
+		{Fate: FateClosed, Accepted: fms(1), Duration: fms(2), ClientSent: PayloadH2Preface, ServerSent: PayloadH2Settings},
+		{Fate: FateAbandoned, Accepted: fms(1), Duration: fms(20000)},
+		{Fate: FateOpen, Accepted: fms(1), ServerSent: PayloadOther},
+	} {
+		tr := NewTracker()
+		tr.SetFatesKnown(true)
+		a := Attempt{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN, Retransmits: 2, Ending: e}
+		tr.AddAttempt(a)
+		if got := tr.List()[0]; got.Ending != e || got.Retransmits != 2 {
+			t.Errorf("AddAttempt(%+v): List has %+v", e, got)
+		}
+	}
+}
+
+// A flood of segments is read as it comes, or waits in batches: what
+// waits stays below segBatch, and the fate is that of the first segments.
+func TestFatesSegmentsBounded(t *testing.T) {
+	tr := NewTracker()
+	tr.SetFatesKnown(true)
+	tr.segBatch = 1000
+	tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
+	tr.addSeg(synAck(0.02))
+	other := netip.MustParseAddrPort("10.0.0.1:1")
+	for i := range 100_000 {
+		tr.addSeg(fateSeg(1+float64(i), i%2 == 0, flagRST|flagACK, fateISN+1, fateServerISN+1, ""))
+		// Segments of no attempt wait to be matched, a batch at most.
+		tr.addSeg(Segment{Time: trackAt(i), Src: other, Dst: fateServer, Flags: flagRST})
+		if tr.late.n > tr.segBatch {
+			t.Fatalf("after %d segments, %d wait; the bound is %d", 2*i+3, tr.late.n, tr.segBatch)
+		}
+	}
+	want := Ending{Fate: FateAbandoned, Accepted: fms(0.02), Duration: fms(1)}
+	if got := tr.List()[0].Ending; got != want {
+		t.Errorf("Ending = %+v, want %+v", got, want)
+	}
+	if tr.late.n != 0 {
+		t.Errorf("%d segments kept after List", tr.late.n)
+	}
+}
+
+// The same through pushed SYNs, as a capture file is read: the segments
+// read while the SYNs wait go to the fates of the SYNs' attempts.
+func TestFatesPushed(t *testing.T) {
+	pt := NewPortTracker()
+	pt.SetFatesKnown(true)
+	other := netip.MustParseAddrPort("127.0.0.1:40001")
+	pt.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
+	pt.addSeg(synAck(0.02))
+	pt.Add(SYN{Time: trackAt(1), Src: other, Dst: fateServer, Seq: 9})
+	// A retransmission of the first, then its end.
+	pt.Add(SYN{Time: trackAt(2), Src: fateClient, Dst: fateServer, Seq: fateISN})
+	pt.addSeg(synAck(2.01)) // the server answers it again
+	pt.addSeg(fateSeg(3, true, flagFIN|flagACK, fateISN+1, fateServerISN+1, ""))
+	pt.addSeg(Segment{Time: trackAt(4), Src: fateServer, Dst: other, Ack: 10, Flags: flagRST | flagACK})
+	var got []Ending
+	for _, a := range pt.Tracker(50052).Peers()[0].Attempts {
+		got = append(got, a.Ending)
+	}
+	want := []Ending{{Fate: FateAbandoned, Accepted: fms(0.02), Duration: fms(3)}, {Fate: FateRefused, Duration: fms(3)}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Endings (-want +got):\n%s", diff)
+	}
+}
+
+// PortTracker gives a segment to its destination port's tracker, or its
+// source port's (the server's segments), and SetFatesKnown to all.
+func TestPortTrackerSegments(t *testing.T) {
+	pt := NewPortTracker()
+	pt.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
+	pt.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: netip.MustParseAddrPort("127.0.0.1:443"), Seq: 1})
+	pt.addSeg(synAck(0.02))
+	pt.addSeg(fateSeg(0.1, true, flagFIN|flagACK, fateISN+1, fateServerISN+1, ""))
+	pt.SetFatesKnown(true)
+	want := Ending{Fate: FateAbandoned, Accepted: fms(0.02), Duration: fms(0.1)}
+	if got := pt.Tracker(50052).List()[0].Ending; got != want {
+		t.Errorf("port 50052: Ending = %+v, want %+v", got, want)
+	}
+	if got := pt.Tracker(443).List()[0].Ending; got != (Ending{Fate: FateUnanswered}) {
+		t.Errorf("port 443: Ending = %+v, want unanswered", got)
+	}
+	if !pt.Tracker(9).FatesKnown() {
+		t.Error("the empty tracker of a port without SYNs does not know fates")
+	}
+}
+
+func TestFateAcceptedEnded(t *testing.T) {
+	for _, tt := range []struct {
+		f               Fate
+		accepted, ended bool
+	}{
+		{FateUnknown, false, false}, {"", false, false}, {FateRefused, false, true}, {FateUnanswered, false, true},
+		{FateClosed, true, true}, {FateAbandoned, true, true}, {FateOpen, true, false},
+	} {
+		if tt.f.Accepted() != tt.accepted || tt.f.Ended() != tt.ended {
+			t.Errorf("%q: Accepted %v Ended %v, want %v %v", tt.f, tt.f.Accepted(), tt.f.Ended(), tt.accepted, tt.ended)
+		}
+	}
+}
+
+func (t *Tracker) addSeg(s Segment)      { t.AddSegment(&s) }
+func (pt *PortTracker) addSeg(s Segment) { pt.AddSegment(&s) }
+
+func TestPayloadCodes(t *testing.T) {
+	for i, p := range payloadNames {
+		if c := codeOf(p); int(c) != i || c.payload() != p {
+			t.Errorf("codeOf(%q) = %d (%q), want %d", p, c, c.payload(), i)
+		}
+	}
+	for _, p := range []Payload{"tls xxxxxx hello", "something else", "PRI * HTTP/2.1", "x"} {
+		if c := codeOf(p); c.payload() != PayloadOther {
+			t.Errorf("codeOf(%q) = %q, want data", p, c.payload())
+		}
+	}
+}
+
+func TestWordsOf(t *testing.T) {
+	for _, s := range []string{"10.1.2.3", "::ffff:10.1.2.3", "fd00::1:2", "::1", "fe80::1%eth0", "255.255.255.255"} {
+		a := netip.MustParseAddr(s)
+		b := a.As16()
+		if got, want := wordsOf(a), words(&b); got != want {
+			t.Errorf("wordsOf(%s) = %x, want %x", s, got, want)
+		}
+		if got := wordsOf(a).bytes(); got != b {
+			t.Errorf("bytes of wordsOf(%s) = %x, want %x", s, got, b)
+		}
+	}
+	if wordsOf(netip.Addr{}) != (addr128{}) {
+		t.Error("the zero Addr is not zero")
+	}
+}
+
+// The table of recent attempts and the set of tuples start small and grow
+// with the attempts, powers of two, up to their bounds; what the table
+// held keeps its fate.
+func TestFatesTablesGrow(t *testing.T) {
+	tr := NewTracker()
+	tr.SetFatesKnown(true)
+	tr.AddSegment(&Segment{Time: trackAt(0), Src: fateServer, Dst: fateClient, Flags: flagRST}) // before any SYN: dropped
+	tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
+	tr.addSeg(synAck(0.02))
+	if len(tr.recent) != minRecent || 64*len(tr.seen) != minSeen {
+		t.Fatalf("one attempt: table %d, set %d bits; want %d, %d", len(tr.recent), 64*len(tr.seen), minRecent, minSeen)
+	}
+	for i := range 100_000 {
+		cli := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 40000)
+		tr.Add(SYN{Time: trackAt(1 + i), Src: cli, Dst: fateServer, Seq: 5})
+		for _, n := range []int{len(tr.recent), 64 * len(tr.seen)} {
+			if n&(n-1) != 0 {
+				t.Fatalf("size %d, not a power of two", n)
+			}
+		}
+	}
+	if len(tr.recent) != recentSlots || 64*len(tr.seen) != seenBits {
+		t.Errorf("100 001 attempts: table %d, set %d bits; want %d, %d", len(tr.recent), 64*len(tr.seen), recentSlots, seenBits)
+	}
+	if got := tr.List()[0].Ending; got != (Ending{Fate: FateOpen, Accepted: fms(0.02)}) {
+		t.Errorf("the first attempt's fate: %+v", got)
+	}
+}
+
+// A fate's times are Unix nanoseconds: timestamps beyond the years an
+// int64 holds clamp, never wrap.
+func TestStampNanos(t *testing.T) {
+	for _, tt := range []struct {
+		s    stamp
+		want int64
+	}{
+		{stamp{1, 5}, 1e9 + 5},
+		{stamp{-1, 5}, -1e9 + 5},
+		{stamp{1 << 40, 0}, math.MaxInt64},
+		{stamp{-1 << 40, 0}, math.MinInt64},
+		{stamp{math.MaxInt64, 999999999}, math.MaxInt64},
+	} {
+		if got := tt.s.nanos(); got != tt.want {
+			t.Errorf("%+v.nanos() = %d, want %d", tt.s, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
+)
+
+// TestPcapRealFates reads testdata/real-fates.pcap, a real grpc-go client
+// on lo trying a port that accepts and closes, one that refuses and one
+// that accepts and never answers (testdata/make-fates-capture.sh), and
+// checks each port's fates; its text reports are golden (-update rewrites
+// them after the capture is remade).
+func TestPcapRealFates(t *testing.T) {
+	b, err := os.ReadFile(fixture("real-fates.ports"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		what, port, _ := strings.Cut(line, " ")
+		ports[what] = port
+	}
+	tests := []struct {
+		what  string
+		check func(t *testing.T, i, n int, e analyze.Ending)
+	}{
+		{"close", func(t *testing.T, _, _ int, e analyze.Ending) {
+			if e.Fate != analyze.FateClosed || e.Accepted <= 0 || e.Duration <= e.Accepted ||
+				e.ClientSent != analyze.PayloadTLSClientHello || e.ServerSent != "" {
+				t.Errorf("%+v; want closed by server after a SYN-ACK, the client's TLS ClientHello, nothing from the server", e)
+			}
+		}},
+		{"refuse", func(t *testing.T, _, _ int, e analyze.Ending) {
+			if e.Fate != analyze.FateRefused || e.Accepted != 0 || e.Duration <= 0 || e.Duration > time.Second || e.ClientSent != "" {
+				t.Errorf("%+v; want refused by an RST within a second", e)
+			}
+		}},
+		{"hang", func(t *testing.T, i, n int, e analyze.Ending) {
+			// Each attempt but the last is given up at grpc-go's connect
+			// timeout, 20 s; the capture ends before the last one does.
+			want := analyze.FateAbandoned
+			if i == n-1 {
+				want = analyze.FateOpen
+			}
+			if e.Fate != want || e.Accepted <= 0 || e.ClientSent != analyze.PayloadTLSClientHello || e.ServerSent != "" ||
+				want == analyze.FateAbandoned && (e.Duration < 19*time.Second || e.Duration > 21*time.Second) {
+				t.Errorf("%+v; want %s, after about 20 s when given up, the client's TLS ClientHello, nothing from the server", e, want)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.what, func(t *testing.T) {
+			port := ports[tt.what]
+			if port == "" {
+				t.Fatalf("real-fates.ports names no %s port", tt.what)
+			}
+			_, stdout, stderr := runAudit(t, "pcap", "--format=json", "--max-backoff=1s", "--port="+port, fixture("real-fates.pcap"))
+			var rep analyze.Report
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			if rep.Capture.SYNOnly || len(rep.Peers) != 1 || len(rep.Peers[0].Attempts) < 2 {
+				t.Fatalf("capture %+v, peers %+v; want one peer with attempts", rep.Capture, rep.Peers)
+			}
+			as := rep.Peers[0].Attempts
+			for i, a := range as {
+				tt.check(t, i, len(as), a.Ending)
+			}
+			_, text, _ := runAudit(t, "pcap", "--max-backoff=1s", "--port="+port, fixture("real-fates.pcap"))
+			testutil.Golden(t, filepath.Join("testdata", "real-fates-"+tt.what+".txt"), []byte(text), *update)
+		})
+	}
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# make-fates-capture.sh records a real grpc-go client (`audit client`) on
+# loopback trying three retry ports in turn, one of each fate an attempt can
+# meet (docs/spec.md §7), while tcpdump writes every TCP segment of the
+# three ports. It leaves, next to this script:
+#
+#   real-fates.pcap   the three runs, nanosecond timestamps, snap length 160
+#   real-fates.ports  "close PORT", "refuse PORT", "hang PORT", one a line
+#
+# The three ports:
+#   close   this project's `audit server` retry port: it accepts each
+#           connection and closes it without a byte;
+#   refuse  a port nothing listens on: the kernel answers each SYN with RST;
+#   hang    a listener (python3) that accepts each connection and never
+#           reads or writes: grpc-go gives each attempt up at its connect
+#           timeout (20 s).
+# The client runs the interop steps against the server's control port with
+# --max_reconnect_backoff_ms=1000, its retry port one of the three:
+# --deadline=4s for close and refuse, 23s for hang (one attempt given up
+# at 20 s, the next cut short when the client exits).
+#
+# Run it as root (tcpdump needs CAP_NET_RAW) from anywhere in the repository:
+#   ./testdata/make-fates-capture.sh [AUDIT_BINARY]
+# Without AUDIT_BINARY it builds ./cmd/audit into a scratch folder. It takes
+# about 35 s. Timestamps and ports differ on every run, so the files are a
+# sample, not a reproducible fixture; cmd/audit/testdata/real-fates-*.txt
+# must then be rewritten (go test ./cmd/audit -run TestPcapRealFates -update).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+out_pcap="$here/real-fates.pcap"
+out_ports="$here/real-fates.ports"
+
+for tool in go tcpdump python3; do
+	command -v "$tool" >/dev/null || { echo "make-fates-capture: $tool not found" >&2; exit 2; }
+done
+if [ "$(id -u)" -ne 0 ]; then
+	echo "make-fates-capture: run as root: tcpdump must capture on lo" >&2
+	exit 2
+fi
+
+tmp=$(mktemp -d)
+server_pid= tcpdump_pid= hang_pid=
+cleanup() {
+	# Only the processes this script started, by pid.
+	[ -n "$tcpdump_pid" ] && kill -INT "$tcpdump_pid" 2>/dev/null && wait "$tcpdump_pid" 2>/dev/null || true
+	[ -n "$server_pid" ] && kill -INT "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
+	[ -n "$hang_pid" ] && kill "$hang_pid" 2>/dev/null && wait "$hang_pid" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+audit="$tmp/audit"
+if [ -n "${1:-}" ]; then
+	audit=$(cd "$root" && realpath "$1")
+else
+	(cd "$root" && go build -o "$audit" ./cmd/audit)
+fi
+
+# wait_for FILE PATTERN PID: until FILE holds PATTERN, or PID has ended.
+wait_for() {
+	for _ in $(seq 100); do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		kill -0 "$3" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "make-fates-capture: no '$2' in $1:" >&2
+	cat "$1" >&2
+	exit 1
+}
+
+"$audit" server --control_port=0 --retry_port=0 >"$tmp/server.log" 2>&1 &
+server_pid=$!
+wait_for "$tmp/server.log" "retry port" "$server_pid"
+control=$(sed -nE 's/.*control port \S*:([0-9]+).*/\1/p' "$tmp/server.log" | head -1)
+close=$(sed -nE 's/.*retry port \S*:([0-9]+).*/\1/p' "$tmp/server.log" | head -1)
+
+# The hang port: listen, accept, hold every connection, never read.
+python3 -u -c '
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+print("hang port", s.getsockname()[1])
+held = []
+while True:
+    held.append(s.accept()[0])
+' >"$tmp/hang.log" 2>&1 &
+hang_pid=$!
+wait_for "$tmp/hang.log" "hang port" "$hang_pid"
+hang=$(sed -nE 's/hang port ([0-9]+)/\1/p' "$tmp/hang.log")
+
+# The refuse port: one that nothing listens on, over IPv4.
+refuse=
+for _ in $(seq 50); do
+	p=$((40000 + RANDOM % 20000))
+	[ -z "$(ss -Htan "sport = :$p")" ] && { refuse=$p; break; }
+done
+[ -n "$refuse" ] || { echo "make-fates-capture: no free port found" >&2; exit 2; }
+echo "control port $control; close $close, refuse $refuse, hang $hang" >&2
+
+tcpdump -i lo -nn -U -s 160 --time-stamp-precision=nano -w "$tmp/capture.pcap" \
+	"tcp port $close or tcp port $refuse or tcp port $hang" 2>"$tmp/tcpdump.log" &
+tcpdump_pid=$!
+wait_for "$tmp/tcpdump.log" "listening on" "$tcpdump_pid"
+
+for run in "close 4s" "refuse 4s" "hang 23s"; do
+	read -r what deadline <<<"$run"
+	port=${!what}
+	status=0
+	"$audit" client --quiet --server_host=127.0.0.1 --server_control_port="$control" --server_retry_port="$port" \
+		--max_reconnect_backoff_ms=1000 --deadline="$deadline" >"$tmp/client-$what.out" 2>&1 || status=$?
+	echo "$what: audit client exited $status" >&2
+done
+
+sleep 0.5 # let tcpdump write the last packets
+kill -INT "$tcpdump_pid"
+wait "$tcpdump_pid" || true
+tcpdump_pid=
+cat "$tmp/tcpdump.log" >&2
+
+cp "$tmp/capture.pcap" "$out_pcap"
+printf 'close %s\nrefuse %s\nhang %s\n' "$close" "$refuse" "$hang" >"$out_ports"
+echo "wrote $out_pcap and $out_ports" >&2
+for what in close refuse hang; do
+	"$audit" pcap --max-backoff 1s --port "${!what}" "$out_pcap" || true
+done

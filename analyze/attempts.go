@@ -809,6 +809,24 @@ func (pt *PortTracker) AddSegment(s *Segment) {
 	}
 }
 
+// AddSegmentView records the segment v describes, as AddSegment does.
+func (pt *PortTracker) AddSegmentView(v *SegmentView) {
+	if len(pt.ports) == 1 { // the port is known: no lookup
+		if v.DstPort == pt.port || v.SrcPort == pt.port {
+			pt.last.AddSegmentView(v)
+		}
+		return
+	}
+	if t := pt.ports[v.DstPort]; t != nil {
+		t.AddSegmentView(v)
+	}
+	if v.SrcPort != v.DstPort {
+		if t := pt.ports[v.SrcPort]; t != nil {
+			t.AddSegmentView(v)
+		}
+	}
+}
+
 // SetFatesKnown sets Tracker.SetFatesKnown for every port's tracker.
 func (pt *PortTracker) SetFatesKnown(known bool) {
 	pt.fatesKnown = known

@@ -10,14 +10,16 @@ import (
 // BenchmarkFates reads the SYNs and segments of 75 000 attempts, as the
 // 2 M-packet bench capture holds them (SYN, SYN-ACK, the client's first
 // bytes, the server's RST, from 10 000 clients), as `audit pcap` does
-// (PortTracker, SYNs pushed) and as `audit live` does (Tracker.Add), and
-// reports the cost per segment beside that of the SYNs alone.
+// (PortTracker, SYNs pushed, segments as views) and as `audit live` does
+// (Tracker.Add, Segments), and reports the cost per attempt beside that of
+// the SYNs alone.
 func BenchmarkFates(b *testing.B) {
 	const attempts = 75_000
 	srv := netip.MustParseAddrPort("10.0.0.1:50052")
 	type ev struct {
-		syn SYN
-		seg [3]Segment
+		syn  SYN
+		seg  [3]Segment
+		view [3]SegmentView
 	}
 	evs := make([]ev, attempts)
 	for i := range evs {
@@ -31,6 +33,11 @@ func BenchmarkFates(b *testing.B) {
 				{Time: t.Add(120 * time.Microsecond), Src: cli, Dst: srv, Seq: isn + 1, Ack: sisn + 1, Flags: flagACK | 0x08, Sent: PayloadTLSClientHello},
 				{Time: t.Add(200 * time.Microsecond), Src: srv, Dst: cli, Seq: sisn + 1, Ack: isn + 241, Flags: flagRST | flagACK},
 			},
+		}
+		for j, s := range evs[i].seg {
+			src, dst := s.Src.Addr().As4(), s.Dst.Addr().As4()
+			evs[i].view[j] = SegmentView{Src: src[:], Dst: dst[:], SrcPort: s.Src.Port(), DstPort: s.Dst.Port(),
+				Seq: s.Seq, Ack: s.Ack, Sec: s.Time.Unix(), Nsec: int32(s.Time.Nanosecond()), Flags: s.Flags, Sent: s.Sent}
 		}
 	}
 	for _, mode := range []string{"pcap", "live"} {
@@ -56,7 +63,7 @@ func BenchmarkFates(b *testing.B) {
 							if tr != nil {
 								tr.AddSegment(&e.seg[j])
 							} else {
-								pt.AddSegment(&e.seg[j])
+								pt.AddSegmentView(&e.view[j])
 							}
 						}
 					}

@@ -519,3 +519,44 @@ func TestStampNanos(t *testing.T) {
 		}
 	}
 }
+
+// A SegmentView reads as the Segment it describes: its addresses as a
+// packet has them (4 bytes, 16, or an IPv4-mapped 16).
+func TestSegmentView(t *testing.T) {
+	cli4 := [4]byte{127, 0, 0, 1}
+	mapped := netip.AddrFrom4(cli4).As16()
+	for _, tt := range []struct {
+		name     string
+		src, dst []byte
+	}{
+		{"ipv4", cli4[:], []byte{127, 0, 0, 1}},
+		{"ipv4-mapped ipv6", mapped[:], mapped[:]},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			byView, bySegment := NewTracker(), NewTracker()
+			for _, tr := range []*Tracker{byView, bySegment} {
+				tr.SetFatesKnown(true)
+				tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
+			}
+			v := SegmentView{Src: tt.dst, Dst: tt.src, SrcPort: fateServer.Port(), DstPort: fateClient.Port(),
+				Seq: fateServerISN, Ack: fateISN + 1, Sec: trackStart.Unix(), Nsec: 20000, Flags: flagSYN | flagACK}
+			s := v.Segment()
+			if s.Src != fateServer || s.Dst != fateClient || !s.Time.Equal(trackStart.Add(20*time.Microsecond)) {
+				t.Errorf("Segment() = %+v", s)
+			}
+			byView.AddSegmentView(&v)
+			bySegment.AddSegment(&s)
+			want := Ending{Fate: FateOpen, Accepted: fms(0.02)}
+			if a, b := byView.List()[0].Ending, bySegment.List()[0].Ending; a != want || b != want {
+				t.Errorf("by view %+v, by segment %+v; want %+v", a, b, want)
+			}
+		})
+	}
+	if got := (&SegmentView{Src: []byte{1, 2, 3}}).Segment().Src.Addr(); got.IsValid() {
+		t.Errorf("a 3-byte address reads as %v, want the zero Addr", got)
+	}
+	v6 := netip.MustParseAddr("fd00::1").As16()
+	if got, want := wordsOfBytes(v6[:]), wordsOf(netip.MustParseAddr("fd00::1")); got != want {
+		t.Errorf("wordsOfBytes = %x, want %x", got, want)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"strconv"
-	"time"
 
 	"github.com/gopacket/gopacket/layers"
 
@@ -128,16 +127,21 @@ func synOf(ip, tcp []byte) analyze.SYN {
 	return analyze.SYN{Src: src, Dst: dst, Seq: binary.BigEndian.Uint32(tcp[4:])}
 }
 
-// segmentOf fills s with the segment find located, at time t; its first
-// bytes are named for the side they come from (a watched port's side is
-// the server's).
-func (d *Decoder) segmentOf(s *analyze.Segment, ip, tcp []byte, t time.Time) {
-	s.Time = t
-	s.Src, s.Dst = addrsOf(ip, tcp)
-	s.Seq, s.Ack, s.Flags = binary.BigEndian.Uint32(tcp[4:]), binary.BigEndian.Uint32(tcp[8:]), tcp[13]
-	s.Sent = analyze.PayloadNone
+// viewOf fills v with the segment find located, captured at sec, nsec;
+// its addresses are slices of ip, and its first bytes are named for the
+// side they come from (a watched port's side is the server's).
+func (d *Decoder) viewOf(v *analyze.SegmentView, ip, tcp []byte, sec int64, nsec int32) {
+	if ip[0]>>4 == 4 {
+		v.Src, v.Dst = ip[12:16], ip[16:20]
+	} else {
+		v.Src, v.Dst = ip[8:24], ip[24:40]
+	}
+	v.SrcPort, v.DstPort = binary.BigEndian.Uint16(tcp), binary.BigEndian.Uint16(tcp[2:])
+	v.Seq, v.Ack, v.Flags = binary.BigEndian.Uint32(tcp[4:]), binary.BigEndian.Uint32(tcp[8:]), tcp[13]
+	v.Sec, v.Nsec = sec, nsec
+	v.Sent = analyze.PayloadNone
 	if data := dataOf(ip, tcp); len(data) > 0 {
-		s.Sent = analyze.PayloadOf(data, d.watched(s.Src.Port(), s.Src.Port()))
+		v.Sent = analyze.PayloadOf(data, d.watched(v.SrcPort, v.SrcPort))
 	}
 }
 

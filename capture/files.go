@@ -33,7 +33,7 @@ func ReadFiles(paths []string, opt Options, progress io.Writer) (*analyze.PortTr
 	for _, path := range paths {
 		o := opt
 		o.Progress = bothProgress(opt.Progress, show(path))
-		o.Segments = pt.AddSegment
+		o.Segments = pt.AddSegmentView
 		st, err := ReadFile(path, o, pt.Add)
 		if err != nil {
 			return nil, info, err

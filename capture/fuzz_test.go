@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gopacket/gopacket/layers"
@@ -142,8 +141,9 @@ func checkSegments(t *testing.T, plain *Decoder, lt layers.LinkType, frame []byt
 		binary.BigEndian.Uint16(tcp) != port && binary.BigEndian.Uint16(tcp[2:]) != port {
 		t.Fatalf("watching %d: not a segment of it: % x", port, tcp[:min(len(tcp), 20)])
 	}
-	var s analyze.Segment
-	w.segmentOf(&s, ip, tcp, time.Time{})
+	var v analyze.SegmentView
+	w.viewOf(&v, ip, tcp, 0, 0)
+	s := v.Segment()
 	if !s.Src.IsValid() || !s.Dst.IsValid() || s.Src.Addr().Is4In6() || s.Dst.Addr().Is4In6() {
 		t.Fatalf("segment addresses: %v %v", s.Src, s.Dst)
 	}
@@ -168,7 +168,8 @@ type readResult struct {
 
 func readAll(data []byte, mk func(io.Reader, int64, bool) source) readResult {
 	var r readResult
-	opt := Options{Segments: func(s *analyze.Segment) {
+	opt := Options{Segments: func(v *analyze.SegmentView) {
+		s := v.Segment()
 		r.Segs = append(r.Segs, fmt.Sprintf("%v %v>%v %d %d %#x %q", s.Time.UnixNano(), s.Src, s.Dst, s.Seq, s.Ack, s.Flags, s.Sent))
 	}}
 	st, err := readSource("fuzz.pcap", bytes.NewReader(data), int64(len(data)), opt, func(s analyze.SYN) {

@@ -26,13 +26,15 @@ import (
 const (
 	// DefaultLiveBuffer is the kernel ring for a live capture: the slack
 	// the reader has while it is descheduled. A frame of the ring takes
-	// about 600 bytes whatever the packet (the snap length and libpcap's
-	// header), and on lo each SYN takes two (see analyze.LiveStats), so 64 MiB
-	// holds about 56 000 SYNs on lo, over half a second at 100 000 SYN/s.
-	// 8 MiB (140 ms at 50 000 SYN/s) lost SYNs at 75 000 SYN/s on two
-	// shared cores, 64 MiB none up to 118 000 (RELIABILITY.md, "Live
-	// faults and capture load"). The kernel allocates it when the capture
-	// opens.
+	// 240 bytes whatever the packet (the snap length, liveSnapLen, and
+	// libpcap's header), on lo each packet takes two (see
+	// analyze.LiveStats), and the fate filter keeps each refused SYN's RST
+	// as well: 960 bytes a refused SYN on lo, so 64 MiB holds about 70 000
+	// of them, 0.7 s at 100 000 SYN/s, and 8 MiB 8 700
+	// (BenchmarkLiveRingCapacity). Neither lost a SYN up to 100 000 SYN/s
+	// on two shared cores (RELIABILITY.md, "SYNs per second"); the larger
+	// ring is the slack of a more loaded machine. The kernel allocates it
+	// when the capture opens.
 	DefaultLiveBuffer = 64 << 20
 	// liveSnapLen keeps every header a segment the filters pass can carry
 	// (an Ethernet header with two VLAN tags, 22 bytes, or a cooked one,
@@ -72,9 +74,9 @@ type LiveConfig struct {
 	// Segments, when set, makes the capture keep, besides the SYNs to
 	// Port, the SYN-ACKs, RSTs, FINs and segments carrying data of Port in
 	// both directions (FateFilter), and Run hand each of those to it; the
-	// Segment is valid only during the call. Without it the capture keeps
+	// view is valid only during the call. Without it the capture keeps
 	// the SYNs alone (SYNFilter).
-	Segments func(*analyze.Segment)
+	Segments func(*analyze.SegmentView)
 	// BufferSize is the kernel capture buffer in bytes; 0 means
 	// DefaultLiveBuffer.
 	BufferSize int
@@ -97,8 +99,8 @@ type Live struct {
 	lt    layers.LinkType
 	dec   *Decoder
 	ts    string
-	segFn func(*analyze.Segment)
-	seg   analyze.Segment
+	segFn func(*analyze.SegmentView)
+	view  analyze.SegmentView
 
 	mu  sync.Mutex // guards out, bw, wer, dirty, since: Run writes, Close flushes
 	out *pcapgo.Writer
@@ -344,8 +346,8 @@ func (l *Live) Run(ctx context.Context, fn func(analyze.SYN), skipped func(reaso
 		switch {
 		case len(tcp) == 0:
 		case tcp[13]&(tcpSYN|tcpACK) != tcpSYN: // a segment (watching only)
-			l.dec.segmentOf(&l.seg, ip, tcp, ci.Timestamp)
-			l.segFn(&l.seg)
+			l.dec.viewOf(&l.view, ip, tcp, ci.Timestamp.Unix(), int32(ci.Timestamp.Nanosecond()))
+			l.segFn(&l.view)
 			continue
 		case binary.BigEndian.Uint16(tcp[2:]) != l.port:
 			skip = "not to the retry port"

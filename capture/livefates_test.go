@@ -31,9 +31,9 @@ func TestLiveFates(t *testing.T) {
 	var mu sync.Mutex
 	tr := analyze.NewTracker()
 	tr.SetFatesKnown(true)
-	l := openLive(t, LiveConfig{Iface: "lo", Port: port, Write: &file, Segments: func(s *analyze.Segment) {
+	l := openLive(t, LiveConfig{Iface: "lo", Port: port, Write: &file, Segments: func(v *analyze.SegmentView) {
 		mu.Lock()
-		tr.AddSegment(s)
+		tr.AddSegmentView(v)
 		mu.Unlock()
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -90,7 +90,8 @@ func runSYNLoad(tb testing.TB, cfg synload.Config, opt loadOptions) loadRun {
 	var mu sync.Mutex
 	lc := LiveConfig{Iface: "lo", Port: cfg.Port, BufferSize: opt.buffer}
 	if !opt.syns {
-		lc.Segments = func(s *analyze.Segment) {
+		lc.Segments = func(v *analyze.SegmentView) {
+			s := v.Segment()
 			mu.Lock()
 			defer mu.Unlock()
 			if s.Flags&flagRST != 0 && (loadSrc.Contains(s.Dst.Addr()) || s.Dst.Addr() == synload.Dst6) {

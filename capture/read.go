@@ -26,10 +26,10 @@ type Options struct {
 	// file both count compressed bytes.
 	Progress func(done, total int64)
 	// Segments, when set, is called with the segments the attempts' fates
-	// are read from (docs/spec.md §7): those to or from the port (with
+	// are read from (docs/spec.md §7.2): those to or from the port (with
 	// Port 0, any port a SYN went to before them) with SYN-ACK, RST or FIN
-	// set, or that carry bytes. The Segment is valid only during the call.
-	Segments func(*analyze.Segment)
+	// set, or that carry bytes. The view is valid only during the call.
+	Segments func(*analyze.SegmentView)
 }
 
 // Record problems counted in analyze.FileInfo.Skipped.
@@ -159,9 +159,9 @@ type reader struct {
 	port uint16
 	fn   func(analyze.SYN)
 	dec  *Decoder
-	// segFn receives the segments of Options.Segments, built in seg.
-	segFn func(*analyze.Segment)
-	seg   analyze.Segment
+	// segFn receives the segments of Options.Segments, in view.
+	segFn func(*analyze.SegmentView)
+	view  analyze.SegmentView
 }
 
 const (
@@ -264,6 +264,12 @@ func (rd *reader) frame(lt layers.LinkType, data []byte, sec, nsec int64) {
 
 // segment hands a segment find returned to segFn.
 func (rd *reader) segment(ip, tcp []byte, sec, nsec int64) {
-	rd.dec.segmentOf(&rd.seg, ip, tcp, time.Unix(sec, nsec).UTC())
-	rd.segFn(&rd.seg)
+	// As time.Unix normalises them: a pcap microsecond field may pass a
+	// second.
+	sec, nsec = sec+nsec/1e9, nsec%1e9
+	if nsec < 0 {
+		sec, nsec = sec-1, nsec+1e9
+	}
+	rd.dec.viewOf(&rd.view, ip, tcp, sec, int32(nsec))
+	rd.segFn(&rd.view)
 }

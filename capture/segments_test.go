@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gopacket/gopacket"
@@ -42,8 +41,9 @@ func findSeg(d *Decoder, lt layers.LinkType, frame []byte) foundSeg {
 	if len(tcp) == 0 {
 		return foundSeg{Skip: skip}
 	}
-	var s analyze.Segment
-	d.segmentOf(&s, ip, tcp, time.Time{})
+	var v analyze.SegmentView
+	d.viewOf(&v, ip, tcp, 0, 0)
+	s := v.Segment()
 	return foundSeg{Found: true, Src: s.Src.String(), Flags: s.Flags, Sent: s.Sent}
 }
 
@@ -166,12 +166,12 @@ func TestDecodeSegmentsNoAllocs(t *testing.T) {
 	d := NewDecoder()
 	d.watch(2)
 	frame := ethFrame(0x0800, ipv4Packet("10.0.0.1", "10.0.0.2", 6, seg(1, 2, 3, 4, flagACK, tlsHello)))
-	var s analyze.Segment
+	var v analyze.SegmentView
 	if n := testing.AllocsPerRun(100, func() {
 		ip, tcp, _ := d.find(layers.LinkTypeEthernet, frame)
-		d.segmentOf(&s, ip, tcp, time.Time{})
+		d.viewOf(&v, ip, tcp, 1, 2)
 	}); n != 0 {
-		t.Errorf("find and segmentOf allocate %v times a segment, want 0", n)
+		t.Errorf("find and viewOf allocate %v times a segment, want 0", n)
 	}
 }
 
@@ -216,7 +216,8 @@ func TestReadFileSegments(t *testing.T) {
 	}
 	for _, port := range []uint16{8081, 0} {
 		var segs []got
-		st, err := readStream("x.pcap", bytes.NewReader(data), int64(len(data)), Options{Port: port, Segments: func(s *analyze.Segment) {
+		st, err := readStream("x.pcap", bytes.NewReader(data), int64(len(data)), Options{Port: port, Segments: func(v *analyze.SegmentView) {
+			s := v.Segment()
 			segs = append(segs, got{s.Flags, s.Sent, s.Src.String()})
 		}}, func(analyze.SYN) {})
 		if err != nil {

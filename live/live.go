@@ -714,7 +714,8 @@ func (q *liveQueue) push(it liveItem) {
 }
 
 func (q *liveQueue) pushSYN(s analyze.SYN) { q.push(liveItem{kind: itemSYN, syn: s}) }
-func (q *liveQueue) pushSegment(s *analyze.Segment) {
+func (q *liveQueue) pushSegment(v *analyze.SegmentView) {
+	s := v.Segment()
 	q.push(liveItem{kind: itemSegment, syn: analyze.SYN{Time: s.Time, Src: s.Src, Dst: s.Dst, Seq: s.Seq},
 		ack: s.Ack, flags: s.Flags, sent: s.Sent})
 }

@@ -180,7 +180,8 @@ func runSYNLoad(tb testing.TB, cfg synload.Config, opt loadOptions) loadRun {
 // `audit live`: every SYN sent is delivered exactly once, and so is the
 // RST the closed port answers it with, and libpcap drops none and counts
 // each packet twice (lo shows each packet twice to the kernel's capture;
-// libpcap discards the outgoing copy after the ring). 2 000 SYNs fill
+// libpcap discards the outgoing copy after the ring), besides any of other
+// connections that use the port as theirs. 2 000 SYNs fill
 // 8 000 frames, under 4 % of what the default 64 MiB ring holds
 // (BenchmarkLiveRingCapacity), so no scheduling delay of the reader can
 // make it drop: the assertion holds on a loaded machine.
@@ -219,8 +220,12 @@ func TestLiveSYNLoad(t *testing.T) {
 	if noRST != 0 || rstRepeated != 0 || r.otherSegs != 0 {
 		t.Errorf("of %d RSTs: %d missing, %d delivered more than once; %d other segments", cfg.Count, noRST, rstRepeated, r.otherSegs)
 	}
-	if r.stats.Lost() != 0 || r.stats.Received != 4*uint64(cfg.Count) {
-		t.Errorf("libpcap %+v; want %d received (each SYN and its RST, twice on lo), none lost", r.stats, 4*cfg.Count)
+	// More are received when another connection on lo has the port, an
+	// ephemeral one, as its own while the test runs: the fate filter
+	// takes its segments of either direction too. What is ours was
+	// checked above, one by one.
+	if r.stats.Lost() != 0 || r.stats.Received < 4*uint64(cfg.Count) {
+		t.Errorf("libpcap %+v; want at least %d received (each SYN and its RST, twice on lo), none lost", r.stats, 4*cfg.Count)
 	}
 }
 

@@ -264,11 +264,13 @@ func (rd *reader) frame(lt layers.LinkType, data []byte, sec, nsec int64) {
 
 // segment hands a segment find returned to segFn.
 func (rd *reader) segment(ip, tcp []byte, sec, nsec int64) {
-	// As time.Unix normalises them: a pcap microsecond field may pass a
-	// second.
-	sec, nsec = sec+nsec/1e9, nsec%1e9
-	if nsec < 0 {
-		sec, nsec = sec-1, nsec+1e9
+	if uint64(nsec) >= 1e9 {
+		// As time.Unix normalises them: a pcap microsecond field may
+		// pass a second.
+		sec, nsec = sec+nsec/1e9, nsec%1e9
+		if nsec < 0 {
+			sec, nsec = sec-1, nsec+1e9
+		}
 	}
 	rd.dec.viewOf(&rd.view, ip, tcp, sec, int32(nsec))
 	rd.segFn(&rd.view)

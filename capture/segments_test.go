@@ -381,3 +381,28 @@ func TestFateFilter(t *testing.T) {
 		})
 	}
 }
+
+// TestDecoderWatch: one watched port is compared directly, and stays so
+// however often it is watched again; a second makes the set decide; port
+// 0 is a port like any other.
+func TestDecoderWatch(t *testing.T) {
+	d := NewDecoder()
+	if d.watched(8081, 40000) {
+		t.Error("a port watched before any was")
+	}
+	d.watch(8081)
+	d.watch(8081)
+	if d.port != 8081 || !d.watched(40000, 8081) || !d.watched(8081, 1) || d.watched(443, 40000) {
+		t.Errorf("one port watched: port %d, watched(40000, 8081) %v, watched(443, 40000) %v", d.port, d.watched(40000, 8081), d.watched(443, 40000))
+	}
+	d.watch(0)
+	if d.port != 0 || !d.watched(40000, 8081) || !d.watched(0, 40000) || d.watched(443, 40000) {
+		t.Errorf("8081 and 0 watched: port %d, watched(40000, 8081) %v, watched(0, 40000) %v, watched(443, 40000) %v",
+			d.port, d.watched(40000, 8081), d.watched(0, 40000), d.watched(443, 40000))
+	}
+	z := NewDecoder()
+	z.watch(0)
+	if !z.watched(0, 40000) || z.watched(8081, 40000) {
+		t.Error("port 0 alone: not watched as a port")
+	}
+}

@@ -127,8 +127,8 @@ func checkSegments(t *testing.T, plain *Decoder, lt layers.LinkType, frame []byt
 	if lt == layers.LinkTypeEthernet {
 		// The file readers' fast path takes what find takes, and each
 		// frame it is done with is one find counts as other TCP.
-		if pt, seg, done := w.plainOther(frame); done {
-			took := pt != nil && candidate(pt, seg)
+		if pt, seg, done := w.plainOtherTCP(frame); done {
+			took := pt != nil && w.takes(pt, seg)
 			if counted != 1 || skip != "" || took != (len(tcp) != 0) || took && len(pt) != len(tcp) {
 				t.Fatalf("watching %d: plainOther (took %v, %d bytes) disagrees with find (%d bytes, %q, counted %d)", port, took, len(pt), len(tcp), skip, counted)
 			}
@@ -149,7 +149,8 @@ func checkSegments(t *testing.T, plain *Decoder, lt layers.LinkType, frame []byt
 		return
 	}
 	if len(tcp) < 20 || tcp[12]>>4 < 5 || tcp[13]&(flagSYN|flagACK) == flagSYN ||
-		binary.BigEndian.Uint16(tcp) != port && binary.BigEndian.Uint16(tcp[2:]) != port {
+		binary.BigEndian.Uint16(tcp) != port && binary.BigEndian.Uint16(tcp[2:]) != port ||
+		tcp[13]&flagSYN != 0 && binary.BigEndian.Uint16(tcp) != port {
 		t.Fatalf("watching %d: not a segment of it: % x", port, tcp[:min(len(tcp), 20)])
 	}
 	var v analyze.SegmentView

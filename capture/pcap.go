@@ -63,11 +63,13 @@ func (rd *reader) pcap(o order, nano bool) error {
 			rec := buf[i : i+n]
 			i += n
 			if fast {
-				if t, seg, done := rd.dec.plainOther(rec[16:]); done {
+				if off, seg := rd.dec.plainOther(rec[16:]); off != 0 {
 					packets++
 					others++
-					if t != nil && candidate(t, seg) {
-						rd.segment(rec[16+14:], t, int64(o.u32(rec)), int64(o.u32(rec[4:]))*mult)
+					if off > 0 {
+						if t := rec[16+off:]; rd.dec.takes(t, seg) {
+							rd.segment(rec[16+14:], t, int64(o.u32(rec)), int64(o.u32(rec[4:]))*mult)
+						}
 					}
 					continue
 				}

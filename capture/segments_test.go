@@ -147,7 +147,7 @@ func TestDecodeOtherTCP(t *testing.T) {
 			if f.other {
 				want++
 			}
-			if _, _, done := fast.plainOther(f.frame); done {
+			if _, _, done := fast.plainOtherTCP(f.frame); done {
 				took++
 				if !f.other {
 					t.Errorf("plainOther took a frame that is no other TCP")
@@ -182,12 +182,12 @@ func TestDecodeFirstFragment(t *testing.T) {
 	if _, tcp, skip := d.find(layers.LinkTypeEthernet, frame); len(tcp) != 0 || skip != "" {
 		t.Errorf("find: a segment of %d bytes, skip %q; want none", len(tcp), skip)
 	}
-	if tcp, seg, done := d.plainOther(frame); done && tcp != nil && candidate(tcp, seg) {
+	if tcp, seg, done := d.plainOtherTCP(frame); done && tcp != nil && d.takes(tcp, seg) {
 		t.Errorf("plainOther: a candidate of %d declared bytes", seg)
 	}
 	whole := slices.Clone(frame)
 	whole[14+6] = 0 // not a fragment: the fast path's
-	if _, _, done := d.plainOther(whole); !done {
+	if _, _, done := d.plainOtherTCP(whole); !done {
 		t.Error("plainOther does not take the frame when it is not a fragment")
 	}
 	if _, tcp, _ := d.findSlow(layers.LinkTypeEthernet, frame); len(tcp) != 0 {
@@ -405,4 +405,49 @@ func TestDecoderWatch(t *testing.T) {
 	if !z.watched(0, 40000) || z.watched(8081, 40000) {
 		t.Error("port 0 alone: not watched as a port")
 	}
+}
+
+// TestDecodeSYNACKToPort: a SYN-ACK from the watched port is taken, and
+// one to it, which answers a SYN from it (the port as a client's
+// ephemeral port), is not, on the fast path as off it; other segments to
+// the port are.
+func TestDecodeSYNACKToPort(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		sport, dpt uint16
+		flags      byte
+		want       bool
+	}{
+		{"SYN-ACK from the port", 50052, 40000, flagSYN | flagACK, true},
+		{"SYN-ACK to the port", 80, 50052, flagSYN | flagACK, false},
+		{"RST to the port", 40000, 50052, flagRST | flagACK, true},
+		{"FIN from the port", 50052, 40000, flagFIN | flagACK, true},
+	} {
+		// Options to a 36-byte header: a frame long enough for every path.
+		tcp := append(seg(tt.sport, tt.dpt, 3, 4, tt.flags, nil), bytes.Repeat([]byte{1}, 16)...)
+		tcp[12] = 9 << 4
+		frame := ethFrame(0x0800, ipv4Packet("10.0.0.1", "10.0.0.2", 6, tcp))
+		d := NewDecoder()
+		d.watch(50052)
+		_, got, _ := d.find(layers.LinkTypeEthernet, frame)
+		_, slow, _ := d.findSlow(layers.LinkTypeEthernet, frame)
+		pt, n, done := d.plainOtherTCP(frame)
+		fast := done && pt != nil && d.takes(pt, n)
+		if len(got) != 0 != tt.want || len(slow) != 0 != tt.want || fast != tt.want {
+			t.Errorf("%s: find %v, findSlow %v, fast path %v; want %v", tt.name, len(got) != 0, len(slow) != 0, fast, tt.want)
+		}
+	}
+}
+
+// plainOtherTCP is plainOther's answer as the TCP header it locates, and
+// whether the frame is done with.
+func (d *Decoder) plainOtherTCP(f []byte) (tcp []byte, seg int, done bool) {
+	off, seg := d.plainOther(f)
+	switch {
+	case off == 0:
+		return nil, 0, false
+	case off < 0:
+		return nil, 0, true
+	}
+	return f[off:], seg, true
 }

@@ -649,3 +649,20 @@ func TestChainsEndings(t *testing.T) {
 		}
 	}
 }
+
+// appendNameJSON writes every name as appendJSONString does, the names
+// this package gives and any other string an Ending may hold.
+func TestAppendNameJSON(t *testing.T) {
+	names := []string{"", "data ", "<data>", "da\"ta", "da\u2028ta", "\xff", "closed by server!", "tls client hellO"}
+	for _, f := range []Fate{FateUnknown, FateRefused, FateUnanswered, FateClosed, FateAbandoned, FateOpen} {
+		names = append(names, string(f))
+	}
+	for _, p := range payloadNames {
+		names = append(names, string(p))
+	}
+	for _, s := range names {
+		if got, want := string(appendNameJSON(nil, s)), string(appendJSONString(nil, s)); got != want {
+			t.Errorf("%q: %s, want %s", s, got, want)
+		}
+	}
+}

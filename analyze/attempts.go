@@ -576,16 +576,11 @@ type Chains struct {
 	stamps  []stamp
 	end     []int
 	retrans []int // by chain
-	// fates holds the attempts' fates, with their last SYNs' times, in
-	// recs' order too, when the tracker knows fates: every verification
-	// reads them (endings), and reading each from its attempt's record
-	// was a cache miss each.
-	fates []chainFate
-}
-
-type chainFate struct {
-	fate fateRec
-	last int64
+	// endings holds the attempts' Endings in recs' order too, when the
+	// tracker knows fates: every verification reads them (see endings),
+	// and reading each from its attempt's record was a cache miss each,
+	// an allocation a chain besides.
+	ends []Ending
 }
 
 type stamp struct {
@@ -623,7 +618,7 @@ func (t *Tracker) Chains() *Chains {
 	c := &Chains{t: t, addrs: make([]netip.Addr, np), recs: make([]int32, t.attempts.n), stamps: make([]stamp, t.attempts.n),
 		end: make([]int, np), retrans: make([]int, np)}
 	if t.fatesKnown {
-		c.fates = make([]chainFate, t.attempts.n)
+		c.ends = make([]Ending, t.attempts.n)
 	}
 	// A counting sort of the attempts by peer: next[p] is where peer p's
 	// next attempt goes, and the end of its chain once all are placed.
@@ -639,8 +634,8 @@ func (t *Tracker) Chains() *Chains {
 		j := next[r.peer]
 		c.recs[j] = int32(i)
 		c.stamps[j] = stamp{r.sec, r.nsec}
-		if c.fates != nil {
-			c.fates[j] = chainFate{r.fate, r.last}
+		if c.ends != nil {
+			c.ends[j] = r.fate.ending(stamp{r.sec, r.nsec}, r.last)
 		}
 		retrans[r.peer] += int(r.retrans)
 		next[r.peer]++
@@ -672,28 +667,23 @@ func (c *Chains) times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 	return c.addrs[i], buf, c.retrans[i]
 }
 
-// endings returns chain i's attempts' fates in time order (in buf's
-// array), or nil when the tracker knows none.
+// endings returns chain i's attempts' fates in time order, or nil when
+// the tracker knows none: a slice of the chains' Endings, which the
+// caller may keep, not append to. buf is not used.
 func (c *Chains) endings(i int, buf []Ending) []Ending {
-	if c.fates == nil {
+	if c.ends == nil {
 		return nil
 	}
 	from, to := 0, c.end[i]
 	if i > 0 {
 		from = c.end[i-1]
 	}
-	if cap(buf) < to-from {
-		buf = make([]Ending, 0, to-from)
-	}
-	buf = buf[:0]
-	for k, s := range c.stamps[from:to] {
-		if k > 0 && !c.stamps[from+k-1].before(s) {
+	for k := from + 1; k < to; k++ {
+		if !c.stamps[k-1].before(c.stamps[k]) {
 			return c.Chain(i, nil).Endings() // out of time order: as Chain sorts
 		}
-		f := &c.fates[from+k]
-		buf = append(buf, f.fate.ending(s, f.last))
 	}
-	return buf
+	return c.ends[from:to:to]
 }
 
 func (s stamp) before(t stamp) bool { return s.sec < t.sec || s.sec == t.sec && s.nsec < t.nsec }

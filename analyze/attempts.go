@@ -701,12 +701,18 @@ func (c *Chains) Chain(i int, buf []Attempt) Chain {
 	as := buf[:0]
 	sorted := true
 	var last *attemptRec
-	for _, j := range c.recs[from:c.end[i]] {
+	for k, j := range c.recs[from:c.end[i]] {
 		r := c.t.rec(int(j))
 		if last != nil && !r.after(last.sec, last.nsec) {
 			sorted = false
 		}
-		as = append(as, c.t.attempt(int(j)))
+		if c.ends != nil { // made once, by Chains
+			a := r.attempt()
+			a.Ending = c.ends[from+k]
+			as = append(as, a)
+		} else {
+			as = append(as, c.t.attempt(int(j)))
+		}
 		last = r
 	}
 	// Capture order is time order but for rotated files read out of

@@ -1450,17 +1450,21 @@ func appendWholeNS(b []byte, ns int64) []byte {
 		b = append(b, '-')
 		ns = -ns
 	}
-	b = strconv.AppendInt(b, ns/1e6, 10)
+	if whole := ns / 1e6; whole < 10 {
+		b = append(b, byte('0'+whole))
+	} else {
+		b = strconv.AppendInt(b, whole, 10)
+	}
 	frac := ns % 1e6
 	if frac == 0 {
 		return b
 	}
-	var d [7]byte
-	d[0] = '.'
-	for i := 6; i >= 1; i-- {
-		d[i] = byte('0' + frac%10)
-		frac /= 10
-	}
+	// Two halves of three digits, each digit from its half: no chain of
+	// six divisions, each waiting for the last (a report writes two of
+	// these an attempt).
+	hi, lo := frac/1000, frac%1000
+	d := [7]byte{'.', byte('0' + hi/100), byte('0' + hi/10%10), byte('0' + hi%10),
+		byte('0' + lo/100), byte('0' + lo/10%10), byte('0' + lo%10)}
 	n := 7
 	for d[n-1] == '0' {
 		n--

@@ -514,7 +514,7 @@ func compactJSON(t *testing.T, b []byte) []byte {
 // appendWholeNS writes what encoding/json writes for float64(ns)/1e6.
 func TestAppendWholeNS(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	ns := []int64{1, -1, 999, 1000, 999999, 1000000, 1000001, 1000827000, 123456789012, 1e15 - 1, -(1e15 - 1), 86400e9 * 11}
+	ns := []int64{0, 1, -1, 999, 1000, 21000, 999999, 1000000, 1000001, 9999999, 10000000, 1000827000, 123456789012, 1e15 - 1, -(1e15 - 1), 86400e9 * 11}
 	for range 100000 {
 		ns = append(ns, rng.Int64N(2e15)-1e15, rng.Int64N(1e10), rng.Int64N(1e7)*1000)
 	}

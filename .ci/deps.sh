@@ -6,7 +6,7 @@
 # Debian packages can be asked for: deps.sh tcpdump tshark
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need=(libpcap-dev gcc pkg-config protobuf-compiler python3-grpcio "$@")
+need=(libpcap-dev gcc pkg-config protobuf-compiler python3-grpcio chromium "$@")
 missing=()
 for p in "${need[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

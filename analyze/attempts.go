@@ -47,6 +47,15 @@ func (c Chain) Times() []time.Time {
 	return ts
 }
 
+// Endings returns the attempts' fates, in the chain's order.
+func (c Chain) Endings() []Ending {
+	es := make([]Ending, len(c.Attempts))
+	for i, a := range c.Attempts {
+		es[i] = a.Ending
+	}
+	return es
+}
+
 // Retransmits sums the retransmitted SYNs of the chain.
 func (c Chain) Retransmits() int {
 	n := 0
@@ -645,6 +654,26 @@ func (c *Chains) times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 		buf = append(buf, time.Unix(s.sec, int64(s.nsec)).UTC())
 	}
 	return c.addrs[i], buf, c.retrans[i]
+}
+
+// endings returns chain i's attempts' fates in time order (in buf's
+// array), or nil when the tracker knows none.
+func (c *Chains) endings(i int, buf []Ending) []Ending {
+	if c.fates == nil {
+		return nil
+	}
+	from := 0
+	if i > 0 {
+		from = c.end[i-1]
+	}
+	buf = buf[:0]
+	for k, s := range c.stamps[from:c.end[i]] {
+		if k > 0 && !c.stamps[from+k-1].before(s) {
+			return c.Chain(i, nil).Endings() // out of time order: as Chain sorts
+		}
+		buf = append(buf, c.fates[from+k].ending(s, c.t.rec(int(c.recs[from+k])).last))
+	}
+	return buf
 }
 
 func (s stamp) before(t stamp) bool { return s.sec < t.sec || s.sec == t.sec && s.nsec < t.nsec }

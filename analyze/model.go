@@ -66,15 +66,21 @@ type Reconnects struct {
 	TightLoop bool `json:"tight_loop"`
 }
 
-// hung reports whether attempt i (of n) hung until the client's connect
-// timeout: the server never answered it, or never closed it. Fates decide
-// where the wire shows them; otherwise the mode does.
-func (r Run) hung(i int) bool {
+// hung reports whether attempt i hung until the client's connect timeout:
+// the server never answered it, or accepted it and sent nothing while it
+// lasted at least the connect timeout (less the tolerance), whoever closed
+// it in the end (the server closes what it holds when a session ends).
+// Fates decide where the wire shows them; otherwise the mode does. A
+// connection that ended sooner (refused, closed at once, a TLS handshake
+// the client failed) failed at once.
+func (r Run) hung(i int, p Policy) bool {
 	if i < len(r.Endings) {
-		switch r.Endings[i].Fate {
-		case FateUnanswered, FateAbandoned, FateOpen:
+		switch e := r.Endings[i]; e.Fate {
+		case FateUnanswered, FateOpen:
 			return true
-		case FateUnknown:
+		case FateAbandoned, FateClosed:
+			return e.ServerSent == PayloadNone && e.Duration >= p.MinConnectTimeout-p.Tolerance
+		case FateUnknown, "":
 		default:
 			return false
 		}
@@ -110,7 +116,7 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 		switch {
 		case run.succeeds():
 			iv = p.reset(k, d)
-		case run.hung(k - 1):
+		case run.hung(k-1, p):
 			iv = p.checkHung(k, e, d)
 		default:
 			iv = p.check(k, e, d)
@@ -182,7 +188,7 @@ func (p Policy) reset(k int, d time.Duration) Interval {
 // client never gave up on it, or never came back after it did.
 func (p Policy) tail(times []time.Time, run Run, e float64) string {
 	last := len(times) - 1
-	if run.End.IsZero() || !run.hung(last) || run.succeeds() {
+	if run.End.IsZero() || !run.hung(last, p) || run.succeeds() {
 		return ""
 	}
 	due := max(ms(p.MinConnectTimeout), e*(1+p.Jitter)) + ms(p.Tolerance)

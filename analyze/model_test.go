@@ -129,10 +129,16 @@ func TestVerifyRunNeverGaveUp(t *testing.T) {
 // once (beyond its held-connection bound) leaves the plain window.
 func TestVerifyRunFatesDecide(t *testing.T) {
 	ts := chainAt(t0, 1000, 20000)
-	run := Run{Mode: RetryMode{Kind: ModeHang}, Endings: []Ending{{Fate: FateClosed}, {Fate: FateAbandoned}, {Fate: FateOpen}}}
+	run := Run{Mode: RetryMode{Kind: ModeHang}, Endings: []Ending{{Fate: FateClosed}, {Fate: FateAbandoned, Duration: 19950 * time.Millisecond}, {Fate: FateOpen}}}
 	r := VerifyRun(hangPolicy(20*time.Second), ts, run)
 	if r.Intervals[0].Term != "" || r.Intervals[1].Term != TermConnectTimeout || !r.Passed() {
 		t.Fatalf("%+v %+v: %s", r.Intervals[0], r.Intervals[1], r.Reason())
+	}
+	// A connection the client dropped after 50 ms (a failed handshake)
+	// failed at once: its next interval is the plain backoff's.
+	run.Endings[0] = Ending{Fate: FateAbandoned, Duration: 50 * time.Millisecond}
+	if r := VerifyRun(hangPolicy(20*time.Second), ts, run); r.Intervals[0].Term != "" || !r.Intervals[0].OK {
+		t.Errorf("after a quick abandon: %+v", r.Intervals[0])
 	}
 }
 

@@ -409,6 +409,9 @@ type chainSource interface {
 	// times returns chain i's peer and attempt times (in buf's array) and
 	// its retransmits.
 	times(i int, buf []time.Time) (netip.Addr, []time.Time, int)
+	// endings returns chain i's fates in time order (in buf's array), nil
+	// when none are known.
+	endings(i int, buf []Ending) []Ending
 }
 
 type chainSlice []Chain
@@ -425,6 +428,7 @@ func (cs chainSlice) times(i int, buf []time.Time) (netip.Addr, []time.Time, int
 	}
 	return c.Peer, buf, retrans
 }
+func (cs chainSlice) endings(i int, _ []Ending) []Ending { return cs[i].Endings() }
 
 // NewAudit verifies every chain of cs against p in run (VerifyRun) and
 // orders the peers as NewReport does. It holds cs: adding SYNs to its
@@ -467,6 +471,10 @@ func newAudit(port uint16, p Policy, run Run, cs chainSource, capture CaptureInf
 				ap := auditPeer{index: i}
 				ap.addr, times, ap.retrans = cs.times(i, times)
 				ap.attempts = len(times)
+				// Each chain in its own fates: a Result holds its Run,
+				// so the endings are the chain's own slice.
+				run := run
+				run.Endings = cs.endings(i, nil)
 				// Verified again when written in full: keeping every
 				// Result would hold every interval, which is what an
 				// Audit avoids.
@@ -551,7 +559,9 @@ func (a *Audit) peerReport(i int, c Chain) PeerReport {
 	if res := a.results[a.peers[i].index]; res.Intervals != nil || len(c.Attempts) < 2 && res.Reference.Verdict != "" {
 		return PeerReportOf(c, res)
 	}
-	return PeerReportOf(c, VerifyRun(a.Policy, c.Times(), a.run))
+	run := a.run
+	run.Endings = c.Endings()
+	return PeerReportOf(c, VerifyRun(a.Policy, c.Times(), run))
 }
 
 // writeBatch is how many peers a goroutine of writePeers formats at a time.

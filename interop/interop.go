@@ -306,7 +306,11 @@ func retryRPC(ctx context.Context, cfg Config, creds credentials.TransportCreden
 		_, err = svc.Start(rctx, req, grpc.WaitForReady(true))
 		out.RPCs++
 		out.Code, out.Err = status.Code(err), err
-		if !cfg.Reissue || err == nil || rctx.Err() != nil {
+		// DeadlineExceeded is the deadline's end even when gRPC's own
+		// timer fired a moment before the context's: made again then,
+		// the RPC would fail at once, over and over, until the context
+		// caught up.
+		if !cfg.Reissue || err == nil || rctx.Err() != nil || out.Code == codes.DeadlineExceeded {
 			break
 		}
 		if out.EarlyCodes == nil {

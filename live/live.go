@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/analyze/htmlreport"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/server"
 )
@@ -44,6 +45,8 @@ type Config struct {
 	Record string
 	// Write, when set, is a file that receives every captured packet.
 	Write string
+	// HTML, when set, is a page rewritten with each session's report.
+	HTML string
 	// JSON writes one JSON report per session instead of text.
 	JSON       bool
 	BufferSize int
@@ -624,6 +627,11 @@ func (a *liveAuditor) finish() {
 		err = json.NewEncoder(a.out).Encode(r)
 	} else {
 		err = r.WriteText(a.out)
+	}
+	if a.cfg.HTML != "" {
+		if herr := htmlreport.WriteFile(a.cfg.HTML, r, r.Herd()); herr != nil {
+			fmt.Fprintf(a.errOut, "audit live: %v\n", herr)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(a.errOut, "audit live: %v\n", err)

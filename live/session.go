@@ -163,7 +163,7 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 		c := analyze.Chain{Peer: chain, Attempts: as}
 		// The model of the session's mode (docs/spec.md §7.3); the run
 		// ends with the session, or where the capture stopped.
-		res := analyze.VerifyRun(s.policy, c.Times(), analyze.Run{Mode: s.mode, End: s.runEnd(), Back: s.back})
+		res := analyze.VerifyRun(s.policy, c.Times(), analyze.Run{Mode: s.mode, End: s.runEnd(), Endings: c.Endings(), Back: s.back})
 		input.Kernel = &res
 		peers = append(peers, analyze.PeerReportOf(c, res))
 	}

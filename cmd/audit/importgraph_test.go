@@ -16,6 +16,8 @@ const module = "github.com/backoff-audit/audit"
 // wire types with the server it judges, and it runs where nothing may
 // capture; only cmd imports it. internal/testutil, the tests' shared
 // helpers, reaches no package of the module, so any test may import it.
+// The HTTP/2 decoder reads bytes and the wire types, nothing that captures
+// or serves.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string
@@ -27,6 +29,7 @@ func TestImportGraph(t *testing.T) {
 		{pkg: "server", forbidden: []string{module + "/capture", module + "/interop", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "capture", forbidden: []string{module + "/server", module + "/pb", module + "/interop", "google.golang.org/grpc"}},
 		{pkg: "interop", forbidden: []string{module + "/capture", module + "/server", "github.com/gopacket/", "github.com/google/gopacket"}},
+		{pkg: "h2", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/live", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "internal/testutil", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc"}},
 	}
 	for _, tt := range tests {

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,7 +88,7 @@ func TestLiveHangNeverGaveUp(t *testing.T) {
 // judge the session, which passes for a client that backs off.
 func TestLiveRefuseJudgedByKernel(t *testing.T) {
 	t.Parallel()
-	cfg := live.Config{}
+	cfg := live.Config{HTML: filepath.Join(t.TempDir(), "session.html")}
 	cfg.Server.Mode = analyze.RetryMode{Kind: analyze.ModeRefuse}
 	r := startLive(t, cfg)
 	rpc := controlClient(t, r)
@@ -121,5 +123,10 @@ func TestLiveRefuseJudgedByKernel(t *testing.T) {
 	}
 	if err := r.stop(t); err != nil {
 		t.Errorf("audit live ended with %v; want exit 0: the kernel's verdict passed", err)
+	}
+	// --html: the session's page, written when its report was.
+	page, err := os.ReadFile(cfg.HTML)
+	if err != nil || !strings.Contains(string(page), "not judged") || !strings.Contains(string(page), "refuse") {
+		t.Errorf("--html page (%d bytes, %v) lacks the session's server verdict and mode", len(page), err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/analyze/htmlreport"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/live"
 )
@@ -22,6 +23,7 @@ type pcapConfig struct {
 	format  string
 	peers   []string
 	record  string
+	html    string
 	verbose bool
 }
 
@@ -51,6 +53,12 @@ restart=DURATION, settings-close or goaway. After an attempt that hung, an
 interval's window is raised to at least --min-connect-timeout, and a client
 still waiting on a hung connection past that deadline fails. Each peer's
 report names the known deviations its chain matches (signatures).
+
+--html FILE also writes the report as one HTML page that opens from disk
+(inline SVG, no external fetch): every chain drawn against its windows, the
+failing intervals marked with their reasons, the herd (attempts per second,
+waves of synchronised reconnects, jitter's spread) and, with --record, the
+kernel against the server per attempt.
 
 --record RECORD.jsonl (the file of 'audit server --record') judges each
 session of the record that overlaps the capture instead: the verified peer's
@@ -98,6 +106,11 @@ or unreadable input.`,
 			if err := writeAudit(cmd.OutOrStdout(), aud, cfg.format, cfg.verbose || len(peers) > 0); err != nil {
 				return usageError(err)
 			}
+			if cfg.html != "" {
+				if err := htmlreport.WriteFile(cfg.html, aud.Report(), aud.Herd()); err != nil {
+					return usageError(err)
+				}
+			}
 			return pcapVerdict(port, aud.Summary, peers)
 		},
 	}
@@ -108,6 +121,7 @@ or unreadable input.`,
 	f.StringVar(&cfg.format, "format", cfg.format, "output format: text or json")
 	f.StringArrayVar(&cfg.peers, "peer", nil, "report only this client address (repeatable)")
 	f.BoolVarP(&cfg.verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
+	f.StringVar(&cfg.html, "html", "", "also write the report as one self-contained HTML `FILE`: each chain against its windows, the herd, the cross-check")
 	f.StringVar(&cfg.record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
 	recordAlias(f)
 	return cmd
@@ -158,6 +172,9 @@ func pcapWithRecord(out, stderr io.Writer, cfg pcapConfig, port uint16, chains [
 		err = enc.Encode(rep)
 	} else {
 		err = rep.WriteText(out)
+	}
+	if err == nil && cfg.html != "" {
+		err = htmlreport.WriteFile(cfg.html, rep, rep.Herd())
 	}
 	if err != nil {
 		return usageError(err)

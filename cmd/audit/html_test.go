@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// audit pcap --html writes one page that opens from disk: the report's
+// peers and their verdicts, no address it would fetch, and nothing left
+// beside it; a page it cannot write is an input error.
+func TestPcapHTML(t *testing.T) {
+	dir := t.TempDir()
+	page := filepath.Join(dir, "report.html")
+	code, _, stderr := runAudit(t, "pcap", "--html", page, fixture("mixed.pcapng"))
+	if code != exitFail {
+		t.Fatalf("exit %d, want %d (a peer fails)\n%s", code, exitFail, stderr)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(b)
+	for _, want := range []string{"<!DOCTYPE html>", "<svg", "127.0.0.2", "127.0.0.3", "127.0.0.4", "early"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if m := regexp.MustCompile(`(src|href)="(https?:)?//`).FindString(html); m != "" {
+		t.Errorf("the page fetches from elsewhere: %s", m)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("%d files in the folder, want the page alone", len(ents))
+	}
+	code, _, stderr = runAudit(t, "pcap", "--html", filepath.Join(dir, "no", "such", "dir.html"), fixture("mixed.pcapng"))
+	if code != exitUsage || !strings.Contains(stderr, "--html "+filepath.Join(dir, "no", "such", "dir.html")) {
+		t.Errorf("unwritable page: exit %d, stderr %q; want %d naming the file", code, stderr, exitUsage)
+	}
+}

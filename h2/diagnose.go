@@ -1,0 +1,392 @@
+package h2
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// Finding is one diagnosis, with its text.
+type Finding struct {
+	// Kind is one of the Finding* constants.
+	Kind string `json:"kind"`
+	// Conn is the index of the connection in the list given to Diagnose;
+	// -1 for a finding about several.
+	Conn int       `json:"conn"`
+	Time time.Time `json:"time,omitzero"`
+	Text string    `json:"text"`
+	// Problem is set when the finding is a violation (of the protocol,
+	// of a policy), not only an observation.
+	Problem bool `json:"problem,omitempty"`
+}
+
+// The kinds of Finding.
+const (
+	FindingDamaged       = "damaged"
+	FindingEncrypted     = "encrypted"
+	FindingPingCadence   = "ping_cadence"
+	FindingTooManyPings  = "too_many_pings"
+	FindingGoAwayAge     = "goaway_age"
+	FindingRefused       = "refused_after_goaway"
+	FindingReconnect     = "reconnect"
+	FindingRetry         = "retry"
+	FindingRetryAttempts = "retry_attempts"
+)
+
+// DiagnoseOptions configure Diagnose.
+type DiagnoseOptions struct {
+	// Retry, when set, is the retry policy the client was given; the
+	// delays between attempts are checked against it.
+	Retry *RetryPolicy
+	// Tolerance widens every retry window by this much on each side, for
+	// the time between the wire and the client's timers. Default 5 ms.
+	Tolerance time.Duration
+}
+
+// DefaultTolerance is DiagnoseOptions.Tolerance's default.
+const DefaultTolerance = 5 * time.Millisecond
+
+// Diagnose reads decoded connections (of one capture, any order) and
+// returns what they show, connection by connection, then across them.
+func Diagnose(conns []*Report, opts DiagnoseOptions) []Finding {
+	if opts.Tolerance <= 0 {
+		opts.Tolerance = DefaultTolerance
+	}
+	var out []Finding
+	for i, r := range conns {
+		if r.Encrypted {
+			out = append(out, Finding{Kind: FindingEncrypted, Conn: i, Time: r.Start,
+				Text: fmt.Sprintf("connection %s → %s is TLS: not decoded", r.Client, r.Server)})
+			continue
+		}
+		if r.Damaged != "" {
+			out = append(out, Finding{Kind: FindingDamaged, Conn: i, Time: r.Start, Problem: true,
+				Text: fmt.Sprintf("connection %s → %s is damaged: %s", r.Client, r.Server, r.Damaged)})
+		}
+		for _, dir := range []Direction{ClientToServer, ServerToClient} {
+			if p := PingCadence(r, dir); p.Count > 1 {
+				out = append(out, Finding{Kind: FindingPingCadence, Conn: i, Time: p.First, Text: p.Text()})
+			}
+		}
+		if k, ok := TooManyPings(r); ok {
+			out = append(out, Finding{Kind: FindingTooManyPings, Conn: i, Time: k.GoAway, Text: k.Text(), Problem: true})
+		}
+		for _, g := range GoAways(r) {
+			out = append(out, Finding{Kind: FindingGoAwayAge, Conn: i, Time: g.Time, Text: g.Text()})
+		}
+		for _, f := range RefusedAfterGoAway(r) {
+			out = append(out, Finding{Kind: FindingRefused, Conn: i, Time: f.GoAwayTime, Text: f.Text(), Problem: f.Problem()})
+		}
+	}
+	for _, rc := range Reconnects(conns) {
+		out = append(out, Finding{Kind: FindingReconnect, Conn: rc.From, Time: rc.GoAwayTime, Text: rc.Text()})
+	}
+	chains := RetryChains(conns)
+	for _, ch := range chains {
+		f := Finding{Kind: FindingRetry, Conn: -1, Time: ch.Attempts[0].Start, Text: ch.Text()}
+		if opts.Retry != nil {
+			chk := CheckRetries(ch, *opts.Retry, opts.Tolerance)
+			f.Text += "; " + chk.Text()
+			f.Problem = !chk.WithinJittered() && !chk.WithinRandom()
+			if len(chk.TooMany) > 0 {
+				out = append(out, f)
+				f = Finding{Kind: FindingRetryAttempts, Conn: -1, Time: ch.Attempts[0].Start, Problem: true,
+					Text: fmt.Sprintf("%s: attempt %s beyond maxAttempts %d", ch.Method, joinInts(chk.TooMany), chk.MaxAttempts)}
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// Cadence is the rhythm of one side's PINGs (not their ACKs) on a
+// connection.
+type Cadence struct {
+	Dir   Direction
+	Count int
+	// First is the first PING's time; Min and Median the least and the
+	// median interval between consecutive PINGs (zero with fewer than
+	// two).
+	First       time.Time
+	Min, Median time.Duration
+}
+
+// PingCadence measures the PINGs that dir sent on r.
+func PingCadence(r *Report, dir Direction) Cadence {
+	return cadence(r.Events, dir, time.Time{})
+}
+
+// cadence measures dir's PINGs among events, those before until only
+// when until is set.
+func cadence(events []Event, dir Direction, until time.Time) Cadence {
+	c := Cadence{Dir: dir}
+	var last time.Time
+	var gaps []time.Duration
+	for _, e := range events {
+		if e.Kind != KindPing || e.Dir != dir || (!until.IsZero() && e.Time.After(until)) {
+			continue
+		}
+		if c.Count == 0 {
+			c.First = e.Time
+		} else {
+			gaps = append(gaps, e.Time.Sub(last))
+		}
+		c.Count++
+		last = e.Time
+	}
+	if len(gaps) > 0 {
+		slices.Sort(gaps)
+		c.Min = gaps[0]
+		c.Median = median(gaps)
+	}
+	return c
+}
+
+// median of sorted durations.
+func median(d []time.Duration) time.Duration {
+	n := len(d)
+	if n%2 == 1 {
+		return d[n/2]
+	}
+	return (d[n/2-1] + d[n/2]) / 2
+}
+
+// Text says the cadence, e.g. "client PINGs: 5, every 100 ms (median), at least 98 ms apart".
+func (c Cadence) Text() string {
+	if c.Count < 2 {
+		return fmt.Sprintf("%s PINGs: %d", c.Dir.sender(), c.Count)
+	}
+	return fmt.Sprintf("%s PINGs: %d, every %s (median), at least %s apart", c.Dir.sender(), c.Count, approx(c.Median), approx(c.Min))
+}
+
+// Keepalive is a server's GOAWAY ENHANCE_YOUR_CALM answer to a client's
+// PINGs: a server enforcing a minimum ping interval sends it, with debug
+// data "too_many_pings", once a client's pings come too often
+// (https://github.com/grpc/grpc/blob/master/doc/keepalive.md,
+// https://github.com/grpc/proposal/blob/master/A8-client-side-keepalive.md).
+type Keepalive struct {
+	// Pings is the cadence of the client's PINGs up to the GOAWAY.
+	Pings Cadence
+	// GoAway is the time of the GOAWAY; Debug its debug data.
+	GoAway time.Time
+	Debug  string
+}
+
+// TooManyPings finds the server's first GOAWAY ENHANCE_YOUR_CALM on r.
+func TooManyPings(r *Report) (Keepalive, bool) {
+	for _, e := range r.Events {
+		if e.Kind == KindGoAway && e.Dir == ServerToClient && e.GoAway.Code == http2.ErrCodeEnhanceYourCalm.String() {
+			return Keepalive{Pings: cadence(r.Events, ClientToServer, e.Time), GoAway: e.Time, Debug: e.GoAway.Debug}, true
+		}
+	}
+	return Keepalive{}, false
+}
+
+// Text says it as "keepalive pings every 10 s; the server answered GOAWAY
+// ENHANCE_YOUR_CALM too_many_pings after 3".
+func (k Keepalive) Text() string {
+	every := "keepalive pings"
+	if k.Pings.Count > 1 {
+		every += " every " + approx(k.Pings.Median)
+	}
+	debug := ""
+	if k.Debug != "" {
+		debug = " " + k.Debug
+	}
+	return fmt.Sprintf("%s; the server answered GOAWAY ENHANCE_YOUR_CALM%s after %d", every, debug, k.Pings.Count)
+}
+
+// GoAwayAge is a GOAWAY and how old the connection was when it came.
+type GoAwayAge struct {
+	Dir    Direction
+	Time   time.Time
+	Age    time.Duration
+	GoAway GoAway
+}
+
+// GoAways lists r's GOAWAYs, each with its connection age (its time less
+// r.Start): a server's MaxConnectionAge shows as the age of its first.
+func GoAways(r *Report) []GoAwayAge {
+	var out []GoAwayAge
+	for _, e := range r.Events {
+		if e.Kind == KindGoAway {
+			out = append(out, GoAwayAge{Dir: e.Dir, Time: e.Time, Age: e.Time.Sub(r.Start), GoAway: *e.GoAway})
+		}
+	}
+	return out
+}
+
+// Text says it as "the server's GOAWAY NO_ERROR (max_age) at connection
+// age ≈ 2 s, last stream id 2147483647, 1 stream in flight".
+func (g GoAwayAge) Text() string {
+	debug := ""
+	if g.GoAway.Debug != "" {
+		debug = " (" + g.GoAway.Debug + ")"
+	}
+	return fmt.Sprintf("the %s's GOAWAY %s%s at connection age ≈ %s, last stream id %d, %s in flight",
+		g.Dir.sender(), g.GoAway.Code, debug, approx(g.Age), g.GoAway.LastStreamID, plural(len(g.GoAway.InFlight)+g.GoAway.MoreInFlight, "stream"))
+}
+
+// Refusal is a stream above a server GOAWAY's last stream id: one the
+// server says it did not and will not process (RFC 9113 §6.8,
+// https://www.rfc-editor.org/rfc/rfc9113#section-6.8), so the client may
+// retry it elsewhere.
+type Refusal struct {
+	GoAwayTime   time.Time
+	LastStreamID uint32
+	Stream       uint32
+	Method       string
+	// Outcome is how the stream ended: "refused" (the server's
+	// RST_STREAM REFUSED_STREAM), "opened after" (the client opened it
+	// after the GOAWAY), "answered" (the server answered it all the
+	// same), "reset CODE by the client|server", or "unanswered".
+	Outcome string
+}
+
+// RefusedAfterGoAway lists, for each GOAWAY the server sent, the streams
+// above its last stream id not listed for an earlier GOAWAY.
+func RefusedAfterGoAway(r *Report) []Refusal {
+	var out []Refusal
+	seen := map[uint32]bool{}
+	for _, e := range r.Events {
+		if e.Kind != KindGoAway || e.Dir != ServerToClient {
+			continue
+		}
+		for _, s := range r.Streams {
+			if s.ID <= e.GoAway.LastStreamID || seen[s.ID] {
+				continue
+			}
+			seen[s.ID] = true
+			f := Refusal{GoAwayTime: e.Time, LastStreamID: e.GoAway.LastStreamID, Stream: s.ID, Method: s.Method}
+			switch {
+			case s.Start.After(e.Time):
+				f.Outcome = "opened after"
+			case s.Reset != nil && s.Reset.Dir == ServerToClient && s.Reset.Code == http2.ErrCodeRefusedStream.String():
+				f.Outcome = "refused"
+			case s.HTTPStatus != 0 || s.GRPCStatus != "":
+				f.Outcome = "answered"
+			case s.Reset != nil:
+				f.Outcome = "reset " + s.Reset.Code + " by the " + s.Reset.Dir.sender()
+			default:
+				f.Outcome = "unanswered"
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Problem says whether the outcome breaks RFC 9113 §6.8: a client must not
+// open a stream after a GOAWAY, and a server that processes a stream above
+// its last stream id misleads a client that retries it.
+func (f Refusal) Problem() bool { return f.Outcome == "opened after" || f.Outcome == "answered" }
+
+// Text says it, e.g. "stream 7 (/pkg.S/M) above the GOAWAY's last stream id 5: refused (REFUSED_STREAM), safe to retry".
+func (f Refusal) Text() string {
+	var how string
+	switch f.Outcome {
+	case "refused":
+		how = "refused (REFUSED_STREAM), safe to retry"
+	case "opened after":
+		how = "opened by the client after the GOAWAY"
+	case "answered":
+		how = "answered by the server all the same"
+	default:
+		how = f.Outcome
+	}
+	return fmt.Sprintf("stream %d (%s) above the GOAWAY's last stream id %d: %s", f.Stream, f.Method, f.LastStreamID, how)
+}
+
+// Reconnect links a connection the server sent GOAWAY on to the client's
+// next connection to the same server.
+type Reconnect struct {
+	// From and To index the connections given; To is -1 when the client
+	// opened no later connection.
+	From, To   int
+	GoAwayTime time.Time
+	Code       string
+	// Delay is from the GOAWAY to the next connection's start.
+	Delay time.Duration
+}
+
+// Reconnects finds, for each connection with a server GOAWAY, the same
+// client address's first connection to the same server that started at or
+// after that GOAWAY.
+func Reconnects(conns []*Report) []Reconnect {
+	var out []Reconnect
+	for i, r := range conns {
+		var g *Event
+		for k := range r.Events {
+			if e := &r.Events[k]; e.Kind == KindGoAway && e.Dir == ServerToClient {
+				g = e
+				break
+			}
+		}
+		if g == nil {
+			continue
+		}
+		rc := Reconnect{From: i, To: -1, GoAwayTime: g.Time, Code: g.GoAway.Code}
+		for j, n := range conns {
+			if j == i || n.Client.Addr() != r.Client.Addr() || n.Server != r.Server || n.Start.Before(g.Time) {
+				continue
+			}
+			if rc.To < 0 || n.Start.Before(conns[rc.To].Start) {
+				rc.To = j
+			}
+		}
+		if rc.To >= 0 {
+			rc.Delay = conns[rc.To].Start.Sub(g.Time)
+		}
+		out = append(out, rc)
+	}
+	return out
+}
+
+// Text says it as "after the server's GOAWAY NO_ERROR on connection 0, the
+// client's next connection (1) came 12 ms later".
+func (rc Reconnect) Text() string {
+	if rc.To < 0 {
+		return fmt.Sprintf("after the server's GOAWAY %s on connection %d, the client opened no new connection", rc.Code, rc.From)
+	}
+	return fmt.Sprintf("after the server's GOAWAY %s on connection %d, the client's next connection (%d) came %s later", rc.Code, rc.From, rc.To, approx(rc.Delay))
+}
+
+// approx writes a duration for a person: "0.4 ms", "12 ms", "300 ms",
+// "2 s", "2.5 s", "10 s".
+func approx(d time.Duration) string {
+	neg := ""
+	if d < 0 {
+		neg, d = "-", -d
+	}
+	ms := float64(d) / float64(time.Millisecond)
+	switch {
+	case d < 10*time.Millisecond:
+		return neg + trimZero(fmt.Sprintf("%.1f", ms)) + " ms"
+	case d < time.Second:
+		return neg + fmt.Sprintf("%.0f", ms) + " ms"
+	case d < 10*time.Second:
+		return neg + trimZero(fmt.Sprintf("%.1f", d.Seconds())) + " s"
+	}
+	return neg + fmt.Sprintf("%.0f", math.Round(d.Seconds())) + " s"
+}
+
+func trimZero(s string) string { return strings.TrimSuffix(s, ".0") }
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
+}

@@ -659,7 +659,7 @@ func (c *Chains) times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 // endings returns chain i's attempts' fates in time order (in buf's
 // array), or nil when the tracker knows none.
 func (c *Chains) endings(i int, buf []Ending) []Ending {
-	if c.fates == nil {
+	if !c.t.fatesKnown {
 		return nil
 	}
 	from := 0
@@ -671,7 +671,8 @@ func (c *Chains) endings(i int, buf []Ending) []Ending {
 		if k > 0 && !c.stamps[from+k-1].before(s) {
 			return c.Chain(i, nil).Endings() // out of time order: as Chain sorts
 		}
-		buf = append(buf, c.fates[from+k].ending(s, c.t.rec(int(c.recs[from+k])).last))
+		r := c.t.rec(int(c.recs[from+k]))
+		buf = append(buf, r.fate.ending(s, r.last))
 	}
 	return buf
 }

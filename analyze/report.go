@@ -1300,11 +1300,11 @@ func appendEndingJSON(b []byte, e *Ending) []byte {
 	b = appendJSONString(b, string(e.fate()))
 	if e.Fate.Accepted() {
 		b = append(b, `,"accepted_ms":`...)
-		b = appendMS(b, e.Accepted)
+		b = AppendMS(b, e.Accepted)
 	}
 	if e.Fate.Ended() {
 		b = append(b, `,"duration_ms":`...)
-		b = appendMS(b, e.Duration)
+		b = AppendMS(b, e.Duration)
 	}
 	if e.ClientSent != "" {
 		b = append(b, `,"client_sent":`...)
@@ -1317,8 +1317,10 @@ func appendEndingJSON(b []byte, e *Ending) []byte {
 	return append(b, '}')
 }
 
-// appendMS appends d in milliseconds as encoding/json writes ms(d).
-func appendMS(b []byte, d time.Duration) []byte {
+// AppendMS appends d in milliseconds as encoding/json writes
+// float64(d)/1e6, keeping every nanosecond of a whole number of them: the
+// one way a report, JSON or HTML, writes a time in ms.
+func AppendMS(b []byte, d time.Duration) []byte {
 	if ns := int64(d); ns > -1e15 && ns < 1e15 {
 		return appendWholeNS(b, ns)
 	}

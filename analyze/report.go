@@ -373,7 +373,8 @@ type Audit struct {
 	// Summary counts the peers the audit lists (see Only).
 	Summary Summary
 
-	run Run // what every chain is verified in
+	run  Run   // what every chain is verified in
+	herd *Herd // written after the summary when set (WithHerd)
 
 	chains chainSource
 	peers  []auditPeer // in report order
@@ -693,8 +694,13 @@ func (a *Audit) WriteJSON(w io.Writer) error {
 		bw.WriteString("\n  ")
 	}
 	bw.WriteString("],\n")
-	if err := member("summary", a.Summary, true); err != nil {
+	if err := member("summary", a.Summary, a.herd == nil); err != nil {
 		return err
+	}
+	if a.herd != nil {
+		if err := member("herd", a.herd, true); err != nil {
+			return err
+		}
 	}
 	bw.WriteString("}\n")
 	return bw.Flush()
@@ -736,7 +742,23 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	if line := a.Summary.CapLine(); line != "" {
 		fmt.Fprintln(bw, line)
 	}
+	if a.herd != nil {
+		bw.WriteByte('\n')
+		if err := a.herd.WriteText(bw); err != nil {
+			return err
+		}
+	}
 	return bw.Flush()
+}
+
+// WithHerd makes the reports written after it end with the herd reading
+// of the audit's peers (Herd): a "herd" member after "summary" in JSON,
+// its lines after the summary in text. It costs about as much as
+// verifying the chains, so it is asked for, not done always.
+func (a *Audit) WithHerd() *Audit {
+	h := a.Herd()
+	a.herd = &h
+	return a
 }
 
 func maxJitter(ivs []Interval) float64 {

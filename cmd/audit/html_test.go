@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/backoff-audit/audit/analyze"
 )
 
 // audit pcap --html writes one page that opens from disk: the report's
@@ -37,5 +40,30 @@ func TestPcapHTML(t *testing.T) {
 	code, _, stderr = runAudit(t, "pcap", "--html", filepath.Join(dir, "no", "such", "dir.html"), fixture("mixed.pcapng"))
 	if code != exitUsage || !strings.Contains(stderr, "--html "+filepath.Join(dir, "no", "such", "dir.html")) {
 		t.Errorf("unwritable page: exit %d, stderr %q; want %d naming the file", code, stderr, exitUsage)
+	}
+}
+
+// audit pcap --herd ends both reports with the herd reading; without it
+// neither has one.
+func TestPcapHerd(t *testing.T) {
+	for _, herd := range []bool{false, true} {
+		args := []string{"pcap", "--format", "json", fixture("mixed.pcapng")}
+		if herd {
+			args = append(args, "--herd")
+		}
+		_, out, _ := runAudit(t, args...)
+		var doc struct {
+			Herd *analyze.Herd `json:"herd"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if (doc.Herd != nil) != herd || herd && (doc.Herd.Peers != 3 || doc.Herd.Attempts != 11) {
+			t.Errorf("--herd %v: herd %+v; want 3 peers and 11 attempts only with --herd", herd, doc.Herd)
+		}
+		_, text, _ := runAudit(t, append([]string{"pcap", fixture("mixed.pcapng")}, args[4:]...)...)
+		if got := strings.Contains(text, "herd: 3 peers, 11 attempts"); got != herd {
+			t.Errorf("--herd %v: text has the herd line: %v", herd, got)
+		}
 	}
 }

@@ -24,6 +24,7 @@ type pcapConfig struct {
 	peers   []string
 	record  string
 	html    string
+	herd    bool
 	verbose bool
 }
 
@@ -103,6 +104,9 @@ or unreadable input.`,
 			}
 			// Every peer is verified, whatever --peer keeps.
 			aud := analyze.NewAudit(port, cfg.policy, analyze.Run{Mode: cfg.mode}, tr.Chains(), info).Only(peers...)
+			if cfg.herd {
+				aud = aud.WithHerd()
+			}
 			if err := writeAudit(cmd.OutOrStdout(), aud, cfg.format, cfg.verbose || len(peers) > 0); err != nil {
 				return usageError(err)
 			}
@@ -121,6 +125,7 @@ or unreadable input.`,
 	f.StringVar(&cfg.format, "format", cfg.format, "output format: text or json")
 	f.StringArrayVar(&cfg.peers, "peer", nil, "report only this client address (repeatable)")
 	f.BoolVarP(&cfg.verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
+	f.BoolVar(&cfg.herd, "herd", false, "end the report with the herd: attempts per second, waves of reconnects made together, jitter's spread (JSON: \"herd\")")
 	f.StringVar(&cfg.html, "html", "", "also write the report as one self-contained HTML `FILE`: each chain against its windows, the herd, the cross-check")
 	f.StringVar(&cfg.record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
 	recordAlias(f)

@@ -751,6 +751,15 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	return bw.Flush()
 }
 
+// Write writes the report as JSON (WriteJSON) or as text (WriteText, with
+// every peer's table when tables is set).
+func (a *Audit) Write(w io.Writer, asJSON, tables bool) error {
+	if asJSON {
+		return a.WriteJSON(w)
+	}
+	return a.WriteText(w, tables)
+}
+
 // WithHerd makes the reports written after it end with the herd reading
 // of the audit's peers (Herd): a "herd" member after "summary" in JSON,
 // its lines after the summary in text. It costs about as much as

@@ -48,18 +48,16 @@ peer in full, one peer per line. When every failing peer would pass under one
 lower cap, the report names it after the summary (JSON: summary.fits_cap_ms):
 a client run with its own cap, read without --max-backoff.
 
---retry_mode names what the retry port did while the capture ran
-(docs/spec.md §7): close (the interop test, the default), refuse, hang,
-restart=DURATION, settings-close or goaway. After an attempt that hung, an
-interval's window is raised to at least --min-connect-timeout, and a client
-still waiting on a hung connection past that deadline fails. Each peer's
-report names the known deviations its chain matches (signatures).
+--retry_mode names what the retry port did (docs/spec.md §7): close (the
+default), refuse, hang, restart=DURATION, settings-close or goaway. After an
+attempt that hung (its fate, or the mode, says so) the window is at least
+--min-connect-timeout, and a client still waiting past that deadline fails.
+Each peer names the known deviations its chain matches (signatures).
 
---html FILE also writes the report as one HTML page that opens from disk
-(inline SVG, no external fetch): every chain drawn against its windows, the
-failing intervals marked with their reasons, the herd (attempts per second,
-waves of synchronised reconnects, jitter's spread) and, with --record, the
-kernel against the server per attempt.
+--html FILE also writes the report as one page that opens from disk: each
+chain against its windows, the herd and, with --record, kernel against server.
+--herd ends the text and JSON reports with the herd: attempts per second,
+waves of reconnects made together, and how well jitter spreads them.
 
 --record RECORD.jsonl (the file of 'audit server --record') judges each
 session of the record that overlaps the capture instead: the verified peer's
@@ -107,7 +105,7 @@ or unreadable input.`,
 			if cfg.herd {
 				aud = aud.WithHerd()
 			}
-			if err := writeAudit(cmd.OutOrStdout(), aud, cfg.format, cfg.verbose || len(peers) > 0); err != nil {
+			if err := aud.Write(cmd.OutOrStdout(), cfg.format == "json", cfg.verbose || len(peers) > 0); err != nil {
 				return usageError(err)
 			}
 			if cfg.html != "" {
@@ -211,15 +209,6 @@ func (c pcapConfig) validate(portSet bool) ([]netip.Addr, error) {
 		peers = append(peers, a.Unmap())
 	}
 	return peers, nil
-}
-
-// writeAudit writes the report, one peer at a time; tables asks the text
-// report for every peer's table.
-func writeAudit(w io.Writer, aud *analyze.Audit, format string, tables bool) error {
-	if format == "json" {
-		return aud.WriteJSON(w)
-	}
-	return aud.WriteText(w, tables)
 }
 
 // pcapVerdict maps the summary to the exit status: nil only when there were

@@ -576,6 +576,16 @@ type Chains struct {
 	stamps  []stamp
 	end     []int
 	retrans []int // by chain
+	// fates holds the attempts' fates, with their last SYNs' times, in
+	// recs' order too, when the tracker knows fates: every verification
+	// reads them (endings), and reading each from its attempt's record
+	// was a cache miss each.
+	fates []chainFate
+}
+
+type chainFate struct {
+	fate fateRec
+	last int64
 }
 
 type stamp struct {
@@ -612,6 +622,9 @@ func (t *Tracker) Chains() *Chains {
 	slices.SortFunc(order, func(a, b int32) int { return byIndex[a].Compare(byIndex[b]) })
 	c := &Chains{t: t, addrs: make([]netip.Addr, np), recs: make([]int32, t.attempts.n), stamps: make([]stamp, t.attempts.n),
 		end: make([]int, np), retrans: make([]int, np)}
+	if t.fatesKnown {
+		c.fates = make([]chainFate, t.attempts.n)
+	}
 	// A counting sort of the attempts by peer: next[p] is where peer p's
 	// next attempt goes, and the end of its chain once all are placed.
 	next := make([]int, np)
@@ -626,6 +639,9 @@ func (t *Tracker) Chains() *Chains {
 		j := next[r.peer]
 		c.recs[j] = int32(i)
 		c.stamps[j] = stamp{r.sec, r.nsec}
+		if c.fates != nil {
+			c.fates[j] = chainFate{r.fate, r.last}
+		}
 		retrans[r.peer] += int(r.retrans)
 		next[r.peer]++
 	}
@@ -659,20 +675,23 @@ func (c *Chains) times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 // endings returns chain i's attempts' fates in time order (in buf's
 // array), or nil when the tracker knows none.
 func (c *Chains) endings(i int, buf []Ending) []Ending {
-	if !c.t.fatesKnown {
+	if c.fates == nil {
 		return nil
 	}
-	from := 0
+	from, to := 0, c.end[i]
 	if i > 0 {
 		from = c.end[i-1]
 	}
+	if cap(buf) < to-from {
+		buf = make([]Ending, 0, to-from)
+	}
 	buf = buf[:0]
-	for k, s := range c.stamps[from:c.end[i]] {
+	for k, s := range c.stamps[from:to] {
 		if k > 0 && !c.stamps[from+k-1].before(s) {
 			return c.Chain(i, nil).Endings() // out of time order: as Chain sorts
 		}
-		r := c.t.rec(int(c.recs[from+k]))
-		buf = append(buf, r.fate.ending(s, r.last))
+		f := &c.fates[from+k]
+		buf = append(buf, f.fate.ending(s, f.last))
 	}
 	return buf
 }

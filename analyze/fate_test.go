@@ -590,3 +590,62 @@ func TestSegmentView(t *testing.T) {
 		t.Errorf("wordsOfBytes = %x, want %x", got, want)
 	}
 }
+
+// Chains gives each chain's fates in the order of its attempts, as Chain
+// does, whether its attempts came in time order or not, and none when the
+// tracker knows no fates.
+func TestChainsEndings(t *testing.T) {
+	for _, known := range []bool{true, false} {
+		tr := NewTracker()
+		tr.SetFatesKnown(known)
+		server := netip.MustParseAddrPort("127.0.0.1:50052")
+		// Peer 10.0.0.1 in time order, peer 10.0.0.2 out of it (a
+		// rotated file read late); each attempt ends its own way.
+		for _, a := range []struct {
+			ms    int
+			peer  string
+			port  uint16
+			flags uint8
+		}{
+			{0, "10.0.0.1", 40000, flagRST | flagACK},
+			{10, "10.0.0.2", 40001, 0},
+			{20, "10.0.0.1", 40002, flagSYN | flagACK},
+			{5, "10.0.0.2", 40003, flagRST | flagACK},
+			{30, "10.0.0.1", 40004, 0},
+		} {
+			cli := netip.AddrPortFrom(netip.MustParseAddr(a.peer), a.port)
+			tr.Add(SYN{Time: trackAt(a.ms), Src: cli, Dst: server, Seq: 100})
+			if a.flags != 0 {
+				tr.addSeg(Segment{Time: trackAt(a.ms + 2), Src: server, Dst: cli, Seq: 7, Ack: 101, Flags: a.flags})
+			}
+		}
+		cs := tr.Chains()
+		if cs.Len() != 2 {
+			t.Fatalf("%d chains, want 2", cs.Len())
+		}
+		for i := range cs.Len() {
+			got := cs.endings(i, nil)
+			if !known {
+				if got != nil {
+					t.Errorf("fates unknown: chain %d endings %v, want none", i, got)
+				}
+				continue
+			}
+			want := cs.Chain(i, nil).Endings()
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("chain %d endings (-Chain +endings):\n%s", i, diff)
+			}
+			if len(want) < 2 || want[0] == want[1] {
+				t.Errorf("chain %d: endings %v do not tell its attempts apart", i, want)
+			}
+		}
+		if known {
+			want := []Fate{FateRefused, FateOpen, FateUnanswered}
+			for k, e := range cs.endings(0, make([]Ending, 1)) {
+				if e.Fate != want[k] {
+					t.Errorf("10.0.0.1's attempt %d: %s, want %s", k, e.Fate, want[k])
+				}
+			}
+		}
+	}
+}

@@ -53,7 +53,7 @@ func (rd *reader) pcap(o order, nano bool) error {
 		// (Decoder.plainOther) are only counted, and those of a watched
 		// port read as segments.
 		buf := b.bytes()
-		i, packets := 0, uint64(0)
+		i, packets, others := 0, uint64(0), uint64(0)
 		for len(buf)-i >= 16 {
 			incl := o.u32(buf[i+8:])
 			if incl > maxRecord || len(buf)-i-16 < int(incl) {
@@ -65,6 +65,7 @@ func (rd *reader) pcap(o order, nano bool) error {
 			if fast {
 				if t, seg, done := rd.dec.plainOther(rec[16:]); done {
 					packets++
+					others++
 					if t != nil && candidate(t, seg) {
 						rd.segment(rec[16+14:], t, int64(o.u32(rec)), int64(o.u32(rec[4:]))*mult)
 					}
@@ -79,6 +80,7 @@ func (rd *reader) pcap(o order, nano bool) error {
 			rd.frame(lt, rec[16:], int64(o.u32(rec)), int64(o.u32(rec[4:]))*mult)
 		}
 		rd.st.Packets += packets
+		rd.dec.other += others
 		b.advance(i)
 
 		// The next record is not wholly buffered: make it so (the loop

@@ -120,8 +120,9 @@ func TestDecodeSegments(t *testing.T) {
 	}
 }
 
-// TestDecodeOtherTCP: every TCP segment that is not a SYN is counted, on
-// the fast path and off it, watched or not; SYNs and UDP are not.
+// TestDecodeOtherTCP: every TCP segment that is not a SYN is counted by
+// find, watched or not, and taken by the fast path, whose caller counts
+// it (TestReadFileSegments); SYNs and UDP are not.
 func TestDecodeOtherTCP(t *testing.T) {
 	frames := []struct {
 		lt    layers.LinkType
@@ -156,9 +157,41 @@ func TestDecodeOtherTCP(t *testing.T) {
 		if !watching && took == 0 {
 			t.Error("plainOther took no frame")
 		}
-		if d.other != want || fast.other != took {
-			t.Errorf("watching %v: find counted %d, want %d; plainOther counted %d of the %d it took", watching, d.other, want, fast.other, took)
+		if d.other != want || fast.other != 0 {
+			t.Errorf("watching %v: find counted %d, want %d; plainOther counted %d, want none (its caller counts)", watching, d.other, want, fast.other)
 		}
+	}
+}
+
+// TestDecodeFirstFragment: an IPv4 first fragment (more fragments set,
+// no offset) declares the fragment's length, not the segment's: its pure
+// ACK, cut where the fragment ends, carries no bytes that can be read, on
+// the fast path as off it (FuzzDecode found the fast path reading the
+// declared length as the segment's).
+func TestDecodeFirstFragment(t *testing.T) {
+	// Options (NOPs) to a 36-byte header: a frame long enough for the
+	// fast path.
+	tcp := append(seg(40000, 2, 3, 4, flagACK, nil), bytes.Repeat([]byte{1}, 16)...)
+	tcp[12] = 9 << 4
+	p := ipv4Packet("10.0.0.1", "10.0.0.2", 6, tcp)
+	binary.BigEndian.PutUint16(p[2:], 1500) // the whole datagram's bytes
+	binary.BigEndian.PutUint16(p[6:], 0x2000)
+	frame := ethFrame(0x0800, p)
+	d := NewDecoder()
+	d.watch(2)
+	if _, tcp, skip := d.find(layers.LinkTypeEthernet, frame); len(tcp) != 0 || skip != "" {
+		t.Errorf("find: a segment of %d bytes, skip %q; want none", len(tcp), skip)
+	}
+	if tcp, seg, done := d.plainOther(frame); done && tcp != nil && candidate(tcp, seg) {
+		t.Errorf("plainOther: a candidate of %d declared bytes", seg)
+	}
+	whole := slices.Clone(frame)
+	whole[14+6] = 0 // not a fragment: the fast path's
+	if _, _, done := d.plainOther(whole); !done {
+		t.Error("plainOther does not take the frame when it is not a fragment")
+	}
+	if _, tcp, _ := d.findSlow(layers.LinkTypeEthernet, frame); len(tcp) != 0 {
+		t.Errorf("findSlow: a segment of %d bytes", len(tcp))
 	}
 }
 

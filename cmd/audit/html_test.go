@@ -67,3 +67,35 @@ func TestPcapHerd(t *testing.T) {
 		}
 	}
 }
+
+// Without --retry_mode, audit pcap reads the mode from the fates and says
+// so; with it, the flag's mode stands.
+func TestPcapInfersMode(t *testing.T) {
+	for _, tt := range []struct {
+		port  string
+		flag  string
+		want  analyze.RetryMode
+		infer bool
+	}{
+		{port: "42419", want: analyze.RetryMode{Kind: analyze.ModeRefuse}, infer: true},
+		{port: "46841", want: analyze.RetryMode{Kind: analyze.ModeHang}, infer: true},
+		{port: "42497", want: analyze.RetryMode{}, infer: true},
+		{port: "46841", flag: "close", want: analyze.RetryMode{}},
+	} {
+		args := []string{"pcap", "--format", "json", "--port", tt.port, fixture("real-fates.pcap")}
+		if tt.flag != "" {
+			args = append(args, "--retry_mode", tt.flag)
+		}
+		_, out, _ := runAudit(t, args...)
+		var doc struct {
+			Mode     analyze.RetryMode `json:"retry_mode"`
+			Inferred bool              `json:"retry_mode_inferred"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Mode != tt.want || doc.Inferred != tt.infer {
+			t.Errorf("port %s, --retry_mode %q: mode %v inferred %v; want %v, %v", tt.port, tt.flag, doc.Mode, doc.Inferred, tt.want, tt.infer)
+		}
+	}
+}

@@ -48,8 +48,9 @@ peer in full, one peer per line. When every failing peer would pass under one
 lower cap, the report names it after the summary (JSON: summary.fits_cap_ms):
 a client run with its own cap, read without --max-backoff.
 
---retry_mode names what the retry port did (docs/spec.md §7): close (the
-default), refuse, hang, restart=DURATION, settings-close or goaway. After an
+--retry_mode names what the retry port did (docs/spec.md §7): close, refuse,
+hang, restart=DURATION, settings-close or goaway; without it, the mode is
+read from the attempts' fates (most refused, hung, or closed). After an
 attempt that hung (its fate, or the mode, says so) the window is at least
 --min-connect-timeout, and a client still waiting past that deadline fails.
 Each peer names the known deviations its chain matches (signatures).
@@ -101,7 +102,12 @@ or unreadable input.`,
 				return pcapWithRecord(cmd.OutOrStdout(), stderr, cfg, port, tr.Peers(), info, override)
 			}
 			// Every peer is verified, whatever --peer keeps.
-			aud := analyze.NewAudit(port, cfg.policy, analyze.Run{Mode: cfg.mode}, tr.Chains(), info).Only(peers...)
+			cs, inferred := tr.Chains(), false
+			if !cmd.Flags().Changed("retry_mode") {
+				cfg.mode, inferred = cs.InferMode(cfg.policy)
+			}
+			aud := analyze.NewAudit(port, cfg.policy, analyze.Run{Mode: cfg.mode}, cs, info).Only(peers...)
+			aud.ModeInferred = inferred
 			if cfg.herd {
 				aud = aud.WithHerd()
 			}

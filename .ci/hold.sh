@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-10000}
 log=$(mktemp)
-trap 'kill $srv 2>/dev/null || true; rm -f $log' EXIT
+trap 'kill $srv 2>/dev/null || true; rm -f $log $log.out' EXIT
 bin/audit server --retry_mode hang --control_port 0 --retry_port 0 >"$log.out" 2>"$log" &
 srv=$!
 for _ in $(seq 50); do grep -q "retry port" "$log.out" 2>/dev/null && break; sleep 0.1; done

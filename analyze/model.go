@@ -241,3 +241,42 @@ func (p Policy) reconnects(times []time.Time, ivs []Interval) *Reconnects {
 	}
 	return rc
 }
+
+// InferMode reads what the retry port did from the fates of the chains'
+// attempts, for a capture read without --retry_mode: the most common of
+// refused (refuse), hung (hang: as VerifyRun reads a hung attempt, with
+// p's connect timeout), succeeded then closed (settings-close: the server
+// sent a TLS ServerHello or SETTINGS; a GOAWAY inside TLS cannot be told
+// apart) and closed at once (close). ok is false when no fate is known.
+func (c *Chains) InferMode(p Policy) (m RetryMode, ok bool) {
+	var refused, hung, succeeded, closed int
+	var buf []Ending
+	for i := range c.Len() {
+		buf = c.endings(i, buf)
+		run := Run{Endings: buf}
+		for k, e := range buf {
+			switch {
+			case e.Fate == "" || e.Fate == FateUnknown:
+			case e.Fate == FateRefused:
+				refused++
+			case run.hung(k, p):
+				hung++
+			case e.ServerSent == PayloadTLSServerHello || e.ServerSent == PayloadH2Settings:
+				succeeded++
+			default:
+				closed++
+			}
+		}
+	}
+	switch most := max(refused, hung, succeeded, closed); {
+	case most == 0:
+		return RetryMode{}, false
+	case most == refused:
+		return RetryMode{Kind: ModeRefuse}, true
+	case most == hung:
+		return RetryMode{Kind: ModeHang}, true
+	case most == succeeded:
+		return RetryMode{Kind: ModeSettingsClose}, true
+	}
+	return RetryMode{}, true
+}

@@ -30,6 +30,7 @@ import (
 //	  "retry_mode": "close",               // what the retry port did (docs/spec.md §7):
 //	                                       //   close | refuse | hang | restart=5s |
 //	                                       //   settings-close | goaway
+//	  "retry_mode_inferred": true,         // only when read from the fates, no flag
 //	  "capture": {
 //	    "packets", "syns",                 // read, and SYNs to the port
 //	    "attempts", "retransmits",         // SYNs grouped by (src, dst, ISN)
@@ -94,12 +95,15 @@ import (
 //	"record":     RecordInfo: the record file a capture was read with
 //	"sessions":   [RecordSession]: each session of that record judged
 type Report struct {
-	Port    uint16       `json:"port"`
-	Policy  Policy       `json:"policy"`
-	Mode    RetryMode    `json:"retry_mode"`
-	Capture CaptureInfo  `json:"capture"`
-	Peers   []PeerReport `json:"peers"`
-	Summary Summary      `json:"summary"`
+	Port   uint16    `json:"port"`
+	Policy Policy    `json:"policy"`
+	Mode   RetryMode `json:"retry_mode"`
+	// ModeInferred is set when Mode was read from the attempts' fates
+	// (InferMode) rather than given.
+	ModeInferred bool         `json:"retry_mode_inferred,omitempty"`
+	Capture      CaptureInfo  `json:"capture"`
+	Peers        []PeerReport `json:"peers"`
+	Summary      Summary      `json:"summary"`
 
 	Session    *SessionInfo    `json:"session,omitempty"`
 	Live       *LiveInfo       `json:"live,omitempty"`
@@ -366,14 +370,17 @@ func peerOrder(v1 Verdict, a1 netip.Addr, v2 Verdict, a2 netip.Addr) int {
 // this way instead of holding every peer's attempts and intervals at once
 // (and then the whole document); NewReport builds a Report from one.
 type Audit struct {
-	Port    uint16
-	Policy  Policy
-	Mode    RetryMode
-	Capture CaptureInfo
+	Port   uint16
+	Policy Policy
+	Mode   RetryMode
+	// ModeInferred: Mode was read from the fates (InferMode).
+	ModeInferred bool
+	Capture      CaptureInfo
 	// Summary counts the peers the audit lists (see Only).
 	Summary Summary
 
-	run Run // what every chain is verified in
+	run  Run   // what every chain is verified in
+	herd *Herd // written after the summary when set (WithHerd)
 
 	chains chainSource
 	peers  []auditPeer // in report order
@@ -537,7 +544,7 @@ func (a *Audit) Only(peers ...netip.Addr) *Audit {
 
 // Report builds the whole report.
 func (a *Audit) Report() Report {
-	r := Report{Port: a.Port, Policy: a.Policy, Mode: a.Mode, Capture: a.Capture, Summary: a.Summary,
+	r := Report{Port: a.Port, Policy: a.Policy, Mode: a.Mode, ModeInferred: a.ModeInferred, Capture: a.Capture, Summary: a.Summary,
 		Peers: make([]PeerReport, len(a.peers))}
 	var buf []Attempt
 	for i, p := range a.peers {
@@ -669,6 +676,11 @@ func (a *Audit) WriteJSON(w io.Writer) error {
 	if err := member("retry_mode", a.Mode, false); err != nil {
 		return err
 	}
+	if a.ModeInferred {
+		if err := member("retry_mode_inferred", true, false); err != nil {
+			return err
+		}
+	}
 	if err := member("capture", a.Capture, false); err != nil {
 		return err
 	}
@@ -693,8 +705,13 @@ func (a *Audit) WriteJSON(w io.Writer) error {
 		bw.WriteString("\n  ")
 	}
 	bw.WriteString("],\n")
-	if err := member("summary", a.Summary, true); err != nil {
+	if err := member("summary", a.Summary, a.herd == nil); err != nil {
 		return err
+	}
+	if a.herd != nil {
+		if err := member("herd", a.herd, true); err != nil {
+			return err
+		}
 	}
 	bw.WriteString("}\n")
 	return bw.Flush()
@@ -710,7 +727,7 @@ const TablesUpTo = 20
 // peers, 9 000 tables that say ok bury the ones that failed.
 func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	writeTextHeader(bw, a.Port, a.Policy, a.Mode, a.Capture)
+	writeTextHeader(bw, a.Port, a.Policy, a.Mode, a.ModeInferred, a.Capture)
 	brief := !tables && len(a.peers) > TablesUpTo
 	err := a.writePeers(bw, func(b []byte, i int, c func() Chain) ([]byte, error) {
 		p := a.peers[i]
@@ -736,7 +753,32 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	if line := a.Summary.CapLine(); line != "" {
 		fmt.Fprintln(bw, line)
 	}
+	if a.herd != nil {
+		bw.WriteByte('\n')
+		if err := a.herd.WriteText(bw); err != nil {
+			return err
+		}
+	}
 	return bw.Flush()
+}
+
+// Write writes the report as JSON (WriteJSON) or as text (WriteText, with
+// every peer's table when tables is set).
+func (a *Audit) Write(w io.Writer, asJSON, tables bool) error {
+	if asJSON {
+		return a.WriteJSON(w)
+	}
+	return a.WriteText(w, tables)
+}
+
+// WithHerd makes the reports written after it end with the herd reading
+// of the audit's peers (Herd): a "herd" member after "summary" in JSON,
+// its lines after the summary in text. It costs about as much as
+// verifying the chains, so it is asked for, not done always.
+func (a *Audit) WithHerd() *Audit {
+	h := a.Herd()
+	a.herd = &h
+	return a
 }
 
 func maxJitter(ivs []Interval) float64 {
@@ -830,14 +872,14 @@ func (r Report) WriteText(w io.Writer) error {
 				r.Port, c.SYNs, r.Live.Iface, c.Attempts, c.Retransmits)
 			fmt.Fprintf(bw, "policy: %v%s\n", r.Policy, modeText(r.Policy, r.Mode))
 		} else {
-			writeTextHeader(bw, r.Port, r.Policy, r.Mode, r.Capture)
+			writeTextHeader(bw, r.Port, r.Policy, r.Mode, r.ModeInferred, r.Capture)
 		}
 		peers(r.Peers)
 	case r.Record != nil:
 		writeCaptureLine(bw, r.Port, r.Capture)
 		r.writeRecordText(bw, peers)
 	default:
-		writeTextHeader(bw, r.Port, r.Policy, r.Mode, r.Capture)
+		writeTextHeader(bw, r.Port, r.Policy, r.Mode, r.ModeInferred, r.Capture)
 		peers(r.Peers)
 	}
 	bw.WriteByte('\n')
@@ -905,9 +947,13 @@ func (r Report) writeRecordText(bw *bufio.Writer, peers func([]PeerReport)) {
 	}
 }
 
-func writeTextHeader(w *bufio.Writer, port uint16, p Policy, m RetryMode, c CaptureInfo) {
+func writeTextHeader(w *bufio.Writer, port uint16, p Policy, m RetryMode, inferred bool, c CaptureInfo) {
 	writeCaptureLine(w, port, c)
-	fmt.Fprintf(w, "policy: %v%s\n", p, modeText(p, m))
+	text := modeText(p, m)
+	if inferred && text != "" {
+		text += " (inferred from the fates)"
+	}
+	fmt.Fprintf(w, "policy: %v%s\n", p, text)
 }
 
 // modeText is what a report's policy line adds for a retry mode other than
@@ -1300,11 +1346,11 @@ func appendEndingJSON(b []byte, e *Ending) []byte {
 	b = appendNameJSON(b, string(e.fate()))
 	if e.Fate.Accepted() {
 		b = append(b, `,"accepted_ms":`...)
-		b = appendMS(b, e.Accepted)
+		b = AppendMS(b, e.Accepted)
 	}
 	if e.Fate.Ended() {
 		b = append(b, `,"duration_ms":`...)
-		b = appendMS(b, e.Duration)
+		b = AppendMS(b, e.Duration)
 	}
 	if e.ClientSent != "" {
 		b = append(b, `,"client_sent":`...)
@@ -1334,8 +1380,10 @@ func appendNameJSON(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// appendMS appends d in milliseconds as encoding/json writes ms(d).
-func appendMS(b []byte, d time.Duration) []byte {
+// AppendMS appends d in milliseconds as encoding/json writes
+// float64(d)/1e6, keeping every nanosecond of a whole number of them: the
+// one way a report, JSON or HTML, writes a time in ms.
+func AppendMS(b []byte, d time.Duration) []byte {
 	if ns := int64(d); ns > -1e15 && ns < 1e15 {
 		return appendWholeNS(b, ns)
 	}

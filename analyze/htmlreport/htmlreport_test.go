@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -405,21 +404,6 @@ func TestImports(t *testing.T) {
 		path, std, _ := strings.Cut(line, " ")
 		if std != "true" && path != module+"/analyze" && path != module+"/analyze/htmlreport" {
 			t.Errorf("htmlreport reaches %s: it may import only the standard library and analyze", path)
-		}
-	}
-}
-
-// TestAppendNSAsMS: whole ns in ms, written without a float, are what
-// appendJSNum writes of the float.
-func TestAppendNSAsMS(t *testing.T) {
-	r := rand.New(rand.NewPCG(9, 10))
-	ns := []int64{0, 1, -1, 999999, 1000000, 1000001, 123456789, -123456789, 1e15 - 1, -(1e15 - 1), 1e15, 1 << 62}
-	for range 100000 {
-		ns = append(ns, r.Int64N(2e15)-1e15, r.Int64N(1e12))
-	}
-	for _, v := range ns {
-		if got, want := string(appendNSAsMS(nil, v)), string(appendJSNum(nil, float64(v)/1e6)); got != want {
-			t.Errorf("appendNSAsMS(%d) = %s, want %s", v, got, want)
 		}
 	}
 }

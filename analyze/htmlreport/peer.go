@@ -269,7 +269,7 @@ func (f *formatter) appendPeerData(b []byte, p *analyze.PeerReport) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, '[')
-		b = appendNSAsMS(b, int64(a.Time.Sub(t0)))
+		b = analyze.AppendMS(b, a.Time.Sub(t0))
 		b = append(b, ',')
 		b = strconv.AppendUint(b, uint64(a.SrcPort), 10)
 		b = append(b, ',')
@@ -288,7 +288,7 @@ func (f *formatter) appendPeerData(b []byte, p *analyze.PeerReport) []byte {
 		}
 		b = append(b, '[')
 		if ns := int64(iv.Measured); ns != 0 && float64(ns)/1e6 == iv.MeasuredMS {
-			b = appendNSAsMS(b, ns)
+			b = analyze.AppendMS(b, time.Duration(ns))
 		} else { // a report read back from JSON carries no Measured
 			b = appendJSNum(b, iv.MeasuredMS)
 		}
@@ -599,37 +599,6 @@ func appendAddr(b []byte, a netip.Addr) []byte {
 func appendAttrJSON(b []byte, s string) []byte {
 	q, _ := json.Marshal(s) // a string always encodes; <, > and & as \u escapes
 	return appendEsc(b, string(q))
-}
-
-// appendNSAsMS appends ns nanoseconds in ms as appendJSNum appends
-// float64(ns)/1e6, without formatting a float: for |ns| < 1e15 the float
-// is nearer to the exact decimal than half the 1e-6 step between decimals
-// of six places, so its shortest form is that decimal, trailing zeros
-// trimmed (TestAppendNSAsMS).
-func appendNSAsMS(b []byte, ns int64) []byte {
-	if ns <= -1e15 || ns >= 1e15 {
-		return appendJSNum(b, float64(ns)/1e6)
-	}
-	if ns < 0 {
-		b = append(b, '-')
-		ns = -ns
-	}
-	b = strconv.AppendInt(b, ns/1e6, 10)
-	frac := ns % 1e6
-	if frac == 0 {
-		return b
-	}
-	var d [7]byte
-	d[0] = '.'
-	for i := 6; i >= 1; i-- {
-		d[i] = byte('0' + frac%10)
-		frac /= 10
-	}
-	n := 7
-	for d[n-1] == '0' {
-		n--
-	}
-	return append(b, d[:n]...)
 }
 
 // appendJSNum appends v as a JSON number, the shortest that reads back

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/backoff-audit/audit/analyze"
 )
 
 // audit pcap --html writes one page that opens from disk: the report's
@@ -37,5 +40,62 @@ func TestPcapHTML(t *testing.T) {
 	code, _, stderr = runAudit(t, "pcap", "--html", filepath.Join(dir, "no", "such", "dir.html"), fixture("mixed.pcapng"))
 	if code != exitUsage || !strings.Contains(stderr, "--html "+filepath.Join(dir, "no", "such", "dir.html")) {
 		t.Errorf("unwritable page: exit %d, stderr %q; want %d naming the file", code, stderr, exitUsage)
+	}
+}
+
+// audit pcap --herd ends both reports with the herd reading; without it
+// neither has one.
+func TestPcapHerd(t *testing.T) {
+	for _, herd := range []bool{false, true} {
+		args := []string{"pcap", "--format", "json", fixture("mixed.pcapng")}
+		if herd {
+			args = append(args, "--herd")
+		}
+		_, out, _ := runAudit(t, args...)
+		var doc struct {
+			Herd *analyze.Herd `json:"herd"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if (doc.Herd != nil) != herd || herd && (doc.Herd.Peers != 3 || doc.Herd.Attempts != 11) {
+			t.Errorf("--herd %v: herd %+v; want 3 peers and 11 attempts only with --herd", herd, doc.Herd)
+		}
+		_, text, _ := runAudit(t, append([]string{"pcap", fixture("mixed.pcapng")}, args[4:]...)...)
+		if got := strings.Contains(text, "herd: 3 peers, 11 attempts"); got != herd {
+			t.Errorf("--herd %v: text has the herd line: %v", herd, got)
+		}
+	}
+}
+
+// Without --retry_mode, audit pcap reads the mode from the fates and says
+// so; with it, the flag's mode stands.
+func TestPcapInfersMode(t *testing.T) {
+	for _, tt := range []struct {
+		port  string
+		flag  string
+		want  analyze.RetryMode
+		infer bool
+	}{
+		{port: "42419", want: analyze.RetryMode{Kind: analyze.ModeRefuse}, infer: true},
+		{port: "46841", want: analyze.RetryMode{Kind: analyze.ModeHang}, infer: true},
+		{port: "42497", want: analyze.RetryMode{}, infer: true},
+		{port: "46841", flag: "close", want: analyze.RetryMode{}},
+	} {
+		args := []string{"pcap", "--format", "json", "--port", tt.port, fixture("real-fates.pcap")}
+		if tt.flag != "" {
+			args = append(args, "--retry_mode", tt.flag)
+		}
+		_, out, _ := runAudit(t, args...)
+		var doc struct {
+			Mode     analyze.RetryMode `json:"retry_mode"`
+			Inferred bool              `json:"retry_mode_inferred"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Mode != tt.want || doc.Inferred != tt.infer {
+			t.Errorf("port %s, --retry_mode %q: mode %v inferred %v; want %v, %v", tt.port, tt.flag, doc.Mode, doc.Inferred, tt.want, tt.infer)
+		}
 	}
 }

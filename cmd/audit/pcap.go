@@ -24,6 +24,7 @@ type pcapConfig struct {
 	peers   []string
 	record  string
 	html    string
+	herd    bool
 	verbose bool
 }
 
@@ -47,18 +48,17 @@ peer in full, one peer per line. When every failing peer would pass under one
 lower cap, the report names it after the summary (JSON: summary.fits_cap_ms):
 a client run with its own cap, read without --max-backoff.
 
---retry_mode names what the retry port did while the capture ran
-(docs/spec.md §7): close (the interop test, the default), refuse, hang,
-restart=DURATION, settings-close or goaway. After an attempt that hung, an
-interval's window is raised to at least --min-connect-timeout, and a client
-still waiting on a hung connection past that deadline fails. Each peer's
-report names the known deviations its chain matches (signatures).
+--retry_mode names what the retry port did (docs/spec.md §7): close, refuse,
+hang, restart=DURATION, settings-close or goaway; without it, the mode is
+read from the attempts' fates (most refused, hung, or closed). After an
+attempt that hung (its fate, or the mode, says so) the window is at least
+--min-connect-timeout, and a client still waiting past that deadline fails.
+Each peer names the known deviations its chain matches (signatures).
 
---html FILE also writes the report as one HTML page that opens from disk
-(inline SVG, no external fetch): every chain drawn against its windows, the
-failing intervals marked with their reasons, the herd (attempts per second,
-waves of synchronised reconnects, jitter's spread) and, with --record, the
-kernel against the server per attempt.
+--html FILE also writes the report as one page that opens from disk: each
+chain against its windows, the herd and, with --record, kernel against server.
+--herd ends the text and JSON reports with the herd: attempts per second,
+waves of reconnects made together, and how well jitter spreads them.
 
 --record RECORD.jsonl (the file of 'audit server --record') judges each
 session of the record that overlaps the capture instead: the verified peer's
@@ -102,8 +102,16 @@ or unreadable input.`,
 				return pcapWithRecord(cmd.OutOrStdout(), stderr, cfg, port, tr.Peers(), info, override)
 			}
 			// Every peer is verified, whatever --peer keeps.
-			aud := analyze.NewAudit(port, cfg.policy, analyze.Run{Mode: cfg.mode}, tr.Chains(), info).Only(peers...)
-			if err := writeAudit(cmd.OutOrStdout(), aud, cfg.format, cfg.verbose || len(peers) > 0); err != nil {
+			cs, inferred := tr.Chains(), false
+			if !cmd.Flags().Changed("retry_mode") {
+				cfg.mode, inferred = cs.InferMode(cfg.policy)
+			}
+			aud := analyze.NewAudit(port, cfg.policy, analyze.Run{Mode: cfg.mode}, cs, info).Only(peers...)
+			aud.ModeInferred = inferred
+			if cfg.herd {
+				aud = aud.WithHerd()
+			}
+			if err := aud.Write(cmd.OutOrStdout(), cfg.format == "json", cfg.verbose || len(peers) > 0); err != nil {
 				return usageError(err)
 			}
 			if cfg.html != "" {
@@ -121,6 +129,7 @@ or unreadable input.`,
 	f.StringVar(&cfg.format, "format", cfg.format, "output format: text or json")
 	f.StringArrayVar(&cfg.peers, "peer", nil, "report only this client address (repeatable)")
 	f.BoolVarP(&cfg.verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
+	f.BoolVar(&cfg.herd, "herd", false, "end the report with the herd: attempts per second, waves of reconnects made together, jitter's spread (JSON: \"herd\")")
 	f.StringVar(&cfg.html, "html", "", "also write the report as one self-contained HTML `FILE`: each chain against its windows, the herd, the cross-check")
 	f.StringVar(&cfg.record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
 	recordAlias(f)
@@ -206,15 +215,6 @@ func (c pcapConfig) validate(portSet bool) ([]netip.Addr, error) {
 		peers = append(peers, a.Unmap())
 	}
 	return peers, nil
-}
-
-// writeAudit writes the report, one peer at a time; tables asks the text
-// report for every peer's table.
-func writeAudit(w io.Writer, aud *analyze.Audit, format string, tables bool) error {
-	if format == "json" {
-		return aud.WriteJSON(w)
-	}
-	return aud.WriteText(w, tables)
 }
 
 // pcapVerdict maps the summary to the exit status: nil only when there were

@@ -211,6 +211,20 @@ func (l *blocks[T]) add(v T) {
 	l.n++
 }
 
+// next adds a zero element and returns it, to be filled in place: adding
+// a record built aside copied it once more (attemptRec is 96 bytes).
+func (l *blocks[T]) next() *T {
+	if k := l.n >> blockBits; k < len(l.b) && len(l.b[k]) < cap(l.b[k]) {
+		b := l.b[k][:len(l.b[k])+1] // never written: blocks never shrink, and growing clears
+		l.b[k] = b
+		l.n++
+		return &b[len(b)-1]
+	}
+	var zero T
+	l.add(zero)
+	return l.at(l.n - 1)
+}
+
 // pushedSYN is a SYN as push keeps it: its tuple, time and spelling.
 type pushedSYN struct {
 	key        attemptKey
@@ -346,7 +360,7 @@ func (t *Tracker) Add(s SYN) (a Attempt, isNew bool) {
 		t.remember(i)
 		return t.rec(i).attempt(), false
 	}
-	t.open(pushedSYN{key: k, sec: sec, nsec: nsec, src4: s.Src.Addr().Is4(), dst4: s.Dst.Addr().Is4()})
+	t.open(&pushedSYN{key: k, sec: sec, nsec: nsec, src4: s.Src.Addr().Is4(), dst4: s.Dst.Addr().Is4()})
 	t.table[slot] = fp<<32 | uint64(t.attempts.n)
 	t.indexed = t.attempts.n
 	if 2*t.attempts.n > len(t.table) {
@@ -419,11 +433,12 @@ func (t *Tracker) List() []Attempt {
 }
 
 // open adds the attempt that s opens.
-func (t *Tracker) open(s pushedSYN) {
+func (t *Tracker) open(s *pushedSYN) {
 	if t.attempts.n == math.MaxInt32 {
 		panic("analyze: a Tracker holds at most 2^31-1 attempts")
 	}
-	t.attempts.add(attemptRec{key: s.key, sec: s.sec, nsec: s.nsec, last: stamp{s.sec, s.nsec}.nanos(), src4: s.src4, dst4: s.dst4})
+	r := t.attempts.next()
+	r.key, r.sec, r.nsec, r.last, r.src4, r.dst4 = s.key, s.sec, s.nsec, stamp{s.sec, s.nsec}.nanos(), s.src4, s.dst4
 }
 
 // retransmit counts a SYN at sec, nsec again for attempt i.
@@ -542,7 +557,7 @@ func (t *Tracker) settleOne(i int, f int32, attempt []int32, existed bool) int32
 			return int32(j)
 		}
 	}
-	t.open(*s)
+	t.open(s)
 	return int32(t.attempts.n - 1)
 }
 

@@ -166,3 +166,32 @@ func TestMSText(t *testing.T) {
 		t.Errorf("msText(not ok) = %q", got)
 	}
 }
+
+// TestFatesAlikeText: attempts that all ended alike get one line with the
+// range of each time their fate has (one value when all are equal); one
+// that differs in its first bytes brings the table back.
+func TestFatesAlikeText(t *testing.T) {
+	closed := func(acc, dur time.Duration, client Payload) AttemptReport {
+		return AttemptReport{Ending: Ending{Fate: FateClosed, Accepted: acc, Duration: dur, ClientSent: client}}
+	}
+	unanswered := AttemptReport{Ending: Ending{Fate: FateUnanswered, Duration: 3 * time.Second}}
+	tests := []struct {
+		name string
+		as   []AttemptReport
+		want string
+	}{
+		{"closed", []AttemptReport{closed(20*time.Microsecond, 200*time.Microsecond, PayloadH2Preface), closed(30*time.Microsecond, 250*time.Microsecond, PayloadH2Preface)},
+			"  fates: all 2 closed by server, accepted after 0.020–0.030 ms, held 0.180–0.220 ms, ended at 0.200–0.250 ms; client sent http/2 preface, server sent nothing\n"},
+		{"unanswered", []AttemptReport{unanswered, unanswered, unanswered},
+			"  fates: all 3 unanswered, ended at 3000.000 ms; client sent nothing, server sent nothing\n"},
+	}
+	for _, tt := range tests {
+		if got := string(appendFatesText(nil, tt.as)); got != tt.want {
+			t.Errorf("%s:\n got %q\nwant %q", tt.name, got, tt.want)
+		}
+	}
+	mixed := []AttemptReport{closed(20*time.Microsecond, 200*time.Microsecond, PayloadH2Preface), closed(20*time.Microsecond, 200*time.Microsecond, PayloadTLSClientHello)}
+	if got := string(appendFatesText(nil, mixed)); !strings.HasPrefix(got, fateHead) || strings.Count(got, "\n") != 3 {
+		t.Errorf("mixed first bytes: want the table, got\n%s", got)
+	}
+}

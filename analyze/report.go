@@ -1034,19 +1034,26 @@ func appendPeerText(b []byte, p PeerReport) []byte {
 var fateHead = fmt.Sprintf("  %3s %6s  %-19s %12s %16s %12s  %-16s  %s\n",
 	"#", "port", "fate", "accepted ms", "after accept ms", "ended ms", "client sent", "server sent")
 
-// appendFatesText appends the table of the attempts' fates (docs/spec.md
-// §7), one row an attempt: the fate, the time from the SYN to the
-// SYN-ACK, from the SYN-ACK to the end (how long a server that closed
-// first held the connection), and from the SYN to the end (when a client
-// that closed first gave up), and the first bytes each side sent; "-"
-// where the fate has none. Nothing when no fate is known.
+// appendFatesText appends the attempts' fates (docs/spec.md §7): the
+// fate, the time from the SYN to the SYN-ACK, from the SYN-ACK to the end
+// (how long a server that closed first held the connection), and from the
+// SYN to the end (when a client that closed first gave up), and the first
+// bytes each side sent. When every attempt ended alike (one fate, the same
+// first bytes), one line says so with the range of each time; else a
+// table, one row an attempt, "-" where the fate has none. Nothing when no
+// fate is known.
 func appendFatesText(b []byte, as []AttemptReport) []byte {
-	known := false
+	known, alike := false, true
 	for i := range as {
-		known = known || as[i].Ending.fate() != FateUnknown
+		e, f := &as[i].Ending, &as[0].Ending
+		known = known || e.fate() != FateUnknown
+		alike = alike && e.fate() == f.fate() && e.ClientSent == f.ClientSent && e.ServerSent == f.ServerSent
 	}
-	if !known {
+	switch {
+	case !known:
 		return b
+	case alike && len(as) > 1:
+		return appendFatesAlike(b, as)
 	}
 	b = append(b, fateHead...)
 	var num [64]byte
@@ -1066,19 +1073,61 @@ func appendFatesText(b []byte, as []AttemptReport) []byte {
 		b = append(b, ' ')
 		b = appendPadded(b, msText(num[:0], e.Duration, ended), 12)
 		b = append(b, "  "...)
-		client, server := string(e.ClientSent), string(e.ServerSent)
-		if client == "" {
-			client = "-"
-		}
-		if server == "" {
-			server = "-"
-		}
-		b = appendLeft(b, client, 16)
+		b = appendLeft(b, sentText(e.ClientSent), 16)
 		b = append(b, "  "...)
-		b = append(b, server...)
+		b = append(b, sentText(e.ServerSent)...)
 		b = append(b, '\n')
 	}
 	return b
+}
+
+// appendFatesAlike is appendFatesText's line for attempts that all ended
+// alike: the fate, the range of each time it has, and the first bytes.
+func appendFatesAlike(b []byte, as []AttemptReport) []byte {
+	e := &as[0].Ending
+	b = fmt.Appendf(b, "  fates: all %d %s", len(as), e.fate())
+	accepted, ended := e.Fate.Accepted(), e.Fate.Ended()
+	if accepted {
+		b = appendMSRange(b, ", accepted after ", as, func(e *Ending) time.Duration { return e.Accepted })
+	}
+	if accepted && ended {
+		b = appendMSRange(b, ", held ", as, func(e *Ending) time.Duration { return e.Duration - e.Accepted })
+	}
+	if ended {
+		b = appendMSRange(b, ", ended at ", as, func(e *Ending) time.Duration { return e.Duration })
+	}
+	client, server := string(e.ClientSent), string(e.ServerSent)
+	if client == "" {
+		client = "nothing"
+	}
+	if server == "" {
+		server = "nothing"
+	}
+	return fmt.Appendf(b, "; client sent %s, server sent %s\n", client, server)
+}
+
+// appendMSRange appends label and the range of what over the
+// attempts, in milliseconds ("0.020–0.029 ms", or one value when all are
+// equal).
+func appendMSRange(b []byte, label string, as []AttemptReport, what func(*Ending) time.Duration) []byte {
+	lo, hi := what(&as[0].Ending), what(&as[0].Ending)
+	for i := range as {
+		d := what(&as[i].Ending)
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	b = msText(append(b, label...), lo, true)
+	if hi != lo {
+		b = msText(append(b, "–"...), hi, true)
+	}
+	return append(b, " ms"...)
+}
+
+// sentText names a side's first bytes, "-" for none.
+func sentText(p Payload) string {
+	if p == "" {
+		return "-"
+	}
+	return string(p)
 }
 
 // appendLeft appends s left-aligned in width bytes: the names of fates

@@ -187,8 +187,22 @@ func NewHerd(peers []PeerReport, p Policy, m RetryMode) Herd {
 	return newHerd(hp, p, m)
 }
 
-// Herd reads the herd of r's peers.
-func (r Report) Herd() Herd { return NewHerd(r.Peers, r.Policy, r.Mode) }
+// Herd reads the herd of r's peers, or returns the one WithHerd kept.
+func (r Report) Herd() Herd {
+	if r.HerdReading != nil {
+		return *r.HerdReading
+	}
+	return NewHerd(r.Peers, r.Policy, r.Mode)
+}
+
+// WithHerd returns r with its herd reading (Herd) kept, to be written with
+// it: a "herd" member after "summary" in JSON, the herd at the end of the
+// text, as Audit.WithHerd does.
+func (r Report) WithHerd() Report {
+	h := r.Herd()
+	r.HerdReading = &h
+	return r
+}
 
 // Herd reads the herd of the audit's peers, without building their
 // reports.

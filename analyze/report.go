@@ -104,6 +104,9 @@ type Report struct {
 	Capture      CaptureInfo  `json:"capture"`
 	Peers        []PeerReport `json:"peers"`
 	Summary      Summary      `json:"summary"`
+	// HerdReading is the herd of the peers (WithHerd), written after the
+	// summary in JSON and at the end of the text.
+	HerdReading *Herd `json:"herd,omitempty"`
 
 	Session    *SessionInfo    `json:"session,omitempty"`
 	Live       *LiveInfo       `json:"live,omitempty"`
@@ -908,6 +911,12 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	if r.Live != nil {
 		fmt.Fprintln(bw, r.Live.StatsLine())
+	}
+	if r.HerdReading != nil {
+		bw.WriteByte('\n')
+		if err := r.HerdReading.WriteText(bw); err != nil {
+			return err
+		}
 	}
 	return bw.Flush()
 }

@@ -47,6 +47,8 @@ type Config struct {
 	Write string
 	// HTML, when set, is a page rewritten with each session's report.
 	HTML string
+	// Herd ends each session's report with the herd of its peers.
+	Herd bool
 	// JSON writes one JSON report per session instead of text.
 	JSON       bool
 	BufferSize int
@@ -622,6 +624,9 @@ func (a *liveAuditor) finish() {
 			a.firstFailure = first
 		}
 		a.failed++
+	}
+	if a.cfg.Herd {
+		r = r.WithHerd()
 	}
 	if a.cfg.JSON {
 		err = json.NewEncoder(a.out).Encode(r)

@@ -21,6 +21,9 @@ type RecordOptions struct {
 	// DefaultPolicy is the report's policy when Policy is nil: the one a
 	// capture without a record would be judged by.
 	DefaultPolicy analyze.Policy
+	// Herd ends the report with the herd of every chain of the capture
+	// (not only the sessions' verified peers).
+	Herd bool
 }
 
 // AuditRecord judges every session of a record file that overlaps the
@@ -98,6 +101,10 @@ func AuditRecord(opt RecordOptions, chains []analyze.Chain, capInfo analyze.Capt
 		}
 		rep.AddRecordSession(analyze.RecordSession{Session: *r.Session, Policy: s.Params.Policy,
 			Server: r.Server, CrossCheck: r.CrossCheck}, chain)
+	}
+	if opt.Herd {
+		h := analyze.NewReport(opt.Port, p, chains, capInfo).Herd()
+		rep.HerdReading = &h
 	}
 	return rep, nil
 }

@@ -66,6 +66,18 @@ func TestPcapHerd(t *testing.T) {
 			t.Errorf("--herd %v: text has the herd line: %v", herd, got)
 		}
 	}
+	// With --record, the herd is that of every chain of the capture.
+	_, out, stderr := runAudit(t, "pcap", "--herd", "--format", "json", "--record", "../../testdata/real-grpc-go.record.jsonl", "../../testdata/real-grpc-go.pcap")
+	var doc struct {
+		Herd *analyze.Herd `json:"herd"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Herd == nil || doc.Herd.Peers != 1 || doc.Herd.Attempts != 5 {
+		t.Errorf("--record --herd: herd %+v (%v); want 1 peer, 5 attempts\n%s", doc.Herd, err, stderr)
+	}
+	_, text, _ := runAudit(t, "pcap", "--herd", "--record", "../../testdata/real-grpc-go.record.jsonl", "../../testdata/real-grpc-go.pcap")
+	if !strings.Contains(text, "herd: 1 peer, 5 attempts") {
+		t.Errorf("--record --herd: the text lacks the herd line:\n%s", text)
+	}
 }
 
 // Without --retry_mode, audit pcap reads the mode from the fates and says

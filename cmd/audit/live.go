@@ -94,6 +94,7 @@ nothing could be judged or the capture failed.`,
 	f.DurationVar(&cfg.Idle, "idle", 0, "with --attach and no --record: end a session after this long without a SYN (default twice the max backoff plus the tolerance)")
 	f.Int32Var(&cfg.MaxMS, "max_reconnect_backoff_ms", 0, "with --attach and no --record: the cap sessions are judged against (0 = default 120000)")
 	f.StringVar(&cfg.HTML, "html", "", "rewrite this HTML `FILE` with each session's report (see audit pcap --help)")
+	f.BoolVar(&cfg.Herd, "herd", false, "end each session's report with the herd of its peers (see audit pcap --help)")
 	f.StringVar(&cfg.Write, "write", "", "also save every captured packet to this file (pcap, nanosecond timestamps), for 'audit pcap'")
 	f.StringVar(&format, "format", "text", "report format: text, or json (one line per session)")
 	f.IntVar(&cfg.BufferSize, "buffer", capture.DefaultLiveBuffer, "kernel capture buffer in bytes")

@@ -149,6 +149,7 @@ type liveJSON struct {
 	Foreign    []analyze.PeerCount    `json:"foreign"`
 	Server     *analyze.ServerVerdict `json:"server"`
 	CrossCheck *analyze.CrossCheck    `json:"crosscheck"`
+	Herd       *analyze.Herd          `json:"herd"`
 }
 
 func parseLiveReports(t *testing.T, lines []string) ([]liveJSON, []map[string]json.RawMessage) {
@@ -377,7 +378,7 @@ func TestPcapServerLog(t *testing.T) {
 func TestLiveForeignPeer(t *testing.T) {
 	t.Parallel()
 	firstAccept := make(chan struct{}, 1)
-	cfg := live.Config{}
+	cfg := live.Config{Herd: true}
 	cfg.Server.BeforeStamp = func(peer netip.AddrPort) {
 		if peer.Addr() == loopback {
 			select {
@@ -420,6 +421,10 @@ func TestLiveForeignPeer(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no foreign pair from 127.0.0.2:%d in %+v", foreignPort, rep.CrossCheck.Pairs)
+	}
+	// Config.Herd: the session's report ends with the herd of its peers.
+	if h := rep.Herd; h == nil || len(rep.Peers) != 1 || h.Peers != 1 || h.Attempts != len(rep.Peers[0].Attempts) {
+		t.Errorf("herd %+v; want the verified peer's %d attempts", h, len(rep.Peers[0].Attempts))
 	}
 }
 

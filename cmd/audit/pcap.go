@@ -164,7 +164,7 @@ func policyFlagsSet(f *pflag.FlagSet) bool {
 // overlaps the capture, each judged by its own policy unless override is
 // set, and maps the sessions' verdicts to the exit status.
 func pcapWithRecord(out, stderr io.Writer, cfg pcapConfig, port uint16, chains []analyze.Chain, info analyze.CaptureInfo, override *analyze.Policy) error {
-	rep, err := live.AuditRecord(live.RecordOptions{Path: cfg.record, Port: port, Policy: override, DefaultPolicy: cfg.policy}, chains, info)
+	rep, err := live.AuditRecord(live.RecordOptions{Path: cfg.record, Port: port, Policy: override, DefaultPolicy: cfg.policy, Herd: cfg.herd}, chains, info)
 	if err != nil {
 		return usageError(err)
 	}

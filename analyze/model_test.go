@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,6 +189,46 @@ func TestSignaturesShapes(t *testing.T) {
 	// A spec chain matches none.
 	if sigs := Signatures(Verify(DefaultPolicy(), chainAt(t0, 1000, 1700, 2400, 4000))); len(sigs) != 0 {
 		t.Errorf("spec chain: %+v", sigs)
+	}
+	// grpc-js's first connection starts tens of milliseconds after its
+	// timer (testdata/real-compound.pcap.gz): interval 1 is short of the
+	// 1000 ms drawn, and interval 2, drawn from 1000, is matched from
+	// 940 ± the tolerance.
+	r = Verify(DefaultPolicy(), chainAt(t0, 940, 1910, 3600, 6500))
+	if sigs := Signatures(r); len(sigs) != 1 || sigs[0].Name != SigCompounding || !strings.Contains(sigs[0].Detail, "interval 3 drifted to 3600 ms") {
+		t.Errorf("compounding after a late first connection: %+v (%s)", sigs, r.Reason())
+	}
+}
+
+// grpc-go sleeps from an attempt's end: a first attempt the server closed
+// 70 ms late lengthens interval 1 without jitter, and the wire shows it.
+func TestSignaturesFirstAttemptDuration(t *testing.T) {
+	closed := func(first time.Duration) Run {
+		run := Run{Endings: []Ending{{Fate: FateClosed, Accepted: 10 * time.Microsecond, Duration: first}}}
+		for range 3 {
+			run.Endings = append(run.Endings, Ending{Fate: FateClosed, Accepted: 10 * time.Microsecond, Duration: 200 * time.Microsecond})
+		}
+		return run
+	}
+	ts := chainAt(t0, 1112, 1747, 2248)
+	for _, tt := range []struct {
+		name  string
+		run   Run
+		wants []string
+	}{
+		{"first attempt closed late", closed(70 * time.Millisecond), nil},
+		{"first attempt closed at once", closed(200 * time.Microsecond), []string{SigFirstJittered}},
+		{"no fates", Run{}, []string{SigFirstJittered}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, s := range Signatures(VerifyRun(DefaultPolicy(), ts, tt.run)) {
+				got = append(got, s.Name)
+			}
+			if !slices.Equal(got, tt.wants) {
+				t.Errorf("signatures %q, want %q", got, tt.wants)
+			}
+		})
 	}
 }
 

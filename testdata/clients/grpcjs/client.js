@@ -29,6 +29,7 @@ if (!process.env.GRPC_NODE_TRACE && !process.env.GRPC_TRACE) {
   process.env.GRPC_NODE_TRACE = 'subchannel';
 }
 const fs = require('fs');
+const net = require('net');
 const grpc = require('@grpc/grpc-js');
 const grpcVersion = require('@grpc/grpc-js/package.json').version;
 
@@ -48,6 +49,7 @@ const FLAGS = {
   ca_file: '',
   server_host_override: 'foo.test.google.fr',
   duration_s: '540',
+  local_address: '',
 };
 
 const USAGE = `usage: client.js --server_retry_port=PORT [--server_control_port=PORT]
@@ -55,6 +57,7 @@ const USAGE = `usage: client.js --server_retry_port=PORT [--server_control_port=
   [--ca_file=PEM] [--server_host_override=foo.test.google.fr]
   [--max_reconnect_backoff_ms=MS] [--initial_reconnect_backoff_ms=MS]
   [--min_reconnect_backoff_ms=MS (not a grpc-js option: reported as ignored)]
+  [--local_address=IP (the source address of the retry port's connections)]
 A zero backoff flag leaves grpc-js's default.`;
 
 function parseFlags(argv) {
@@ -101,6 +104,24 @@ function parseFlags(argv) {
     caFile: f.ca_file,
     hostOverride: f.server_host_override,
     durationMS: duration * 1000,
+    localAddress: f.local_address,
+  };
+}
+
+// bindRetryConnections makes the retry port's connections come from
+// cfg.localAddress. grpc-js has no option for a connection's source
+// address, and on Linux every connection to 127.0.0.0/8 comes from
+// 127.0.0.1 unless bound, so clients that share a host would be one peer
+// to a capture (docs/spec.md §5.3). grpc-js opens each connection with
+// net.connect(address, callback), address {host, port}: only those calls
+// to the retry port get the local address.
+function bindRetryConnections(cfg) {
+  const connect = net.connect;
+  net.connect = function (options, ...rest) {
+    if (options && typeof options === 'object' && Number(options.port) === cfg.retryPort && !options.localAddress) {
+      options = Object.assign({}, options, { localAddress: cfg.localAddress });
+    }
+    return connect.call(this, options, ...rest);
   };
 }
 
@@ -238,6 +259,10 @@ async function main() {
     retry_target: hostPort(cfg.host, cfg.retryPort),
     tls: cfg.useTLS,
   };
+  if (cfg.localAddress !== '') {
+    bindRetryConnections(cfg);
+    out.local_address = cfg.localAddress;
+  }
   const params = encodeReconnectParams(cfg.maxBackoffMS);
   const fail = (what, err) => {
     const grpcCode = typeof err.code === 'number' ? codeName(err.code) + ': ' : '';

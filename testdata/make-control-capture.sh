@@ -59,9 +59,11 @@ if [ -z "$control" ] || [ -z "$retry" ]; then
 fi
 echo "server: control port $control, retry port $retry" >&2
 
-# Both ends are 127.0.0.1: other processes of a shared machine that connect
-# from 127.0.1.x with one of the two ports as their source port stay out.
-tcpdump -i lo -nn -U -s 0 --time-stamp-precision=nano -w "$tmp/capture.pcap" \
+# --immediate-mode: without it libpcap holds the last packets (Stop among
+# them) in a ring block that SIGINT never hands out. Both ends are
+# 127.0.0.1: other processes of a shared machine that connect from 127.0.1.x
+# with one of the two ports as their source port stay out.
+tcpdump -i lo -nn -U --immediate-mode -s 0 --time-stamp-precision=nano -w "$tmp/capture.pcap" \
 	"src host 127.0.0.1 and dst host 127.0.0.1 and (tcp port $control or tcp port $retry)" 2>"$tmp/tcpdump.log" &
 tcpdump_pid=$!
 for _ in $(seq 100); do
@@ -75,7 +77,7 @@ status=0
 	--max_reconnect_backoff_ms="$cap_ms" --deadline_s="$deadline" >"$tmp/client.out" || status=$?
 echo "client exited $status: $(cat "$tmp/client.out")" >&2
 
-sleep 0.5 # let tcpdump write the last packets
+sleep 1 # let tcpdump write the last packets
 kill -INT "$tcpdump_pid"
 wait "$tcpdump_pid" || true
 tcpdump_pid=

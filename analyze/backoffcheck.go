@@ -28,7 +28,8 @@ type IntervalPair struct {
 	// KernelMS is the kernel's measured interval (exact, in ms); 0 when
 	// the kernel's chain has no such interval. ServerMS is the server's
 	// backoff_ms entry; 0 when the server's list has none. ShiftMS is
-	// ServerMS − KernelMS when both are there.
+	// ServerMS less the kernel's interval in whole ms rounded down, as the
+	// verdicts read them, when both are there: the app delays' part.
 	KernelMS float64 `json:"kernel_ms"`
 	ServerMS int32   `json:"server_ms"`
 	ShiftMS  float64 `json:"shift_ms"`
@@ -155,7 +156,7 @@ func NewBackoffCrossCheck(in CrossInput, kernel []Attempt, backoffMS []int32) Cr
 			p.ServerMS, p.ServerOK = siv.BackoffMS, siv.OK
 		}
 		if p.InKernel && p.InServer {
-			p.ShiftMS = float64(p.ServerMS) - p.KernelMS
+			p.ShiftMS = float64(p.ServerMS) - float64(kiv.BackoffMS)
 			if kiv.OK != siv.OK {
 				c.Disagreements = append(c.Disagreements, c.shifted(kiv, siv, p.ShiftMS))
 			}
@@ -185,9 +186,9 @@ func (c CrossCheck) shifted(kiv, siv Interval, shift float64) Disagreement {
 	return Disagreement{
 		K: k, ServerK: siv.K, KernelOK: kiv.OK, ServerOK: siv.OK,
 		KernelMS: kiv.BackoffMS, ServerMS: siv.BackoffMS, ShiftMS: shift, ToleranceMS: ms(c.Tolerance),
-		Cause: fmt.Sprintf("the server's backoff_ms %d is %+.3f ms from the kernel's %.3f ms, the app delays of attempts %d and %d "+
-			"(which one, backoff_ms cannot say): kernel %d ms is %s, server %d ms is %s (window %.0f–%.0f ms, of which %.0f ms on each side is tolerance)",
-			siv.BackoffMS, shift, kiv.MeasuredMS, k, k+1, kiv.WholeMS(), kiv.Outcome, siv.BackoffMS, siv.Outcome,
+		Cause: fmt.Sprintf("the server's backoff_ms %d is %+.0f ms from the kernel's %d ms (%.3f ms measured): the app delays of attempts %d and %d "+
+			"moved it (which one, backoff_ms cannot say): kernel %d ms is %s, server %d ms is %s (window %.0f–%.0f ms, of which %.0f ms on each side is tolerance)",
+			siv.BackoffMS, shift, kiv.WholeMS(), kiv.MeasuredMS, k, k+1, kiv.WholeMS(), kiv.Outcome, siv.BackoffMS, siv.Outcome,
 			kiv.MinMS, kiv.MaxMS, ms(c.Tolerance)),
 	}
 }
@@ -205,10 +206,10 @@ func (c CrossCheck) writeBackoffText(bw *bufio.Writer) {
 			ns++
 		}
 	}
-	fmt.Fprintf(bw, "cross-check, kernel intervals of %s against the server's backoff_ms (its Stop answer; it names no address): kernel %s, server %s\n",
+	fmt.Fprintf(bw, "cross-check, kernel intervals of %s against the server's backoff_ms (its Stop answer; it names no address): kernel %s, server %s; shift is server less kernel in whole ms\n",
 		chainText(c.VerifiedPeer), Plural(nk, "interval"), Plural(ns, "interval"))
 	if len(c.Intervals) > 0 {
-		fmt.Fprintf(bw, "  %3s  %11s  %9s  %9s  %-6s  %-6s\n", "k", "kernel ms", "server ms", "shift ms", "kernel", "server")
+		fmt.Fprintf(bw, "  %3s  %11s  %9s  %9s  %-6s  %s\n", "k", "kernel ms", "server ms", "shift ms", "kernel", "server")
 	}
 	okText := func(in, ok bool) string {
 		switch {
@@ -228,9 +229,9 @@ func (c CrossCheck) writeBackoffText(bw *bufio.Writer) {
 			sms = fmt.Sprint(p.ServerMS)
 		}
 		if p.InKernel && p.InServer {
-			shift = fmt.Sprintf("%+.3f", p.ShiftMS)
+			shift = fmt.Sprintf("%+.0f", p.ShiftMS)
 		}
-		fmt.Fprintf(bw, "  %3d  %11s  %9s  %9s  %-6s  %-6s\n", p.K, kms, sms, shift,
+		fmt.Fprintf(bw, "  %3d  %11s  %9s  %9s  %-6s  %s\n", p.K, kms, sms, shift,
 			okText(p.InKernel, p.KernelOK), okText(p.InServer, p.ServerOK))
 	}
 	for _, l := range c.KernelOnly {

@@ -87,8 +87,8 @@ func TestBackoffCrossCheck(t *testing.T) {
 // verdict the server's timestamps changed to its figures.
 func TestBackoffDisagreementText(t *testing.T) {
 	c := NewBackoffCrossCheck(crossInput(), kernelChain(), []int32{1000, 1301, 1000, 1000})
-	want := "the server's backoff_ms 1301 is +301.000 ms from the kernel's 1000.000 ms, the app delays of attempts 2 and 3 " +
-		"(which one, backoff_ms cannot say): kernel 1000 ms is ok, server 1301 ms is late (window 700–1300 ms, of which 100 ms on each side is tolerance)"
+	want := "the server's backoff_ms 1301 is +301 ms from the kernel's 1000 ms (1000.000 ms measured): the app delays of attempts 2 and 3 " +
+		"moved it (which one, backoff_ms cannot say): kernel 1000 ms is ok, server 1301 ms is late (window 700–1300 ms, of which 100 ms on each side is tolerance)"
 	if len(c.Disagreements) != 1 || c.Disagreements[0].Cause != want {
 		t.Errorf("disagreements = %+v\nwant one with cause %q", c.Disagreements, want)
 	}

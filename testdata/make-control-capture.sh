@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# make-control-capture.sh records an interop run where neither side is this
-# project's: the Python ReconnectService server (interop/reconnect_server.py)
-# and the C-core client (interop/reconnect_client.py), both Debian's
-# python3-grpcio, on loopback, while tcpdump writes every TCP segment of the
-# control port and of the retry port. It leaves, next to this script:
+# make-control-capture.sh records an interop run of the C-core client
+# (interop/reconnect_client.py, Debian's python3-grpcio) on loopback, while
+# tcpdump writes every TCP segment of the server's control port and retry
+# port. The server is the Python ReconnectService (interop/reconnect_server.py,
+# also C-core: neither side is this project's), or with SERVER=audit this
+# project's `audit server`. It leaves, next to this script:
 #
 #   control-ccore.pcap     both ports, full segments, nanosecond timestamps
 #   control-ccore.json     the ports, and what the server's Stop answered
 #
-# Run it as root (tcpdump needs CAP_NET_RAW) from anywhere in the repository:
+# (control-audit.pcap and control-audit.json with SERVER=audit). Run it as
+# root (tcpdump needs CAP_NET_RAW) from anywhere in the repository:
 #   ./testdata/make-control-capture.sh
+#   SERVER=audit ./testdata/make-control-capture.sh [AUDIT_BINARY]
 # Then check it with: audit pcap testdata/control-ccore.pcap
 # (no record file: the sessions come from the control port's Start and Stop).
 #
@@ -18,8 +21,12 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-out_pcap="$here/control-ccore.pcap"
-out_json="$here/control-ccore.json"
+root=$(cd "$here/.." && pwd)
+server=${SERVER:-python}
+name=ccore
+[ "$server" = audit ] && name=audit
+out_pcap="$here/control-$name.pcap"
+out_json="$here/control-$name.json"
 deadline=${DEADLINE_S:-6}
 cap_ms=${MAX_RECONNECT_BACKOFF_MS:-2000}
 py=/usr/bin/python3 # Debian's python3-grpcio is for this interpreter (docs/spec.md §6.1)
@@ -42,19 +49,29 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$py" "$here/interop/reconnect_server.py" >"$tmp/server.out" 2>"$tmp/server.err" &
+if [ "$server" = audit ]; then
+	audit="$tmp/audit"
+	if [ -n "${1:-}" ]; then
+		audit=$(cd "$root" && realpath "$1")
+	else
+		(cd "$root" && go build -o "$audit" ./cmd/audit)
+	fi
+	"$audit" server --control_port=0 --retry_port=0 >"$tmp/server.out" 2>&1 &
+else
+	"$py" "$here/interop/reconnect_server.py" >"$tmp/server.out" 2>"$tmp/server.err" &
+fi
 server_pid=$!
 control= retry=
 for _ in $(seq 100); do
-	if read -r control retry < <(sed -nE 's/.*"control_port": ([0-9]+), "retry_port": ([0-9]+).*/\1 \2/p' "$tmp/server.out"); then
-		break
-	fi
+	control=$(sed -nE 's/.*"control_port": ([0-9]+).*/\1/p; s/.*control port \S*:([0-9]+).*/\1/p' "$tmp/server.out" | head -1)
+	retry=$(sed -nE 's/.*"retry_port": ([0-9]+).*/\1/p; s/.*retry port \S*:([0-9]+).*/\1/p' "$tmp/server.out" | head -1)
+	[ -n "$control" ] && [ -n "$retry" ] && break
 	kill -0 "$server_pid" 2>/dev/null || break
 	sleep 0.1
 done
 if [ -z "$control" ] || [ -z "$retry" ]; then
 	echo "make-control-capture: the server printed no ports:" >&2
-	cat "$tmp/server.out" "$tmp/server.err" >&2
+	cat "$tmp/server.out" "$tmp/server.err" >&2 2>/dev/null
 	exit 1
 fi
 echo "server: control port $control, retry port $retry" >&2
@@ -87,7 +104,8 @@ server_pid=
 cat "$tmp/tcpdump.log" >&2
 
 cp "$tmp/capture.pcap" "$out_pcap"
-stop=$(sed -nE 's/^\{"stop": (.*)\}$/\1/p' "$tmp/server.out" | head -1)
+# What Stop answered, as the client printed it.
+stop=$(sed -nE 's/.*("backoff_ms": \[[^]]*\]).*("passed": (true|false)).*/{\1, \2}/p' "$tmp/client.out" | head -1)
 printf '{"control_port": %s, "retry_port": %s, "max_reconnect_backoff_ms": %s, "stop": %s}\n' \
 	"$control" "$retry" "$cap_ms" "${stop:-null}" >"$out_json"
 echo "wrote $out_pcap and $out_json" >&2

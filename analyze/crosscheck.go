@@ -217,6 +217,12 @@ type CrossCheck struct {
 	Delay         DelayStats
 	Disagreements []Disagreement
 	Tolerance     time.Duration
+	// ServerSide is "" when the server's list is its accepts (a record
+	// file, the in-process server), ServerSideBackoff when it is only its
+	// Stop's backoff_ms: Pairs, ServerOnly and Delay are then empty, and
+	// Intervals sets each interval of one side against the other's.
+	ServerSide string
+	Intervals  []IntervalPair
 }
 
 // NewCrossCheck pairs the kernel's attempts with the server's accepts of
@@ -561,18 +567,24 @@ type crossJSON struct {
 	Delay         DelayStats     `json:"delay_us"`
 	Disagreements []Disagreement `json:"disagreements"`
 	ToleranceMS   float64        `json:"tolerance_ms"`
+	ServerSide    string         `json:"server_side,omitempty"`
+	Intervals     []IntervalPair `json:"intervals,omitempty"`
 }
 
 // MarshalJSON writes {"agree","verified_peer","kernel_passed","server_passed",
 // "pairs","kernel_only","server_only","delay_us":{"count","min","median",
 // "p99","max"},"disagreements":[{"k","server_k","kernel_ok","server_ok",
 // "kernel_ms","server_ms","attempt","src_port","shift_ms","tolerance_ms",
-// "cause"}],"tolerance_ms"}; lists are [] when empty, never null.
+// "cause"}],"tolerance_ms"}; lists are [] when empty, never null. A
+// cross-check against backoff_ms adds "server_side": "backoff_ms" and
+// "intervals": [{"k","kernel_ms","server_ms","shift_ms","kernel_ok",
+// "server_ok","in_kernel","in_server"}].
 func (c CrossCheck) MarshalJSON() ([]byte, error) {
 	j := crossJSON{
 		Agree: c.Agree, KernelPassed: c.KernelPassed, ServerPassed: c.ServerPassed,
 		Pairs: c.Pairs, KernelOnly: c.KernelOnly, ServerOnly: c.ServerOnly,
 		Delay: c.Delay, Disagreements: c.Disagreements, ToleranceMS: ms(c.Tolerance),
+		ServerSide: c.ServerSide, Intervals: c.Intervals,
 	}
 	if c.VerifiedPeer.IsValid() {
 		j.VerifiedPeer = c.VerifiedPeer.String()
@@ -608,6 +620,7 @@ func (c *CrossCheck) UnmarshalJSON(b []byte) error {
 		Agree: j.Agree, VerifiedPeer: chain, KernelPassed: j.KernelPassed, ServerPassed: j.ServerPassed,
 		Pairs: j.Pairs, KernelOnly: j.KernelOnly, ServerOnly: j.ServerOnly, Delay: j.Delay,
 		Disagreements: j.Disagreements, Tolerance: time.Duration(j.ToleranceMS * float64(time.Millisecond)),
+		ServerSide: j.ServerSide, Intervals: j.Intervals,
 	}
 	return nil
 }
@@ -618,6 +631,10 @@ func (c *CrossCheck) UnmarshalJSON(b []byte) error {
 // agree.
 func (c CrossCheck) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
+	if c.ServerSide == ServerSideBackoff {
+		c.writeBackoffText(bw)
+		return bw.Flush()
+	}
 	fmt.Fprintf(bw, "cross-check, kernel SYN against server accept by peer ip and port: %s, %d kernel only, %d server only\n",
 		Plural(len(c.Pairs), "pair"), len(c.KernelOnly), len(c.ServerOnly))
 	if len(c.Pairs) > 0 {
@@ -677,6 +694,25 @@ type ServerSession struct {
 	// Back is when a restarted retry port listened again (the restart
 	// event of ModeRestart); zero otherwise.
 	Back time.Time
+	// BackoffOnly is set for a session read from the server's control
+	// port: its list is only its Stop's End.BackoffMS, with no Accepts, and
+	// its verified peer is chosen from the kernel's attempts
+	// (ChoosePeerFromKernel).
+	BackoffOnly bool
+}
+
+// CrossCheck cross-checks the session's list against the kernel's
+// attempts: its accepts by peer ip and port, or for a BackoffOnly session
+// its backoff_ms interval by interval.
+func (s ServerSession) CrossCheck(in CrossInput, kernel []Attempt) CrossCheck {
+	if s.BackoffOnly {
+		var b []int32
+		if s.End != nil {
+			b = s.End.BackoffMS
+		}
+		return NewBackoffCrossCheck(in, kernel, b)
+	}
+	return NewCrossCheck(in, kernel, s.Accepts)
 }
 
 // ServerSessions groups the events of a record file (or of a server's

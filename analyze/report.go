@@ -927,12 +927,22 @@ func (r Report) WriteText(w io.Writer) error {
 // the cross-check.
 func (r Report) writeRecordText(bw *bufio.Writer, peers func([]PeerReport)) {
 	rec := r.Record
-	if rec.Policy == PolicyFromRecord {
+	switch {
+	case rec.Policy == PolicyFromRecord && rec.ControlPort != 0:
+		fmt.Fprintln(bw, "policy: each session's own, from the max_reconnect_backoff_ms of its Start call")
+	case rec.Policy == PolicyFromRecord:
 		fmt.Fprintln(bw, "policy: each session's own, from its Start line in the record")
-	} else {
+	case rec.ControlPort != 0:
+		fmt.Fprintf(bw, "policy: %v, from the command line; it overrides each session's Start call\n", r.Policy)
+	default:
 		fmt.Fprintf(bw, "policy: %v, from the command line; it overrides each session's Start line\n", r.Policy)
 	}
-	fmt.Fprintf(bw, "server record %s: %s judged", rec.Path, Plural(len(r.Sessions), "session"))
+	if rec.ControlPort != 0 {
+		fmt.Fprintf(bw, "server's control port %d (its Start and Stop calls; the server's list is Stop's backoff_ms): %s judged",
+			rec.ControlPort, Plural(len(r.Sessions), "session"))
+	} else {
+		fmt.Fprintf(bw, "server record %s: %s judged", rec.Path, Plural(len(r.Sessions), "session"))
+	}
 	for i, o := range rec.Outside {
 		if i == 0 {
 			bw.WriteString("; outside the capture, not judged:")

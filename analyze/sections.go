@@ -128,6 +128,10 @@ func NewServerVerdict(end *SessionEnd) *ServerVerdict {
 // it was judged.
 type RecordInfo struct {
 	Path string `json:"path"`
+	// ControlPort is set when the sessions were read from the server's
+	// control port in the capture (its Start and Stop calls) instead of
+	// a record file; Path is then "".
+	ControlPort uint16 `json:"control_port,omitempty"`
 	// Policy is PolicyFromRecord or PolicyFromCommandLine.
 	Policy string `json:"policy"`
 	// Outside lists the sessions that do not overlap the capture (another

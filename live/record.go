@@ -49,18 +49,30 @@ func AuditRecord(opt RecordOptions, chains []analyze.Chain, capInfo analyze.Capt
 	case err != nil:
 		return analyze.Report{}, err
 	}
+	return auditSessions(opt, analyze.ServerSessions(events), chains, capInfo, rec, p)
+}
+
+// auditSessions judges each of a server's sessions that overlaps the
+// capture, as AuditRecord describes, whatever they were read from: a
+// record file, or the server's control port. rec is the report's record
+// section, p its policy.
+func auditSessions(opt RecordOptions, all []analyze.ServerSession, chains []analyze.Chain, capInfo analyze.CaptureInfo,
+	rec *analyze.RecordInfo, p analyze.Policy) (analyze.Report, error) {
+	source := "--record " + opt.Path
+	if rec.ControlPort != 0 {
+		source = fmt.Sprintf("control port %d", rec.ControlPort)
+	}
 	var attempts []analyze.Attempt
 	for _, c := range chains {
 		attempts = append(attempts, c.Attempts...)
 	}
 	if len(attempts) == 0 {
-		return analyze.Report{}, fmt.Errorf("--record %s: the capture has no attempt to port %d to cross-check", opt.Path, opt.Port)
+		return analyze.Report{}, fmt.Errorf("%s: the capture has no attempt to port %d to cross-check", source, opt.Port)
 	}
 	first, last := attempts[0].Time, attempts[0].Time
 	for _, a := range attempts {
 		first, last = minTime(first, a.Time), maxTime(last, a.Time)
 	}
-	all := analyze.ServerSessions(events)
 	var sessions []analyze.ServerSession
 	for _, s := range all {
 		if s.Overlaps(opt.Port, first, last) {
@@ -74,8 +86,8 @@ func AuditRecord(opt RecordOptions, chains []analyze.Chain, capInfo analyze.Capt
 		rec.Outside = append(rec.Outside, o)
 	}
 	if len(sessions) == 0 {
-		return analyze.Report{}, fmt.Errorf("--record %s does not cover the capture: %s; the capture's attempts to port %d span %s – %s",
-			opt.Path, recordSpan(all), opt.Port, first.UTC().Format(analyze.TimeLayout), last.UTC().Format(analyze.TimeLayout))
+		return analyze.Report{}, fmt.Errorf("%s does not cover the capture: %s; the capture's attempts to port %d span %s – %s",
+			source, recordSpan(all), opt.Port, first.UTC().Format(analyze.TimeLayout), last.UTC().Format(analyze.TimeLayout))
 	}
 	capInfo.Attempts, capInfo.Retransmits = len(attempts), 0
 	for _, c := range chains {
@@ -90,7 +102,7 @@ func AuditRecord(opt RecordOptions, chains []analyze.Chain, capInfo analyze.Capt
 		ls := &liveSession{number: s.Number, server: true, offline: true, start: s.Start, startPeer: s.Peer,
 			maxMS: s.Params.MaxReconnectBackoffMS, policy: s.Params.Policy, accepts: s.Accepts,
 			end: s.End, endTime: s.EndTime, late: s.Late, cause: analyze.CauseNoEnd, peer: s.Peer.Addr().Unmap(),
-			mode: s.Params.Mode, back: s.Back}
+			mode: s.Params.Mode, back: s.Back, backoffOnly: s.BackoffOnly}
 		if s.End != nil {
 			ls.cause = s.End.Cause
 		}

@@ -28,9 +28,12 @@ type liveSession struct {
 	policy    analyze.Policy
 	// mode is what the retry port did (docs/spec.md §7.1), and back when
 	// a restarted port listened again.
-	mode    analyze.RetryMode
-	back    time.Time
-	accepts []analyze.Accept
+	mode analyze.RetryMode
+	back time.Time
+	// backoffOnly marks a session read from the server's control port:
+	// its list is only its Stop's backoff_ms (analyze.ServerSession).
+	backoffOnly bool
+	accepts     []analyze.Accept
 	// late are the accepts just after the session ended (session 0).
 	late    []analyze.Accept
 	end     *analyze.SessionEnd
@@ -90,6 +93,7 @@ func (s *liveSession) serverSession() analyze.ServerSession {
 		Number: s.number, Start: s.start, Peer: s.startPeer,
 		Params:  analyze.SessionParams{MaxReconnectBackoffMS: s.maxMS, Policy: s.policy, Mode: s.mode},
 		Accepts: s.accepts, End: s.end, EndTime: s.endTime, Late: s.late, Back: s.back,
+		BackoffOnly: s.backoffOnly,
 	}
 }
 
@@ -129,6 +133,11 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 	if live != nil {
 		lost = live.Lost()
 	}
+	if s.backoffOnly && s.end != nil {
+		ss := s.serverSession()
+		ss.ChoosePeerFromKernel(attempts)
+		s.end = ss.End
+	}
 	input := s.serverSession().Input(captureStart, lost)
 	input.Offline = s.offline
 	input.CaptureEnd, input.CaptureEndCause = s.captureEnd, s.captureEndCause
@@ -143,6 +152,16 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 		chain = s.serverSession().VerifiedPeer()
 		if s.end != nil {
 			reason = s.end.VerifiedReason
+		}
+		if s.backoffOnly && s.end == nil { // open: its Stop did not come
+			var connected []netip.Addr
+			for _, a := range inside {
+				if p := a.Src.Addr().Unmap(); !slices.Contains(connected, p) {
+					connected = append(connected, p)
+				}
+			}
+			chain, reason = analyze.ChooseVerifiedPeer(s.startPeer.Addr(), connected)
+			input.VerifiedPeer = chain
 		}
 	} else if len(inside) > 0 {
 		chain = inside[0].Src.Addr().Unmap()
@@ -212,7 +231,7 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 		return r
 	}
 	r.Server = analyze.NewServerVerdict(s.end)
-	cc := analyze.NewCrossCheck(input, attempts, s.accepts)
+	cc := s.serverSession().CrossCheck(input, attempts)
 	r.CrossCheck = &cc
 	return r
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/netip"
 	"strings"
 
@@ -23,6 +21,7 @@ type pcapConfig struct {
 	format  string
 	peers   []string
 	record  string
+	control uint16
 	html    string
 	herd    bool
 	verbose bool
@@ -68,8 +67,17 @@ the two lists. A record that overlaps no part of the capture (another day,
 another retry port) is an input error; sessions outside it are named and not
 judged. --peer does not go with --record.
 
-Exit 0 when every peer (every session, with --record) passes, 1 when one
-fails or made too few attempts (with --record the last line names the
+Without --record, the sessions come from the server's control port when
+the capture holds it (docs/spec.md §5.6): --control_port, or the port whose
+plaintext HTTP/2 connections call /grpc.testing.ReconnectService/Start.
+Each Start begins a session judged by its own max_reconnect_backoff_ms,
+its Stop's ReconnectInfo is the server's verdict, and backoff_ms is
+cross-checked against the kernel's intervals one by one. Any
+ReconnectService works, the C++ reference included; --peer skips the
+detection.
+
+Exit 0 when every peer (every session, with --record or a control port)
+passes, 1 when one fails or made too few attempts (then the last line names the
 session, which verdict failed, kernel or server, and why), 2 for bad flags
 or unreadable input.`,
 		Args: cobra.MinimumNArgs(1),
@@ -86,20 +94,21 @@ or unreadable input.`,
 			for _, w := range info.Warnings() {
 				fmt.Fprintf(stderr, "audit: warning: %s\n", w)
 			}
-			port := cfg.port
-			if port == 0 {
-				if port, err = pt.OnlyPort(); err != nil {
-					return usageError(err)
-				}
+			ctl, port, err := live.ChoosePorts(files, pt, cfg.port, cfg.control, cfg.record == "" && len(peers) == 0, stderr)
+			if err != nil {
+				return usageError(err)
 			}
 			tr := pt.Tracker(port)
 			info.SYNs = uint64(tr.SYNs())
+			opt := live.RecordOptions{Path: cfg.record, Port: port, DefaultPolicy: cfg.policy, Herd: cfg.herd}
+			if policyFlagsSet(cmd.Flags()) {
+				opt.Policy = &cfg.policy
+			}
 			if cfg.record != "" {
-				var override *analyze.Policy
-				if policyFlagsSet(cmd.Flags()) {
-					override = &cfg.policy
-				}
-				return pcapWithRecord(cmd.OutOrStdout(), stderr, cfg, port, tr.Peers(), info, override)
+				return pcapSessions(cmd, cfg)(live.AuditRecord(opt, tr.Peers(), info))
+			}
+			if ctl != nil {
+				return pcapSessions(cmd, cfg)(live.AuditControl(opt, ctl, tr.Peers(), info))
 			}
 			// Every peer is verified, whatever --peer keeps.
 			cs, inferred := tr.Chains(), false
@@ -132,6 +141,7 @@ or unreadable input.`,
 	f.BoolVar(&cfg.herd, "herd", false, "end the report with the herd: attempts per second, waves of reconnects made together, jitter's spread (JSON: \"herd\")")
 	f.StringVar(&cfg.html, "html", "", "also write the report as one self-contained HTML `FILE`: each chain against its windows, the herd, the cross-check")
 	f.StringVar(&cfg.record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
+	f.Uint16Var(&cfg.control, "control_port", 0, "the server's control port in the capture, whose Start and Stop calls give the sessions (default: detected)")
 	recordAlias(f)
 	return cmd
 }
@@ -160,36 +170,19 @@ func policyFlagsSet(f *pflag.FlagSet) bool {
 	return false
 }
 
-// pcapWithRecord writes the report of every session of the record that
-// overlaps the capture, each judged by its own policy unless override is
-// set, and maps the sessions' verdicts to the exit status.
-func pcapWithRecord(out, stderr io.Writer, cfg pcapConfig, port uint16, chains []analyze.Chain, info analyze.CaptureInfo, override *analyze.Policy) error {
-	rep, err := live.AuditRecord(live.RecordOptions{Path: cfg.record, Port: port, Policy: override, DefaultPolicy: cfg.policy, Herd: cfg.herd}, chains, info)
-	if err != nil {
-		return usageError(err)
+// pcapSessions writes a report of sessions (of a record file or of the
+// control port) and maps their verdicts to the exit status.
+func pcapSessions(cmd *cobra.Command, cfg pcapConfig) func(analyze.Report, error) error {
+	return func(rep analyze.Report, err error) error {
+		if err != nil {
+			return usageError(err)
+		}
+		failed, total, first, err := live.WriteSessions(cmd.OutOrStdout(), cmd.ErrOrStderr(), rep, cfg.format == "json", cfg.html)
+		if err != nil {
+			return usageError(err)
+		}
+		return sessionsVerdict(failed, total, first)
 	}
-	for _, w := range rep.Record.Warnings {
-		fmt.Fprintf(stderr, "audit: warning: %s\n", w)
-	}
-	if n := len(rep.Record.Outside); n > 0 {
-		fmt.Fprintf(stderr, "audit: warning: %s of %s lie outside the capture (another time or retry port): not judged\n",
-			analyze.Plural(n, "session"), cfg.record)
-	}
-	if cfg.format == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = rep.WriteText(out)
-	}
-	if err == nil && cfg.html != "" {
-		err = htmlreport.WriteFile(cfg.html, rep, rep.Herd())
-	}
-	if err != nil {
-		return usageError(err)
-	}
-	failed, total, first := rep.Failures()
-	return sessionsVerdict(failed, total, first)
 }
 
 // validate checks the flags and parses --peer.
@@ -200,8 +193,11 @@ func (c pcapConfig) validate(portSet bool) ([]netip.Addr, error) {
 	if err := c.policy.Validate(); err != nil {
 		return nil, fmt.Errorf("policy: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
-	if c.record != "" && len(c.peers) > 0 {
-		return nil, fmt.Errorf("--peer with --record: each session of a record judges its own verified peer")
+	if (c.record != "" || c.control != 0) && len(c.peers) > 0 {
+		return nil, fmt.Errorf("--peer with --record or --control_port: each session judges its own verified peer")
+	}
+	if c.record != "" && c.control != 0 {
+		return nil, fmt.Errorf("--control_port with --record: the sessions come from one of the two")
 	}
 	if c.format != "text" && c.format != "json" {
 		return nil, fmt.Errorf("--format %q: must be text or json", c.format)

@@ -1,0 +1,162 @@
+// Package control reads the sessions of a ReconnectService from its control
+// port: the Start and Stop calls that the h2 decoder finds on the port's
+// plaintext HTTP/2 connections, turned into the events of a server's record
+// (analyze.RecordEvent), so that a capture of any server, the C++
+// reference or another library's, is cross-checked as a record file is
+// (docs/spec.md §5.6). Start gives a session's caller, time and cap; Stop
+// ends it with ReconnectInfo's passed and backoff_ms, the only list such a
+// server gives.
+package control
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/h2"
+)
+
+// The method paths of docs/spec.md §2.2.
+const (
+	StartMethod = "/grpc.testing.ReconnectService/Start"
+	StopMethod  = "/grpc.testing.ReconnectService/Stop"
+)
+
+// CallKind says which ReconnectService method a call is.
+type CallKind uint8
+
+const (
+	Start CallKind = iota + 1
+	Stop
+)
+
+// Call is one ReconnectService call of the control port.
+type Call struct {
+	Kind CallKind
+	// Time is when the request's HEADERS crossed the interface: the
+	// session starts (Start) or ends (Stop) on the server a moment later.
+	Time time.Time
+	// Caller is the client end of the call's connection.
+	Caller netip.AddrPort
+	// Status is the call's grpc-status by name, "" when the connection
+	// ended (or the capture did) before it came.
+	Status string
+	// MaxMS is Start's max_reconnect_backoff_ms (0 = default).
+	MaxMS int32
+	// Info is Stop's decoded answer; nil when none was decoded.
+	Info *h2.ReconnectInfo
+}
+
+// IsControl reports whether a decoded connection calls the
+// ReconnectService: the mark of a control port.
+func IsControl(r *h2.Report) bool {
+	return slices.ContainsFunc(r.Streams, func(s h2.Stream) bool {
+		return s.Method == StartMethod || s.Method == StopMethod
+	})
+}
+
+// Calls returns the Start and Stop calls of the connections, in time
+// order.
+func Calls(conns []*h2.Report) []Call {
+	var out []Call
+	for _, r := range conns {
+		for _, s := range r.Streams {
+			c := Call{Time: s.Start, Caller: r.Client, Status: s.GRPCStatus}
+			switch s.Method {
+			case StartMethod:
+				c.Kind = Start
+				if s.ReconnectParams != nil {
+					c.MaxMS = s.ReconnectParams.MaxReconnectBackoffMs
+				}
+			case StopMethod:
+				c.Kind = Stop
+				c.Info = s.ReconnectInfo
+			default:
+				continue
+			}
+			out = append(out, c)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Call) int { return cmp.Or(a.Time.Compare(b.Time), cmp.Compare(a.Kind, b.Kind)) })
+	return out
+}
+
+// Sessions numbers the calls' sessions as a server numbers them, and gives
+// them as its record would: a Start that did not fail begins session
+// n+1; a Stop that answered a ReconnectInfo ends the session then open.
+// A Start that failed, or a Stop that failed or whose answer was not
+// decoded, ends nothing: with a server that refuses a Stop without a
+// Start, nothing was open.
+type Sessions struct {
+	n    int
+	open bool
+	// policy is the open session's, for the reason of a failed Stop.
+	policy analyze.Policy
+}
+
+// Event turns one call into the event of a record; ok is false for a call
+// that neither begins nor ends a session.
+func (s *Sessions) Event(c Call) (e analyze.RecordEvent, ok bool) {
+	switch {
+	case c.Kind == Start && (c.Status == "" || c.Status == "OK"):
+		s.n++
+		s.open, s.policy = true, analyze.ReferencePolicy(c.MaxMS)
+		return analyze.RecordEvent{Event: analyze.EventStart, Time: c.Time, Session: s.n, Peer: c.Caller,
+			Params: &analyze.SessionParams{MaxReconnectBackoffMS: c.MaxMS, Policy: analyze.ReferencePolicy(c.MaxMS)}}, true
+	case c.Kind == Stop && s.open && c.Status == "OK" && c.Info != nil:
+		s.open = false
+		return analyze.RecordEvent{Event: analyze.EventStop, Time: c.Time, Session: s.n, Peer: c.Caller, End: End(c.Info, s.policy)}, true
+	}
+	return analyze.RecordEvent{}, false
+}
+
+// Events is every call's event, in order.
+func Events(calls []Call) []analyze.RecordEvent {
+	var s Sessions
+	var out []analyze.RecordEvent
+	for _, c := range calls {
+		if e, ok := s.Event(c); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ServerSessions is the sessions of the calls, as analyze.ServerSessions
+// groups a record's, each marked BackoffOnly: its list is its Stop's
+// backoff_ms.
+func ServerSessions(calls []Call) []analyze.ServerSession {
+	ss := analyze.ServerSessions(Events(calls))
+	for i := range ss {
+		ss[i].BackoffOnly = true
+	}
+	return ss
+}
+
+// End is the outcome of a session judged by p as its Stop answered it.
+// The answer names no verified peer: it is chosen from the kernel's
+// attempts (analyze.ServerSession.ChoosePeerFromKernel).
+func End(info *h2.ReconnectInfo, p analyze.Policy) *analyze.SessionEnd {
+	end := &analyze.SessionEnd{Cause: analyze.CauseStop, Passed: info.Passed, Verdict: analyze.Passed,
+		BackoffMS: slices.Clone(info.BackoffMs), Foreign: []analyze.PeerCount{}}
+	if end.BackoffMS == nil {
+		end.BackoffMS = []int32{}
+	}
+	if len(end.BackoffMS) > 0 {
+		end.Attempts = len(end.BackoffMS) + 1
+		end.VerifiedAttempts = end.Attempts
+	}
+	switch {
+	case info.Passed:
+	case len(end.BackoffMS) == 0:
+		end.Verdict, end.Reason = analyze.TooFew, "Stop answered passed=false with no interval"
+	default:
+		end.Verdict, end.Reason = analyze.Failed, "Stop answered passed=false"
+		if r := analyze.VerifyBackoff(p, end.BackoffMS).Reason(); r != "" {
+			end.Reason += "; over its backoff_ms, " + r
+		}
+	}
+	return end
+}

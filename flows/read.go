@@ -1,0 +1,125 @@
+package flows
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/h2"
+)
+
+// Result is what ReadFiles found.
+type Result struct {
+	// Files lists each file as capture.ReadFile found it.
+	Files []analyze.FileInfo `json:"files"`
+	// Conns are the decoded connections, in order of start; Findings
+	// index them (h2.Finding.Conn).
+	Conns    []Conn       `json:"connections"`
+	Findings []h2.Finding `json:"findings"`
+}
+
+// Reports returns the connections' h2 reports, in the order of Conns.
+func (r *Result) Reports() []*h2.Report {
+	out := make([]*h2.Report, len(r.Conns))
+	for i, c := range r.Conns {
+		out[i] = c.Report
+	}
+	return out
+}
+
+// Problems counts the findings that are problems (h2.Finding.Problem).
+func (r *Result) Problems() int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Problem {
+			n++
+		}
+	}
+	return n
+}
+
+// ReadFiles reads capture files, in the order given (a rotated set in
+// time order), through one Assembler, and diagnoses the connections
+// decoded. Only the TCP segments of opt.Ports (of every port when it is
+// empty) are handed out by the readers. The first file that cannot be
+// read stops the read with capture.ReadFile's error, which names the file
+// and the offset.
+func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, error) {
+	res := &Result{Conns: []Conn{}}
+	a := NewAssembler(opt, func(c Conn) { res.Conns = append(res.Conns, c) })
+	for _, path := range paths {
+		st, err := capture.ReadFile(path, capture.Options{Payloads: a.Add, PayloadPorts: opt.Ports}, func(analyze.SYN) {})
+		if err != nil {
+			return nil, err
+		}
+		res.Files = append(res.Files, st)
+	}
+	a.Close()
+	slices.SortStableFunc(res.Conns, func(x, y Conn) int {
+		return cmp.Or(x.Report.Start.Compare(y.Report.Start), x.Report.Client.Compare(y.Report.Client))
+	})
+	res.Findings = h2.Diagnose(res.Reports(), diag)
+	if res.Findings == nil {
+		res.Findings = []h2.Finding{}
+	}
+	return res, nil
+}
+
+// AuditOptions are the settings of `audit h2`, as its flags give them.
+type AuditOptions struct {
+	// Ports are the ports whose every connection is decoded; empty: any
+	// port's HTTP/2 connections (Options.Ports).
+	Ports []uint
+	// Retry, when set, is the retry policy retried RPCs are checked
+	// against (h2.DiagnoseOptions.Retry).
+	Retry *h2.RetryPolicy
+	// Format is the report's format, "text" or "json" (Report.Write).
+	Format string
+}
+
+// Audit checks opt, reads files as ReadFiles does, and builds the report
+// `audit h2` prints. Its errors name the flag or the file at fault.
+func Audit(files []string, opt AuditOptions) (*Report, error) {
+	if opt.Format != "text" && opt.Format != "json" {
+		return nil, fmt.Errorf("--format %q: must be text or json", opt.Format)
+	}
+	if opt.Retry != nil {
+		if err := checkRetry(*opt.Retry); err != nil {
+			return nil, err
+		}
+	}
+	var ps []uint16
+	for _, p := range opt.Ports {
+		if p == 0 || p > 65535 {
+			return nil, fmt.Errorf("--port %d: a port is 1–65535", p)
+		}
+		ps = append(ps, uint16(p))
+	}
+	res, err := ReadFiles(files, Options{Ports: ps}, h2.DiagnoseOptions{Retry: opt.Retry})
+	if err != nil {
+		return nil, err
+	}
+	return NewReport(files, res), nil
+}
+
+// checkRetry checks a retry policy as gRFC A6 ("Validation of
+// retryPolicy") does.
+func checkRetry(p h2.RetryPolicy) error {
+	var errs []error
+	if p.MaxAttempts < 2 {
+		errs = append(errs, fmt.Errorf("--retry-max-attempts %d: must be at least 2", p.MaxAttempts))
+	}
+	if p.InitialBackoff <= 0 {
+		errs = append(errs, fmt.Errorf("--retry-initial-backoff %v: must be positive", p.InitialBackoff))
+	}
+	if p.MaxBackoff <= 0 {
+		errs = append(errs, fmt.Errorf("--retry-max-backoff %v: must be positive", p.MaxBackoff))
+	}
+	if p.BackoffMultiplier <= 0 {
+		errs = append(errs, fmt.Errorf("--retry-multiplier %v: must be positive", p.BackoffMultiplier))
+	}
+	return errors.Join(errs...)
+}

@@ -39,6 +39,12 @@ type SegmentView struct {
 	// Flags and Sent are a Segment's.
 	Flags uint8
 	Sent  Payload
+	// Payload is the bytes the segment carries, as far as they were
+	// captured, a slice of the packet; PayloadLen is how many it carries,
+	// as its IP header declares them: more than len(Payload) when the
+	// capture's snap length cut the packet.
+	Payload    []byte
+	PayloadLen int
 }
 
 // Segment returns the Segment v describes. An address of another length

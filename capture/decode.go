@@ -78,6 +78,9 @@ type Decoder struct {
 	// other counts the TCP segments that are not SYNs, of any port: none
 	// in a capture made with a SYN filter.
 	other uint64
+	// anyTCP makes find return every sound TCP segment, whatever its flags
+	// and ports, and count nothing: the decoder of Options.Payloads.
+	anyTCP bool
 }
 
 // portSet is a set of TCP ports, a bit each.
@@ -147,7 +150,9 @@ func (d *Decoder) viewOf(v *analyze.SegmentView, ip, tcp []byte, sec int64, nsec
 	v.Seq, v.Ack, v.Flags = binary.BigEndian.Uint32(tcp[4:]), binary.BigEndian.Uint32(tcp[8:]), tcp[13]
 	v.Sec, v.Nsec = sec, nsec
 	v.Sent = analyze.PayloadNone
-	if data := dataOf(ip, tcp); len(data) > 0 {
+	data, n := dataOf(ip, tcp)
+	v.Payload, v.PayloadLen = data, n
+	if len(data) > 0 {
 		v.Sent = analyze.PayloadOf(data, d.watched(v.SrcPort, v.SrcPort))
 	}
 }
@@ -166,8 +171,9 @@ func addrsOf(ip, tcp []byte) (src, dst netip.AddrPort) {
 // dataOf returns the bytes a segment find located carries, as far as they
 // were captured: up to the length its IP header declares (a short frame's
 // Ethernet padding is not data), or to the end of the frame when it
-// declares none.
-func dataOf(ip, tcp []byte) []byte {
+// declares none; and how many it carries, as declared (the captured
+// length when the header declares none).
+func dataOf(ip, tcp []byte) (data []byte, n int) {
 	doff := int(tcp[12]>>4) * 4
 	end := len(tcp)
 	off := len(ip) - len(tcp) // of the TCP header in the IP packet
@@ -177,13 +183,17 @@ func dataOf(ip, tcp []byte) []byte {
 	} else if n := int(binary.BigEndian.Uint16(ip[4:])); n != 0 {
 		declared = 40 + n
 	}
-	if declared > 0 && declared-off < end {
-		end = declared - off
+	n = end - doff
+	if declared > 0 {
+		n = declared - off - doff
+		if declared-off < end {
+			end = declared - off
+		}
 	}
 	if doff >= end {
-		return nil
+		return nil, max(n, 0)
 	}
-	return tcp[doff:end]
+	return tcp[doff:end], max(n, 0)
 }
 
 // find locates a SYN, or a segment of a watched port (see segment): the
@@ -617,6 +627,9 @@ func (d *Decoder) tcp(t []byte, payload int) (ok bool, skip string) {
 	if len(t) < 14 {
 		return false, SkipTruncatedTCP
 	}
+	if d.anyTCP {
+		return soundTCP(t, payload), ""
+	}
 	if t[13]&(tcpSYN|tcpACK) != tcpSYN {
 		d.other++
 		return d.segment(t, payload), ""
@@ -632,4 +645,31 @@ func (d *Decoder) tcp(t []byte, payload int) (ok bool, skip string) {
 		return false, SkipTCPBeyond
 	}
 	return true, ""
+}
+
+// soundTCP reports whether t, a TCP header in a segment of seg bytes as
+// its IP header declares them (-1: undeclared), is whole and has a data
+// offset within the segment and the capture.
+func soundTCP(t []byte, seg int) bool {
+	if len(t) < 20 || seg >= 0 && seg < 20 {
+		return false
+	}
+	doff := int(t[12]>>4) * 4
+	return doff >= 20 && doff <= len(t) && (seg < 0 || doff <= seg)
+}
+
+// anySegment returns the IP and TCP headers of any sound TCP segment,
+// or nothing: the decoding of Options.Payloads, made by a Decoder of its
+// own (anyTCP), so that the other decoder's counts stay what they were.
+func (d *Decoder) anySegment(lt layers.LinkType, frame []byte) (ip, tcp []byte) {
+	if lt == layers.LinkTypeEthernet {
+		if ihl, seg := plainTCP(frame); ihl > 0 {
+			if t := frame[14+ihl:]; soundTCP(t, seg) {
+				return frame[14:], t
+			}
+			return nil, nil
+		}
+	}
+	ip, tcp, _ = d.findSlow(lt, frame)
+	return ip, tcp
 }

@@ -159,7 +159,7 @@ func checkSegments(t *testing.T, plain *Decoder, lt layers.LinkType, frame []byt
 	if !s.Src.IsValid() || !s.Dst.IsValid() || s.Src.Addr().Is4In6() || s.Dst.Addr().Is4In6() {
 		t.Fatalf("segment addresses: %v %v", s.Src, s.Dst)
 	}
-	if data := dataOf(ip, tcp); s.Sent != analyze.PayloadOf(data, s.Src.Port() == port) || len(data) > len(tcp) {
+	if data, _ := dataOf(ip, tcp); s.Sent != analyze.PayloadOf(data, s.Src.Port() == port) || len(data) > len(tcp) {
 		t.Fatalf("segment sent %q from % x", s.Sent, data)
 	}
 }

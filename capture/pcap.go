@@ -47,6 +47,7 @@ func (rd *reader) pcap(o order, nano bool) error {
 	b.advance(24)
 
 	fast := lt == layers.LinkTypeEthernet && unknownLT == ""
+	pay := rd.pay != nil && unknownLT == ""
 	for {
 		// Every record wholly in the buffer is handled in place, without
 		// asking the buffer per record; Ethernet frames that are not SYNs
@@ -62,6 +63,9 @@ func (rd *reader) pcap(o order, nano bool) error {
 			n := 16 + int(incl)
 			rec := buf[i : i+n]
 			i += n
+			if pay {
+				rd.payload(lt, rec[16:], int64(o.u32(rec)), int64(o.u32(rec[4:]))*mult)
+			}
 			if fast {
 				if off, seg := rd.dec.plainOther(rec[16:]); off != 0 {
 					packets++

@@ -212,6 +212,9 @@ func (rd *reader) packet(o order, typ uint32, section *ngSection, body []byte, o
 		return
 	}
 	sec, nsec := ifc.time(uint64(o.u32(body[4:]))<<32 | uint64(o.u32(body[8:])))
+	if rd.pay != nil {
+		rd.payload(ifc.lt, body[20:20+caplen], sec, nsec)
+	}
 	rd.frame(ifc.lt, body[20:20+caplen], sec, nsec)
 }
 

@@ -30,6 +30,13 @@ type Options struct {
 	// Port 0, any port a SYN went to before them) with SYN-ACK, RST or FIN
 	// set, or that carry bytes. The view is valid only during the call.
 	Segments func(*analyze.SegmentView)
+	// Payloads, when set, is called with every TCP segment to or from one
+	// of PayloadPorts (from any port when PayloadPorts is empty), SYNs and
+	// pure ACKs included, with its Payload: what TCP reassembly (package
+	// flows) reads. It does not change what fn and Segments get. The view
+	// is valid only during the call.
+	Payloads     func(*analyze.SegmentView)
+	PayloadPorts []uint16
 }
 
 // Record problems counted in analyze.FileInfo.Skipped.
@@ -138,6 +145,17 @@ func readSource(name string, r io.Reader, size int64, opt Options, fn func(analy
 			rd.dec.watch(rd.port)
 		}
 	}
+	if opt.Payloads != nil {
+		rd.pay = opt.Payloads
+		rd.pdec = NewDecoder()
+		rd.pdec.anyTCP = true
+		if len(opt.PayloadPorts) > 0 {
+			rd.payPorts = new(portSet)
+			for _, p := range opt.PayloadPorts {
+				rd.payPorts.add(p)
+			}
+		}
+	}
 	err := rd.run()
 	st.OtherTCP = rd.dec.other
 	b.close()
@@ -162,6 +180,12 @@ type reader struct {
 	// segFn receives the segments of Options.Segments, in view.
 	segFn func(*analyze.SegmentView)
 	view  analyze.SegmentView
+	// pay receives the segments of Options.Payloads, of the ports of
+	// payPorts (nil: any), decoded by pdec into pview.
+	pay      func(*analyze.SegmentView)
+	payPorts *portSet
+	pdec     *Decoder
+	pview    analyze.SegmentView
 }
 
 const (
@@ -262,16 +286,35 @@ func (rd *reader) frame(lt layers.LinkType, data []byte, sec, nsec int64) {
 	rd.fn(syn)
 }
 
-// segment hands a segment find returned to segFn.
-func (rd *reader) segment(ip, tcp []byte, sec, nsec int64) {
+// payload hands a TCP segment of a payload port to pay.
+func (rd *reader) payload(lt layers.LinkType, data []byte, sec, nsec int64) {
+	ip, tcp := rd.pdec.anySegment(lt, data)
+	if len(tcp) == 0 {
+		return
+	}
+	if p := rd.payPorts; p != nil && !p.has(binary.BigEndian.Uint16(tcp)) && !p.has(binary.BigEndian.Uint16(tcp[2:])) {
+		return
+	}
+	sec, nsec = normalNsec(sec, nsec)
+	rd.pdec.viewOf(&rd.pview, ip, tcp, sec, int32(nsec))
+	rd.pay(&rd.pview)
+}
+
+// normalNsec normalises nanoseconds as time.Unix does: a pcap
+// microsecond field may pass a second.
+func normalNsec(sec, nsec int64) (int64, int64) {
 	if uint64(nsec) >= 1e9 {
-		// As time.Unix normalises them: a pcap microsecond field may
-		// pass a second.
 		sec, nsec = sec+nsec/1e9, nsec%1e9
 		if nsec < 0 {
 			sec, nsec = sec-1, nsec+1e9
 		}
 	}
+	return sec, nsec
+}
+
+// segment hands a segment find returned to segFn.
+func (rd *reader) segment(ip, tcp []byte, sec, nsec int64) {
+	sec, nsec = normalNsec(sec, nsec)
 	rd.dec.viewOf(&rd.view, ip, tcp, sec, int32(nsec))
 	rd.segFn(&rd.view)
 }

@@ -17,7 +17,7 @@ const module = "github.com/backoff-audit/audit"
 // capture; only cmd imports it. internal/testutil, the tests' shared
 // helpers, reaches no package of the module, so any test may import it.
 // The HTTP/2 decoder reads bytes and the wire types, nothing that captures
-// or serves.
+// or serves; flows joins it to the capture readers, and serves nothing.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string
@@ -30,6 +30,7 @@ func TestImportGraph(t *testing.T) {
 		{pkg: "capture", forbidden: []string{module + "/server", module + "/pb", module + "/interop", "google.golang.org/grpc"}},
 		{pkg: "interop", forbidden: []string{module + "/capture", module + "/server", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "h2", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/live", "github.com/gopacket/", "github.com/google/gopacket"}},
+		{pkg: "flows", forbidden: []string{module + "/server", module + "/interop", module + "/live"}},
 		{pkg: "internal/testutil", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc"}},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,11 @@
+// Package flows turns captured TCP segments into decoded HTTP/2
+// connections: it reassembles each connection's two byte streams and
+// feeds them to an h2.Conn (package h2, "Input"), and reads capture files
+// into per-connection reports and their diagnoses (h2.Diagnose), which
+// `audit h2` prints (docs/spec.md §2 names the ReconnectService calls the
+// reports decode).
+//
+// An Assembler is the incremental part: a live capture adds segments as
+// they come (capture.LiveConfig.Segments, with their Payload) and gets
+// each connection once it ends. ReadFiles is the offline part.
+package flows

@@ -34,8 +34,8 @@ func readGRPCGoCapture(t *testing.T, name string, diag h2.DiagnoseOptions) *flow
 	return res
 }
 
-// findingTexts returns the texts of res's findings of kind.
-func findingTexts(res *flows.Result, kind string) []string {
+// grpcGoFindings returns the texts of res's findings of kind.
+func grpcGoFindings(res *flows.Result, kind string) []string {
 	var out []string
 	for _, f := range res.Findings {
 		if f.Kind == kind {
@@ -73,7 +73,7 @@ func TestGRPCGoKeepaliveCapture(t *testing.T) {
 		t.Errorf("GOAWAY at connection age %v, want 30–31 s: the call, then three PINGs 10 s apart", age)
 	}
 	want := regexp.MustCompile(`^keepalive pings every 10 s; the server answered GOAWAY ENHANCE_YOUR_CALM too_many_pings after 3$`)
-	if got := findingTexts(res, h2.FindingTooManyPings); len(got) != 1 || !want.MatchString(got[0]) {
+	if got := grpcGoFindings(res, h2.FindingTooManyPings); len(got) != 1 || !want.MatchString(got[0]) {
 		t.Errorf("keepalive findings %q, want one matching %s", got, want)
 	}
 	rcs := h2.Reconnects(res.Reports())
@@ -159,7 +159,7 @@ func TestGRPCGoRetryCapture(t *testing.T) {
 			"/grpc.testing.ReconnectService/Start: attempt 4, 5 beyond maxAttempts 3",
 			"/grpc.testing.ReconnectService/Start: attempt 4, 5 beyond maxAttempts 3",
 		}
-		if d := cmp.Diff(want, findingTexts(res, h2.FindingRetryAttempts)); d != "" {
+		if d := cmp.Diff(want, grpcGoFindings(res, h2.FindingRetryAttempts)); d != "" {
 			t.Errorf("attempts findings (-want +got):\n%s", d)
 		}
 	})

@@ -107,7 +107,15 @@ type flow struct {
 	syn       bool
 	synAt     time.Time
 	last      time.Time
+	// early holds what the server sent before the client's first bytes,
+	// while the flow is undecided, up to maxEarly segments.
+	early []chunk
 }
+
+// maxEarly bounds the server's segments kept before the client's first
+// bytes decide whether a connection is HTTP/2: a server that speaks
+// first (SMTP, MySQL) is not.
+const maxEarly = 8
 
 type flowState uint8
 
@@ -144,7 +152,8 @@ type chunk struct {
 }
 
 // NewAssembler returns an Assembler that hands each connection, once
-// ended, to done.
+// ended, to done: each that carried bytes (a refused attempt, or one
+// closed before either side sent a byte, has nothing to decode).
 func NewAssembler(opt Options, done func(Conn)) *Assembler {
 	if opt.Idle <= 0 {
 		opt.Idle = DefaultIdle
@@ -356,8 +365,24 @@ func (a *Assembler) data(f *flow, d h2.Direction, t time.Time, seq uint32, b []b
 func (a *Assembler) deliver(f *flow, d h2.Direction, t time.Time, b []byte, n int) {
 	s := &f.dirs[d]
 	s.next += uint32(n)
+	if f.state == undecided && d == h2.ServerToClient && len(f.early) < maxEarly {
+		// A server may send its SETTINGS before the client's preface
+		// arrives: kept until the client's first bytes tell.
+		f.early = append(f.early, chunk{t: t, n: n, b: bytes.Clone(b)})
+		return
+	}
 	if f.state == undecided {
 		a.decide(f, d, t, b)
+		if f.state == decoding {
+			for _, c := range f.early {
+				f.dirs[h2.ServerToClient].fed = true
+				f.dec.Feed(h2.ServerToClient, c.t, c.b)
+				if lost := c.n - len(c.b); lost > 0 {
+					f.dec.Gap(h2.ServerToClient, c.t, int64(lost))
+				}
+			}
+		}
+		f.early = nil
 	}
 	if f.state != decoding {
 		return
@@ -376,7 +401,7 @@ func (a *Assembler) deliver(f *flow, d h2.Direction, t time.Time, b []byte, n in
 // ignores any other.
 func (a *Assembler) decide(f *flow, d h2.Direction, t time.Time, b []byte) {
 	if d != h2.ClientToServer || len(b) == 0 {
-		f.drop()
+		f.drop() // the server spoke first, and on
 		return
 	}
 	p := http2.ClientPreface
@@ -390,6 +415,7 @@ func (a *Assembler) decide(f *flow, d h2.Direction, t time.Time, b []byte) {
 // drop stops following the flow's bytes; its end is still awaited.
 func (f *flow) drop() {
 	f.state = ignored
+	f.early = nil
 	for d := range f.dirs {
 		f.dirs[d].pend, f.dirs[d].pendBytes = nil, 0
 	}
@@ -500,6 +526,9 @@ func (a *Assembler) end(k flowKey, f *flow, t time.Time, how string) {
 		}
 	}
 	f.dec.End(t)
+	if r := f.dec.Report(); r.ClientBytes == 0 && r.ServerBytes == 0 {
+		return // refused, or closed before a byte: nothing decoded
+	}
 	if a.done != nil {
 		a.done(Conn{Report: f.dec.Report(), SYN: f.syn, Ended: how})
 	}

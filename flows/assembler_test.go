@@ -346,6 +346,25 @@ func TestAssemblerNoSYN(t *testing.T) {
 			t.Errorf("start %v, want the SYN's %v", got[0].Report.Start, t0)
 		}
 	})
+	t.Run("server speaks first", func(t *testing.T) {
+		// grpc-go's server sends its SETTINGS as soon as it accepts.
+		segs := append([]seg(nil), base[:3]...)
+		var rest []seg
+		for _, x := range base[3:] {
+			if !x.fromClient && len(x.data) > 0 && x.seq < 5010 {
+				segs = append(segs, x)
+			} else {
+				rest = append(rest, x)
+			}
+		}
+		got := run(t, Options{}, append(segs, rest...))
+		if len(got) != 1 || got[0].Report.Damaged != "" || len(got[0].Report.Events) < 10 {
+			t.Fatalf("got %+v", got)
+		}
+		if e := got[0].Report.Events[0]; e.Dir != h2.ServerToClient || e.Kind != h2.KindSettings {
+			t.Errorf("first event %s %s, want the server's SETTINGS", e.Dir, e.Kind)
+		}
+	})
 	t.Run("not HTTP/2", func(t *testing.T) {
 		segs := append([]seg(nil), base...)
 		for i := range segs {

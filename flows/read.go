@@ -2,6 +2,8 @@ package flows
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/backoff-audit/audit/analyze"
@@ -64,4 +66,60 @@ func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, e
 		res.Findings = []h2.Finding{}
 	}
 	return res, nil
+}
+
+// AuditOptions are the settings of `audit h2`, as its flags give them.
+type AuditOptions struct {
+	// Ports are the ports whose every connection is decoded; empty: any
+	// port's HTTP/2 connections (Options.Ports).
+	Ports []uint
+	// Retry, when set, is the retry policy retried RPCs are checked
+	// against (h2.DiagnoseOptions.Retry).
+	Retry *h2.RetryPolicy
+	// Format is the report's format, "text" or "json" (Report.Write).
+	Format string
+}
+
+// Audit checks opt, reads files as ReadFiles does, and builds the report
+// `audit h2` prints. Its errors name the flag or the file at fault.
+func Audit(files []string, opt AuditOptions) (*Report, error) {
+	if opt.Format != "text" && opt.Format != "json" {
+		return nil, fmt.Errorf("--format %q: must be text or json", opt.Format)
+	}
+	if opt.Retry != nil {
+		if err := checkRetry(*opt.Retry); err != nil {
+			return nil, err
+		}
+	}
+	var ps []uint16
+	for _, p := range opt.Ports {
+		if p == 0 || p > 65535 {
+			return nil, fmt.Errorf("--port %d: a port is 1–65535", p)
+		}
+		ps = append(ps, uint16(p))
+	}
+	res, err := ReadFiles(files, Options{Ports: ps}, h2.DiagnoseOptions{Retry: opt.Retry})
+	if err != nil {
+		return nil, err
+	}
+	return NewReport(files, res), nil
+}
+
+// checkRetry checks a retry policy as gRFC A6 ("Validation of
+// retryPolicy") does.
+func checkRetry(p h2.RetryPolicy) error {
+	var errs []error
+	if p.MaxAttempts < 2 {
+		errs = append(errs, fmt.Errorf("--retry-max-attempts %d: must be at least 2", p.MaxAttempts))
+	}
+	if p.InitialBackoff <= 0 {
+		errs = append(errs, fmt.Errorf("--retry-initial-backoff %v: must be positive", p.InitialBackoff))
+	}
+	if p.MaxBackoff <= 0 {
+		errs = append(errs, fmt.Errorf("--retry-max-backoff %v: must be positive", p.MaxBackoff))
+	}
+	if p.BackoffMultiplier <= 0 {
+		errs = append(errs, fmt.Errorf("--retry-multiplier %v: must be positive", p.BackoffMultiplier))
+	}
+	return errors.Join(errs...)
 }

@@ -31,6 +31,7 @@ const (
 	FindingPingCadence   = "ping_cadence"
 	FindingTooManyPings  = "too_many_pings"
 	FindingGoAwayAge     = "goaway_age"
+	FindingMaxAge        = "max_connection_age"
 	FindingRefused       = "refused_after_goaway"
 	FindingReconnect     = "reconnect"
 	FindingRetry         = "retry"
@@ -81,6 +82,9 @@ func Diagnose(conns []*Report, opts DiagnoseOptions) []Finding {
 		for _, f := range RefusedAfterGoAway(r) {
 			out = append(out, Finding{Kind: FindingRefused, Conn: i, Time: f.GoAwayTime, Text: f.Text(), Problem: f.Problem()})
 		}
+	}
+	if c, ok := MaxConnectionAge(conns); ok {
+		out = append(out, Finding{Kind: FindingMaxAge, Conn: -1, Text: c.Text()})
 	}
 	for _, rc := range Reconnects(conns) {
 		out = append(out, Finding{Kind: FindingReconnect, Conn: rc.From, Time: rc.GoAwayTime, Text: rc.Text()})

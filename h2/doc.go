@@ -43,7 +43,8 @@
 // The functions of diagnose.go and retry.go read Reports, never bytes: the
 // client's PING cadence and a server's GOAWAY ENHANCE_YOUR_CALM
 // "too_many_pings" answer (Keepalive), each GOAWAY's connection age
-// (GoAways), streams refused above a GOAWAY's last stream id
+// (GoAways) and the age most connections got one at, a server's
+// MaxConnectionAge (MaxConnectionAge), streams refused above a GOAWAY's last stream id
 // (RefusedAfterGoAway), the client's next connection after a GOAWAY
 // (Reconnects), and RPC attempts linked by grpc-previous-rpc-attempts and
 // checked against a retry policy (RetryChains, CheckRetries; gRFC A6,

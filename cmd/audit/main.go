@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/buildinfo"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -82,10 +82,11 @@ func newRootCmd() *cobra.Command {
                  judged from the kernel's SYN timestamps and cross-checked
   audit pcap     the same verdicts from capture files, with or without the
                  server's record file
+  audit h2       the HTTP/2 and gRPC timeline of each connection in capture files
 
 Every verdict uses one verifier, bit for bit the reference's, with its bugs fixed.
 Exit codes: 0 every verdict passed, 1 a verdict failed, 2 nothing could be judged.`,
-		Version:       version(),
+		Version:       buildinfo.Version(),
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -94,38 +95,13 @@ Exit codes: 0 every verdict passed, 1 a verdict failed, 2 nothing could be judge
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SetOut(cmd.ErrOrStderr())
 			cmd.Help()
-			return usageError(errors.New("no verb given: audit server, client, live or pcap"))
+			return usageError(errors.New("no verb given: audit server, client, live, pcap or h2"))
 		},
 	}
 	root.SetVersionTemplate("audit {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
-	root.AddCommand(newServerCmd(), newClientCmd(), newLiveCmd(), newPcapCmd())
+	root.AddCommand(newServerCmd(), newClientCmd(), newLiveCmd(), newPcapCmd(), newH2Cmd())
 	return root
-}
-
-// version is the module version and the VCS revision the binary was built
-// from, as the Go toolchain recorded them.
-func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown: built without module information)"
-	}
-	v := bi.Main.Version
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = ", modified"
-			}
-		}
-	}
-	if rev == "" {
-		return v + " (no VCS revision recorded: built outside a checkout or with -buildvcs=false)"
-	}
-	return v + fmt.Sprintf(" (revision %s%s)", rev, modified)
 }
 
 func main() {

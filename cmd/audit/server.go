@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -151,48 +149,9 @@ func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
 
 // config checks the flags and turns them into a server.Config.
 func (fl serverFlags) config() (server.Config, error) {
-	var errs []error
-	if fl.controlPort < 0 || fl.controlPort > 65535 {
-		errs = append(errs, fmt.Errorf("--control_port=%d: not a port (0-65535)", fl.controlPort))
-	}
-	if fl.retryPort < 0 || fl.retryPort > 65535 {
-		errs = append(errs, fmt.Errorf("--retry_port=%d: not a port (0-65535)", fl.retryPort))
-	}
-	if fl.controlPort != 0 && fl.controlPort == fl.retryPort {
-		errs = append(errs, fmt.Errorf("--control_port and --retry_port are both %d", fl.controlPort))
-	}
-	if fl.sessionTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--session_timeout=%v: must be positive", fl.sessionTimeout))
-	}
-	if fl.maxAttempts <= 0 {
-		errs = append(errs, fmt.Errorf("--max_attempts=%d: must be positive", fl.maxAttempts))
-	}
-	if fl.maxWaiting <= 0 {
-		errs = append(errs, fmt.Errorf("--max_waiting=%d: must be positive", fl.maxWaiting))
-	}
-	if fl.minConnectTimeoutMS <= 0 {
-		errs = append(errs, fmt.Errorf("--min_connect_timeout_ms=%d: must be positive", fl.minConnectTimeoutMS))
-	}
-	if fl.maxHeld <= 0 {
-		errs = append(errs, fmt.Errorf("--max_held=%d: must be positive", fl.maxHeld))
-	}
-	cert, err := server.LoadKeyPair(fl.tlsCert, fl.tlsKey)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	return server.Config{
-		// Every interface, as the C++ server's 0.0.0.0; Go's ":port" is
-		// dual-stack, so IPv6 clients reach both ports too.
-		ControlAddr:       net.JoinHostPort("", strconv.Itoa(fl.controlPort)),
-		RetryAddr:         net.JoinHostPort("", strconv.Itoa(fl.retryPort)),
-		SessionTimeout:    fl.sessionTimeout,
-		MaxAttempts:       fl.maxAttempts,
-		MaxWaiting:        fl.maxWaiting,
-		Mode:              fl.retryMode,
-		MinConnectTimeout: time.Duration(fl.minConnectTimeoutMS) * time.Millisecond,
-		MaxHeld:           fl.maxHeld,
-		TLSCert:           cert,
-	}, errors.Join(errs...)
+	return server.Flags{ControlPort: fl.controlPort, RetryPort: fl.retryPort, SessionTimeout: fl.sessionTimeout,
+		MaxAttempts: fl.maxAttempts, MaxWaiting: fl.maxWaiting, RetryMode: fl.retryMode, MinConnectTimeoutMS: fl.minConnectTimeoutMS,
+		MaxHeld: fl.maxHeld, TLSCert: fl.tlsCert, TLSKey: fl.tlsKey}.Config()
 }
 
 // serve runs the server until ctx ends, printing the chosen addresses to

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/flows"
+	"github.com/backoff-audit/audit/h2"
+)
+
+func newH2Cmd() *cobra.Command {
+	var ports []uint
+	format := "text"
+	retry := h2.RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, BackoffMultiplier: 2}
+	cmd := &cobra.Command{
+		Use:   "h2 FILE... [--port P ...]",
+		Short: "Print the HTTP/2 and gRPC timeline of each connection in capture files",
+		Long: `h2 reassembles the TCP connections of capture files (pcap, pcapng, gzip; several
+files are one rotated set, in time order) and decodes their HTTP/2 and gRPC
+frames. Per connection: addresses, start and end, encrypted or damaged (and
+why), its RPCs (ReconnectService as docs/spec.md §2 names it), each side's
+PING cadence, every GOAWAY (last stream id, error code, debug data, streams in
+flight), RST_STREAMs, streams above a GOAWAY's last stream id, and the
+client's next connection after a GOAWAY or a close. Then the findings:
+keepalive PINGs answered by GOAWAY too_many_pings, GOAWAY connection ages (a
+max connection age), reconnects, and RPCs retried with grpc-previous-rpc-attempts,
+checked when a --retry-* flag is given against that policy (gRFC A6: retry n
+waits U(0, min(initial·multiplier^(n−1), max)), or ±20 % around it as revised).
+
+--port P (repeatable) decodes every connection of P; without it, those whose
+client starts with the HTTP/2 preface, and those starting with TLS as encrypted.
+
+Exit 0 when no finding is a problem; 1 when one is (marked ! in the text: a
+damaged connection, too_many_pings, a stream opened or answered above a
+GOAWAY's last stream id, a retry outside both windows or beyond
+--retry-max-attempts); 2 for bad flags or an unreadable file.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			opt := flows.AuditOptions{Ports: ports, Format: format}
+			if slices.ContainsFunc([]string{"retry-initial-backoff", "retry-max-backoff", "retry-multiplier", "retry-max-attempts"}, cmd.Flags().Changed) {
+				opt.Retry = &retry // checked only when given
+			}
+			rep, err := flows.Audit(files, opt)
+			if err == nil {
+				err = rep.Write(cmd.OutOrStdout(), format)
+			}
+			if err != nil {
+				return usageError(err)
+			} else if rep.Problems > 0 {
+				return verdictError("%s found", analyze.Plural(rep.Problems, "problem"))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.UintSliceVar(&ports, "port", nil, "decode every connection of this port (repeatable; default: detect HTTP/2)")
+	f.StringVar(&format, "format", format, "output format: text or json")
+	f.DurationVar(&retry.InitialBackoff, "retry-initial-backoff", retry.InitialBackoff, "retryPolicy initialBackoff")
+	f.DurationVar(&retry.MaxBackoff, "retry-max-backoff", retry.MaxBackoff, "retryPolicy maxBackoff")
+	f.Float64Var(&retry.BackoffMultiplier, "retry-multiplier", retry.BackoffMultiplier, "retryPolicy backoffMultiplier")
+	f.IntVar(&retry.MaxAttempts, "retry-max-attempts", retry.MaxAttempts, "retryPolicy maxAttempts (capped at 5, as clients cap it)")
+	return cmd
+}

@@ -1,0 +1,336 @@
+package flows
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/backoff-audit/audit/h2"
+)
+
+// Report is what `audit h2` prints: every connection's timeline, in order
+// of start, then the findings of h2.Diagnose.
+type Report struct {
+	Files       []string     `json:"files"`
+	Connections []Timeline   `json:"connections"`
+	Findings    []h2.Finding `json:"findings"`
+	// Problems counts the findings that are problems (h2.Finding.Problem).
+	Problems int `json:"problems"`
+}
+
+// Timeline is one connection as a person reads it: what matters for
+// reconnects, from its h2.Report.
+type Timeline struct {
+	Conn      int            `json:"conn"`
+	Client    netip.AddrPort `json:"client"`
+	Server    netip.AddrPort `json:"server"`
+	Start     time.Time      `json:"start"`
+	End       time.Time      `json:"end"`
+	SYN       bool           `json:"syn"`
+	Ended     string         `json:"ended"`
+	Encrypted bool           `json:"encrypted,omitempty"`
+	Damaged   string         `json:"damaged,omitempty"`
+	Warnings  []h2.Warning   `json:"warnings,omitempty"`
+	// Streams counts the RPCs by method, in order of first call.
+	Streams []MethodCount `json:"streams"`
+	GoAways []GoAway      `json:"goaways,omitempty"`
+	Pings   []Pings       `json:"pings,omitempty"`
+	Resets  []Reset       `json:"rst_streams,omitempty"`
+	// Refused are the streams above a server GOAWAY's last stream id.
+	Refused []Refused `json:"refused_after_goaway,omitempty"`
+	// Next is the client's next connection to the same server after this
+	// one's server GOAWAY, else after its end.
+	Next *Next `json:"next,omitempty"`
+}
+
+// MethodCount is how many RPCs of a method a connection carried.
+type MethodCount struct {
+	Method string `json:"method"`
+	Count  int    `json:"count"`
+}
+
+// GoAway is a GOAWAY frame with the connection's age when it came.
+type GoAway struct {
+	Time         time.Time     `json:"time"`
+	Dir          h2.Direction  `json:"dir"`
+	Age          time.Duration `json:"age_ns"`
+	LastStreamID uint32        `json:"last_stream_id"`
+	Code         string        `json:"code"`
+	Debug        string        `json:"debug,omitempty"`
+	InFlight     []uint32      `json:"in_flight"`
+	MoreInFlight int           `json:"more_in_flight,omitempty"`
+}
+
+// Pings is the cadence of one side's PINGs, and how many ACKs came back.
+type Pings struct {
+	Dir    h2.Direction  `json:"dir"`
+	Count  int           `json:"count"`
+	Acks   int           `json:"acks"`
+	Min    time.Duration `json:"min_interval_ns,omitempty"`
+	Median time.Duration `json:"median_interval_ns,omitempty"`
+}
+
+// Reset is a RST_STREAM.
+type Reset struct {
+	Time   time.Time    `json:"time"`
+	Dir    h2.Direction `json:"dir"`
+	Stream uint32       `json:"stream"`
+	Code   string       `json:"code"`
+}
+
+// Refused is a stream above a GOAWAY's last stream id, and how it ended
+// (h2.Refusal).
+type Refused struct {
+	Stream  uint32 `json:"stream"`
+	Method  string `json:"method"`
+	Outcome string `json:"outcome"`
+}
+
+// Next is the client's next connection after a GOAWAY or a close.
+type Next struct {
+	// After is "goaway" or "close"; Conn indexes the next connection,
+	// -1 when the client opened none.
+	After string    `json:"after"`
+	At    time.Time `json:"at"`
+	Conn  int       `json:"conn"`
+	// Start is the next connection's start (its SYN when captured), Delay
+	// the time from At to it.
+	Start time.Time     `json:"start,omitzero"`
+	Delay time.Duration `json:"delay_ns,omitempty"`
+}
+
+// NewReport builds the report of what ReadFiles found in files.
+func NewReport(files []string, res *Result) *Report {
+	rep := &Report{Files: files, Connections: []Timeline{}, Findings: res.Findings, Problems: res.Problems()}
+	for i, c := range res.Conns {
+		rep.Connections = append(rep.Connections, timeline(i, c, res.Conns))
+	}
+	return rep
+}
+
+func timeline(i int, c Conn, all []Conn) Timeline {
+	r := c.Report
+	tl := Timeline{Conn: i, Client: r.Client, Server: r.Server, Start: r.Start, End: r.End, SYN: c.SYN, Ended: c.Ended,
+		Encrypted: r.Encrypted, Damaged: r.Damaged, Warnings: r.Warnings, Streams: []MethodCount{}}
+	for _, s := range r.Streams {
+		k := slices.IndexFunc(tl.Streams, func(m MethodCount) bool { return m.Method == s.Method })
+		if k < 0 {
+			tl.Streams = append(tl.Streams, MethodCount{Method: s.Method})
+			k = len(tl.Streams) - 1
+		}
+		tl.Streams[k].Count++
+	}
+	var goaway time.Time
+	for _, g := range h2.GoAways(r) {
+		tl.GoAways = append(tl.GoAways, GoAway{Time: g.Time, Dir: g.Dir, Age: g.Age, LastStreamID: g.GoAway.LastStreamID,
+			Code: g.GoAway.Code, Debug: g.GoAway.Debug, InFlight: g.GoAway.InFlight, MoreInFlight: g.GoAway.MoreInFlight})
+		if g.Dir == h2.ServerToClient && goaway.IsZero() {
+			goaway = g.Time
+		}
+	}
+	for _, d := range []h2.Direction{h2.ClientToServer, h2.ServerToClient} {
+		p := h2.PingCadence(r, d)
+		acks := 0
+		for _, e := range r.Events {
+			if e.Kind == h2.KindPingAck && e.Dir != d {
+				acks++
+			}
+		}
+		if p.Count > 0 {
+			tl.Pings = append(tl.Pings, Pings{Dir: d, Count: p.Count, Acks: acks, Min: p.Min, Median: p.Median})
+		}
+	}
+	for _, e := range r.Events {
+		if e.Kind == h2.KindRSTStream {
+			tl.Resets = append(tl.Resets, Reset{Time: e.Time, Dir: e.Dir, Stream: e.Stream, Code: e.Code})
+		}
+	}
+	for _, f := range h2.RefusedAfterGoAway(r) {
+		tl.Refused = append(tl.Refused, Refused{Stream: f.Stream, Method: f.Method, Outcome: f.Outcome})
+	}
+	tl.Next = next(i, goaway, c, all)
+	return tl
+}
+
+// next finds the same client address's first connection to the same
+// server that started at or after the server's GOAWAY on all[i] (when
+// goaway is set), else after its end.
+func next(i int, goaway time.Time, c Conn, all []Conn) *Next {
+	n := &Next{After: "goaway", At: goaway, Conn: -1}
+	if goaway.IsZero() {
+		if c.Ended == EndedOpen {
+			return nil
+		}
+		n.After, n.At = "close", c.Report.End
+	}
+	r := c.Report
+	for j, o := range all {
+		if j == i || o.Report.Client.Addr() != r.Client.Addr() || o.Report.Server != r.Server || o.Report.Start.Before(n.At) {
+			continue
+		}
+		if n.Conn < 0 || o.Report.Start.Before(all[n.Conn].Report.Start) {
+			n.Conn = j
+		}
+	}
+	if n.Conn >= 0 {
+		n.Start = all[n.Conn].Report.Start
+		n.Delay = n.Start.Sub(n.At)
+	}
+	return n
+}
+
+// Write writes the report in format, "text" (WriteText) or "json"
+// (WriteJSON).
+func (rep *Report) Write(w io.Writer, format string) error {
+	switch format {
+	case "text":
+		return rep.WriteText(w)
+	case "json":
+		return rep.WriteJSON(w)
+	}
+	return fmt.Errorf("write report: unknown format %q", format)
+}
+
+// WriteJSON writes the report as one indented JSON document.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// timeLayout writes a capture time for people: UTC, microseconds.
+const timeLayout = "15:04:05.000000"
+
+// WriteText writes the report for people: a block per connection, then
+// the findings and the verdict.
+func (rep *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	enc, dam := 0, 0
+	for _, tl := range rep.Connections {
+		if tl.Encrypted {
+			enc++
+		}
+		if tl.Damaged != "" {
+			dam++
+		}
+	}
+	fmt.Fprintf(&b, "%s in %s: %d encrypted, %d damaged\n", plural(len(rep.Connections), "connection"),
+		strings.Join(rep.Files, ", "), enc, dam)
+	for _, tl := range rep.Connections {
+		tl.writeText(&b)
+	}
+	b.WriteString("\nfindings:\n")
+	if len(rep.Findings) == 0 {
+		b.WriteString("  none\n")
+	}
+	for _, f := range rep.Findings {
+		mark := " "
+		if f.Problem {
+			mark = "!"
+		}
+		conn := "all"
+		if f.Conn >= 0 {
+			conn = fmt.Sprintf("#%d", f.Conn)
+		}
+		fmt.Fprintf(&b, "%s %-20s %-4s %s\n", mark, f.Kind, conn, f.Text)
+	}
+	if rep.Problems == 0 {
+		b.WriteString("\nverdict: no problem found\n")
+	} else {
+		fmt.Fprintf(&b, "\nverdict: %s (marked !)\n", plural(rep.Problems, "problem"))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (tl Timeline) writeText(b *strings.Builder) {
+	syn := "SYN captured"
+	if !tl.SYN {
+		syn = "no SYN: began before the capture"
+	}
+	fmt.Fprintf(b, "\n#%d %s → %s  %s – %s (%s), %s; ended: %s\n", tl.Conn, tl.Client, tl.Server,
+		tl.Start.UTC().Format(timeLayout), tl.End.UTC().Format(timeLayout), tl.End.Sub(tl.Start).Round(time.Millisecond), syn, tl.Ended)
+	if tl.Encrypted {
+		b.WriteString("  encrypted (TLS): not decoded\n")
+		return
+	}
+	if tl.Damaged != "" {
+		fmt.Fprintf(b, "  damaged: %s\n", tl.Damaged)
+		for _, w := range tl.Warnings {
+			fmt.Fprintf(b, "    %s %s %s: %s\n", w.Time.UTC().Format(timeLayout), w.Dir, w.Name, w.Detail)
+		}
+	}
+	var ms []string
+	for _, m := range tl.Streams {
+		ms = append(ms, fmt.Sprintf("%s ×%d", m.Method, m.Count))
+	}
+	if len(ms) == 0 {
+		ms = []string{"none"}
+	}
+	fmt.Fprintf(b, "  RPCs: %s\n", strings.Join(ms, ", "))
+	for _, p := range tl.Pings {
+		fmt.Fprintf(b, "  %s PINGs: %d, %d ACKed", who(p.Dir), p.Count, p.Acks)
+		if p.Count > 1 {
+			fmt.Fprintf(b, ", interval min %s, median %s", p.Min.Round(time.Microsecond), p.Median.Round(time.Microsecond))
+		}
+		b.WriteString("\n")
+	}
+	for _, g := range tl.GoAways {
+		debug := ""
+		if g.Debug != "" {
+			debug = fmt.Sprintf(" debug %q", g.Debug)
+		}
+		fmt.Fprintf(b, "  %s %s GOAWAY %s last stream %d%s at age %s, %s in flight%s\n", g.Time.UTC().Format(timeLayout), who(g.Dir),
+			g.Code, g.LastStreamID, debug, g.Age.Round(time.Millisecond), plural(len(g.InFlight)+g.MoreInFlight, "stream"), ids(g.InFlight))
+	}
+	for _, r := range tl.Resets {
+		fmt.Fprintf(b, "  %s %s RST_STREAM %s on stream %d\n", r.Time.UTC().Format(timeLayout), who(r.Dir), r.Code, r.Stream)
+	}
+	for _, r := range tl.Refused {
+		fmt.Fprintf(b, "  stream %d (%s) above the GOAWAY's last stream id: %s\n", r.Stream, r.Method, r.Outcome)
+	}
+	if n := tl.Next; n != nil {
+		if n.Conn < 0 {
+			fmt.Fprintf(b, "  after the %s: no new connection from the client\n", after(n.After))
+		} else {
+			fmt.Fprintf(b, "  after the %s: next connection #%d at %s, %s later\n", after(n.After), n.Conn,
+				n.Start.UTC().Format(timeLayout), n.Delay.Round(time.Microsecond))
+		}
+	}
+}
+
+func after(s string) string {
+	if s == "goaway" {
+		return "server's GOAWAY"
+	}
+	return "close"
+}
+
+func who(d h2.Direction) string {
+	if d == h2.ClientToServer {
+		return "client"
+	}
+	return "server"
+}
+
+func ids(v []uint32) string {
+	if len(v) == 0 {
+		return ""
+	}
+	s := make([]string, len(v))
+	for i, id := range v {
+		s[i] = fmt.Sprint(id)
+	}
+	return " (" + strings.Join(s, ", ") + ")"
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

@@ -16,7 +16,7 @@ import (
 // The captures of real grpc-go stacks that h2/internal/h2gen records
 // (testdata/README.md, "HTTP/2 captures"). They are remade with new times
 // and jitter: these tests hold what any run shows, the golden reports of
-// `audit h2` the rest.
+// `audit h2` (cmd/audit, TestH2GRPCGoCaptures) the rest.
 
 // readGRPCGoCapture decodes a capture of testdata/h2 and wants every
 // connection whole: no warning, no damage, no gap.
@@ -122,20 +122,26 @@ func TestGRPCGoRetryCapture(t *testing.T) {
 	}
 
 	t.Run("the client's policy", func(t *testing.T) {
+		// A delay is measured from the trailers on the wire to the next
+		// HEADERS, so it is never shorter than the client's timer, but a
+		// loaded machine fires timers late: one remake on a busy host
+		// had 253 ms for b 200 ms. lateTimer bounds that lateness, so
+		// that these checks hold for any run.
+		const lateTimer = 50 * time.Millisecond
 		for _, ch := range chains {
-			chk := h2.CheckRetries(ch, grpcGoRetryPolicy, h2.DefaultTolerance)
+			chk := h2.CheckRetries(ch, grpcGoRetryPolicy, lateTimer)
 			for i, d := range chk.Delays {
 				// grpc-go draws each delay in b·[0.8, 1.2] (stream.go,
 				// shouldRetry), b = 100, 200, 400, 800 ms.
-				if wantB := 100 * time.Millisecond << i; d.Backoff != wantB || !d.InJittered {
-					t.Errorf("%s: delay before attempt %d %+v, want b %v and the delay in [0.8·b, 1.2·b]", ch.Text(), d.Attempt, d, wantB)
+				if wantB := 100 * time.Millisecond << i; d.Backoff != wantB || d.Delay < wantB*8/10 || !d.InJittered {
+					t.Errorf("%s: delay before attempt %d %+v, want b %v and the delay in [0.8·b, 1.2·b + %v]", ch.Text(), d.Attempt, d, wantB, lateTimer)
 				}
 			}
 			if len(chk.TooMany) != 0 {
 				t.Errorf("%s: attempts %v beyond maxAttempts 5", ch.Text(), chk.TooMany)
 			}
 		}
-		res := readGRPCGoCapture(t, "retry-unavailable.pcap", h2.DiagnoseOptions{Retry: &grpcGoRetryPolicy})
+		res := readGRPCGoCapture(t, "retry-unavailable.pcap", h2.DiagnoseOptions{Retry: &grpcGoRetryPolicy, Tolerance: lateTimer})
 		for _, f := range res.Findings {
 			if f.Problem {
 				t.Errorf("finding %s is a problem: %s", f.Kind, f.Text)

@@ -15,9 +15,8 @@ var grpcGoRetryFlags = []string{"--retry-max-attempts", "5", "--retry-initial-ba
 
 // TestH2GRPCGoCaptures: `audit h2` on the real grpc-go keepalive and retry
 // captures, text and JSON, against golden files (-update rewrites them).
-// Each case also holds, by pattern, what any remade capture must show,
-// so that a new recording with other jitter is checked before its golden
-// files are rewritten.
+// Each case also holds, by pattern, the lines that matter, so that a
+// failure names what changed, not only that a byte did.
 func TestH2GRPCGoCaptures(t *testing.T) {
 	t.Chdir(filepath.Join("..", ".."))
 	const retryCapture = "testdata/h2/retry-unavailable.pcap"

@@ -10,7 +10,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
 BIN := bin/audit
 
-.PHONY: all build test deps tools proto proto-check lint depcheck demo bench fuzz fixtures real-capture corpus-table clean
+.PHONY: all build test deps tools proto proto-check lint depcheck demo bench fuzz fixtures real-capture h2-captures corpus-table clean
 
 all: build
 
@@ -85,6 +85,12 @@ fixtures:
 # lo under tcpdump (needs root).
 real-capture: build
 	./testdata/make-real-capture.sh $(BIN)
+
+# h2-captures: remake testdata/h2/*.pcap from real grpc-go stacks on lo under
+# tcpdump (needs root, about a minute); then rewrite their golden reports
+# (testdata/README.md, "HTTP/2 captures").
+h2-captures:
+	$(GO) run ./h2/internal/h2gen -out testdata/h2
 
 clean:
 	rm -rf bin

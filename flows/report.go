@@ -66,9 +66,12 @@ type GoAway struct {
 }
 
 // Pings is the cadence of one side's PINGs, and how many ACKs came back.
+// Count, Min and Median leave BDP probes out (h2.Cadence); Probes counts
+// them, and Acks answer both.
 type Pings struct {
 	Dir    h2.Direction  `json:"dir"`
 	Count  int           `json:"count"`
+	Probes int           `json:"bdp_probes,omitempty"`
 	Acks   int           `json:"acks"`
 	Min    time.Duration `json:"min_interval_ns,omitempty"`
 	Median time.Duration `json:"median_interval_ns,omitempty"`
@@ -140,8 +143,8 @@ func timeline(i int, c Conn, all []Conn) Timeline {
 				acks++
 			}
 		}
-		if p.Count > 0 {
-			tl.Pings = append(tl.Pings, Pings{Dir: d, Count: p.Count, Acks: acks, Min: p.Min, Median: p.Median})
+		if p.Count > 0 || p.Probes > 0 {
+			tl.Pings = append(tl.Pings, Pings{Dir: d, Count: p.Count, Probes: p.Probes, Acks: acks, Min: p.Min, Median: p.Median})
 		}
 	}
 	for _, e := range r.Events {
@@ -273,7 +276,15 @@ func (tl Timeline) writeText(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "  RPCs: %s\n", strings.Join(ms, ", "))
 	for _, p := range tl.Pings {
-		fmt.Fprintf(b, "  %s PINGs: %d, %d ACKed", who(p.Dir), p.Count, p.Acks)
+		var n []string
+		if p.Count > 0 || p.Probes == 0 {
+			n = append(n, fmt.Sprint(p.Count))
+		}
+		if p.Probes > 0 {
+			n = append(n, plural(p.Probes, "BDP probe"))
+		}
+		fmt.Fprintf(b, "  %s PINGs: %s", who(p.Dir), strings.Join(n, " and "))
+		fmt.Fprintf(b, ", %d ACKed", p.Acks)
 		if p.Count > 1 {
 			fmt.Fprintf(b, ", interval min %s, median %s", p.Min.Round(time.Microsecond), p.Median.Round(time.Microsecond))
 		}

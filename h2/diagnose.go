@@ -108,18 +108,31 @@ func Diagnose(conns []*Report, opts DiagnoseOptions) []Finding {
 }
 
 // Cadence is the rhythm of one side's PINGs (not their ACKs) on a
-// connection.
+// connection, its BDP probes aside.
 type Cadence struct {
-	Dir   Direction
+	Dir Direction
+	// Count is the PINGs that are not BDP probes.
 	Count int
-	// First is the first PING's time; Min and Median the least and the
-	// median interval between consecutive PINGs (zero with fewer than
+	// First is the first such PING's time; Min and Median the least and
+	// the median interval between consecutive ones (zero with fewer than
 	// two).
 	First       time.Time
 	Min, Median time.Duration
+	// Probes counts the BDP probes left out.
+	Probes int
 }
 
-// PingCadence measures the PINGs that dir sent on r.
+// grpcGoBDPPing is the data of grpc-go's BDP estimator's PINGs
+// (internal/transport/bdp_estimator.go, bdpPing), client and server
+// alike. They probe the bandwidth for flow control, sent as DATA
+// arrives, not to keep the connection alive: a grpc-go client that pings
+// every 10 s after one call sends one BDP probe at the call and then its
+// keepalive PINGs, and a grpc-go server forgives a PING that follows its
+// own writes, so the probe neither sets the rhythm nor draws a strike.
+const grpcGoBDPPing = "02041010090e0707"
+
+// PingCadence measures the PINGs that dir sent on r, leaving out BDP
+// probes.
 func PingCadence(r *Report, dir Direction) Cadence {
 	return cadence(r.Events, dir, time.Time{})
 }
@@ -132,6 +145,10 @@ func cadence(events []Event, dir Direction, until time.Time) Cadence {
 	var gaps []time.Duration
 	for _, e := range events {
 		if e.Kind != KindPing || e.Dir != dir || (!until.IsZero() && e.Time.After(until)) {
+			continue
+		}
+		if e.Ping == grpcGoBDPPing {
+			c.Probes++
 			continue
 		}
 		if c.Count == 0 {
@@ -159,12 +176,18 @@ func median(d []time.Duration) time.Duration {
 	return (d[n/2-1] + d[n/2]) / 2
 }
 
-// Text says the cadence, e.g. "client PINGs: 5, every 100 ms (median), at least 98 ms apart".
+// Text says the cadence, e.g. "client PINGs: 5, every 100 ms (median), at
+// least 98 ms apart", followed by ", besides 2 BDP probes" when there were
+// some.
 func (c Cadence) Text() string {
-	if c.Count < 2 {
-		return fmt.Sprintf("%s PINGs: %d", c.Dir.sender(), c.Count)
+	t := fmt.Sprintf("%s PINGs: %d", c.Dir.sender(), c.Count)
+	if c.Count > 1 {
+		t += fmt.Sprintf(", every %s (median), at least %s apart", approx(c.Median), approx(c.Min))
 	}
-	return fmt.Sprintf("%s PINGs: %d, every %s (median), at least %s apart", c.Dir.sender(), c.Count, approx(c.Median), approx(c.Min))
+	if c.Probes > 0 {
+		t += ", besides " + plural(c.Probes, "BDP probe")
+	}
+	return t
 }
 
 // Keepalive is a server's GOAWAY ENHANCE_YOUR_CALM answer to a client's
@@ -173,7 +196,8 @@ func (c Cadence) Text() string {
 // (https://github.com/grpc/grpc/blob/master/doc/keepalive.md,
 // https://github.com/grpc/proposal/blob/master/A8-client-side-keepalive.md).
 type Keepalive struct {
-	// Pings is the cadence of the client's PINGs up to the GOAWAY.
+	// Pings is the cadence of the client's PINGs up to the GOAWAY, its
+	// BDP probes aside.
 	Pings Cadence
 	// GoAway is the time of the GOAWAY; Debug its debug data.
 	GoAway time.Time

@@ -86,6 +86,59 @@ func TestKeepaliveText(t *testing.T) {
 	}
 }
 
+// TestKeepaliveBDPProbe replays what a grpc-go client and server exchange
+// (testdata/h2/keepalive-too-many-pings.pcap): the client's BDP probe as
+// the call's response arrives, then a keepalive PING every 10 s, and the
+// server's GOAWAY at the third. The probe is not a keepalive PING: the
+// server forgave it, and it says nothing of the client's rhythm.
+func TestKeepaliveBDPProbe(t *testing.T) {
+	bdp := string([]byte{2, 4, 16, 16, 9, 14, 7, 7}) // grpc-go's bdpPing
+	w := newWire(t).start()
+	w.ping(h2.ServerToClient, false, bdp) // the server's own probe, as the request arrives
+	w.ping(h2.ClientToServer, true, bdp)
+	w.ping(h2.ClientToServer, false, bdp)
+	w.ping(h2.ServerToClient, true, bdp)
+	for range 3 {
+		w.ping(h2.ClientToServer, false, "")
+		w.ping(h2.ServerToClient, true, "")
+	}
+	w.goAway(0, http2.ErrCodeEnhanceYourCalm, "too_many_pings")
+	r := w.decode(h2.Limits{})
+	// The steps are 1 ms apart; put the keepalive PINGs 10 s apart, the
+	// probes at the start.
+	n := 0
+	for i := range r.Events {
+		switch e := &r.Events[i]; {
+		case (e.Kind == h2.KindPing || e.Kind == h2.KindPingAck) && e.Ping == "0000000000000000":
+			n++
+			e.Time = testT0.Add(time.Duration((n+1)/2) * 10 * time.Second)
+		case e.Kind == h2.KindGoAway:
+			e.Time = testT0.Add(30*time.Second + time.Millisecond)
+		}
+	}
+	k, ok := h2.TooManyPings(r)
+	if !ok {
+		t.Fatal("no GOAWAY ENHANCE_YOUR_CALM found")
+	}
+	if got, want := k.Text(), "keepalive pings every 10 s; the server answered GOAWAY ENHANCE_YOUR_CALM too_many_pings after 3"; got != want {
+		t.Errorf("text %q, want %q", got, want)
+	}
+	want := h2.Cadence{Dir: h2.ClientToServer, Count: 3, First: testT0.Add(10 * time.Second), Min: 10 * time.Second, Median: 10 * time.Second, Probes: 1}
+	if d := cmp.Diff(want, h2.PingCadence(r, h2.ClientToServer)); d != "" {
+		t.Errorf("client cadence (-want +got):\n%s", d)
+	}
+	var texts []string
+	for _, f := range h2.Diagnose([]*h2.Report{r}, h2.DiagnoseOptions{}) {
+		if f.Kind == h2.FindingPingCadence {
+			texts = append(texts, f.Text)
+		}
+	}
+	// The server's lone probe is no rhythm: no finding for it.
+	if d := cmp.Diff([]string{"client PINGs: 3, every 10 s (median), at least 10 s apart, besides 1 BDP probe"}, texts); d != "" {
+		t.Errorf("cadence findings (-want +got):\n%s", d)
+	}
+}
+
 // attempt is a stream of a hand-built report.
 func attempt(id uint32, method string, prev int, start, end time.Duration, status string) h2.Stream {
 	return h2.Stream{ID: id, Method: method, PreviousAttempts: prev, Start: testT0.Add(start), ResponseEnd: testT0.Add(end),

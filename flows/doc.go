@@ -6,6 +6,10 @@
 // reports decode).
 //
 // An Assembler is the incremental part: a live capture adds segments as
-// they come (capture.LiveConfig.Segments, with their Payload) and gets
-// each connection once it ends. ReadFiles is the offline part.
+// they come (Add; capture.LiveConfig.Segments hands them with their
+// Payload, and AddSYN takes the SYNs Live hands apart) and gets each
+// connection once it ends. capture.Live cuts packets at a snap length
+// made for the retry port's first bytes: what it cuts is declared lost
+// (PayloadLen), so a port to decode needs a capture that keeps whole
+// packets. ReadFiles is the offline part.
 package flows

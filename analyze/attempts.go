@@ -432,6 +432,18 @@ func (t *Tracker) List() []Attempt {
 	return out
 }
 
+// ClientSent reports whether the client of an attempt opened with p (its
+// first bytes, as the fates read them), without building any attempt.
+func (t *Tracker) ClientSent(p Payload) bool {
+	t.readSegments()
+	for i := range t.attempts.n {
+		if t.rec(i).fate.client.payload() == p {
+			return true
+		}
+	}
+	return false
+}
+
 // open adds the attempt that s opens.
 func (t *Tracker) open(s *pushedSYN) {
 	if t.attempts.n == math.MaxInt32 {

@@ -195,3 +195,21 @@ func TestFatesAlikeText(t *testing.T) {
 		t.Errorf("mixed first bytes: want the table, got\n%s", got)
 	}
 }
+
+// TestTrackerClientSent: ClientSent finds an attempt whose client opened
+// with the given bytes, and not one whose client sent others or nothing.
+func TestTrackerClientSent(t *testing.T) {
+	tr := NewTracker()
+	tr.SetFatesKnown(true)
+	cli, srv := fateClient, fateServer
+	tr.Add(SYN{Time: trackStart, Src: cli, Dst: srv, Seq: 100})
+	if tr.ClientSent(PayloadH2Preface) {
+		t.Fatal("an attempt whose client sent nothing: ClientSent = true")
+	}
+	tr.AddSegment(&Segment{Time: trackStart.Add(time.Millisecond), Src: srv, Dst: cli, Seq: 7, Ack: 101, Flags: flagSYN | flagACK})
+	tr.AddSegment(&Segment{Time: trackStart.Add(2 * time.Millisecond), Src: cli, Dst: srv, Seq: 101, Ack: 8, Flags: flagACK, Sent: PayloadTLSClientHello})
+	if tr.ClientSent(PayloadH2Preface) || !tr.ClientSent(PayloadTLSClientHello) {
+		t.Errorf("ClientSent(preface) = %v, ClientSent(ClientHello) = %v; want false, true",
+			tr.ClientSent(PayloadH2Preface), tr.ClientSent(PayloadTLSClientHello))
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/backoff-audit/audit/analyze"
@@ -75,15 +74,18 @@ func FindControl(files []string, pt *analyze.PortTracker, port uint16) (*Control
 }
 
 // prefacePorts are the ports of pt whose attempts' clients opened with
-// the HTTP/2 client preface: plaintext HTTP/2, as a control port is.
+// the HTTP/2 client preface: plaintext HTTP/2, as a control port is. A
+// capture with SYNs to one port has no control port beside a retry port,
+// and none is looked for.
 func prefacePorts(pt *analyze.PortTracker) []uint16 {
+	ports := pt.Ports()
+	if len(ports) < 2 {
+		return nil
+	}
 	var out []uint16
-	for _, pc := range pt.Ports() {
-		for _, c := range pt.Tracker(pc.Port).Peers() {
-			if slices.ContainsFunc(c.Attempts, func(a analyze.Attempt) bool { return a.Ending.ClientSent == analyze.PayloadH2Preface }) {
-				out = append(out, pc.Port)
-				break
-			}
+	for _, pc := range ports {
+		if pt.Tracker(pc.Port).ClientSent(analyze.PayloadH2Preface) {
+			out = append(out, pc.Port)
 		}
 	}
 	return out

@@ -111,3 +111,27 @@ func TestPcapInfersMode(t *testing.T) {
 		}
 	}
 }
+
+// With sessions read from the control port, the page says where they came
+// from and sets the kernel's intervals against Stop's backoff_ms, interval
+// by interval, rather than speaking of server accepts it does not have.
+func TestPcapControlHTML(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "report.html")
+	if code, _, stderr := runAudit(t, "pcap", "--html", page, "../../testdata/control-ccore.pcap"); code != exitOK {
+		t.Fatalf("exit %d, want %d\n%s", code, exitOK, stderr)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(b)
+	for _, want := range []string{"from the server's control port 39799", "against the server's backoff_ms",
+		"<td>1</td><td>1001.065</td><td>1001</td><td>&#43;0</td>", "<td>3</td><td>1695.693</td><td>1695</td><td>&#43;0</td>"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(html, "server accept") || strings.Contains(html, "Server record") {
+		t.Error("the page speaks of server accepts or a record file, which a control port does not give")
+	}
+}

@@ -73,8 +73,9 @@ plaintext HTTP/2 connections call /grpc.testing.ReconnectService/Start.
 Each Start begins a session judged by its own max_reconnect_backoff_ms,
 its Stop's ReconnectInfo is the server's verdict, and backoff_ms is
 cross-checked against the kernel's intervals one by one. Any
-ReconnectService works, the C++ reference included; --peer skips the
-detection.
+ReconnectService works, the C++ reference included. --peer skips the
+detection, and so does --port: the read then keeps that port's SYNs only,
+so name the control port too.
 
 Exit 0 when every peer (every session, with --record or a control port)
 passes, 1 when one fails or made too few attempts (then the last line names the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/server"
 )
 
 func newLiveCmd() *cobra.Command {
@@ -74,7 +75,7 @@ nothing could be judged or the capture failed.`,
 			if cfg.Attach {
 				cfg.Record = fl.record
 			} else if fl.record != "" {
-				f, err := openRecord(fl.record)
+				f, err := server.OpenRecord(fl.record)
 				if err != nil {
 					return usageError(err)
 				}

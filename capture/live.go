@@ -64,10 +64,10 @@ const (
 	// DefaultWholeBuffer is the kernel ring of a capture that keeps whole
 	// packets. In immediate mode libpcap's ring gives every packet a
 	// frame of the snap length, bounded by the interface's MTU (on lo,
-	// 65536): with the reader stalled, 8 MiB held 63 segments on lo, where
-	// each is seen twice, against 17 475 in the 240-byte frames of the
-	// retry port's capture (RELIABILITY.md, "Control port"). A control
-	// port's calls are a few segments each.
+	// 65536), so a ring holds a few hundred times fewer packets than the
+	// retry port's (BenchmarkLiveRingCapacityWhole; RELIABILITY.md,
+	// "Sessions, shutdown and record files"). A control port's calls are
+	// a few segments each.
 	DefaultWholeBuffer = 8 << 20
 )
 

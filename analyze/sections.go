@@ -86,6 +86,20 @@ type LiveInfo struct {
 	NotTaken uint64 `json:"not_taken"`
 	// Loopback says the counters count each SYN twice.
 	Loopback bool `json:"-"`
+	// Control is the capture of the server's control port, when sessions
+	// follow its calls (audit live --attach --control_port); its losses
+	// are Start and Stop calls missed, not SYNs, so Lost leaves them out.
+	Control *ControlCapture `json:"control,omitempty"`
+}
+
+// ControlCapture is the live capture of a server's control port, on a
+// libpcap handle of its own that keeps whole packets.
+type ControlCapture struct {
+	Port uint16 `json:"port"`
+	LiveStats
+	// MidStream counts the control connections the capture joined
+	// mid-stream: their calls could not be decoded.
+	MidStream int `json:"joined_mid_stream"`
 }
 
 // Lost is every packet the report is known to lack.
@@ -100,6 +114,13 @@ func (l LiveInfo) StatsLine() string {
 	}
 	if l.NotTaken > 0 {
 		line += fmt.Sprintf("; %d captured packets not taken in by the auditor", l.NotTaken)
+	}
+	if c := l.Control; c != nil {
+		line += fmt.Sprintf("; control port %d (whole packets): %d received, %d dropped by the kernel, %d dropped by the interface",
+			c.Port, c.Received, c.Dropped, c.IfDropped)
+		if c.MidStream > 0 {
+			line += fmt.Sprintf(", %s joined mid-stream, whose calls could not be decoded", Plural(c.MidStream, "connection"))
+		}
 	}
 	return line
 }

@@ -58,6 +58,17 @@ const (
 	flushEvery = 250 * time.Millisecond
 	// writeBuffer is the capture file's buffer: about 650 SYNs on lo.
 	writeBuffer = 64 << 10
+	// WholeSnapLen is the snap length of a capture that keeps whole
+	// packets (LiveConfig.Whole): libpcap's largest, as tcpdump's -s 0.
+	WholeSnapLen = 262144
+	// DefaultWholeBuffer is the kernel ring of a capture that keeps whole
+	// packets. In immediate mode libpcap's ring gives every packet a
+	// frame of the snap length, bounded by the interface's MTU (on lo,
+	// 65536), so a ring holds a few hundred times fewer packets than the
+	// retry port's (BenchmarkLiveRingCapacityWhole; RELIABILITY.md,
+	// "Sessions, shutdown and record files"). A control port's calls are
+	// a few segments each.
+	DefaultWholeBuffer = 8 << 20
 )
 
 // ErrUnknownInterface is wrapped by OpenLive when no such interface exists.
@@ -80,6 +91,12 @@ type LiveConfig struct {
 	// BufferSize is the kernel capture buffer in bytes; 0 means
 	// DefaultLiveBuffer.
 	BufferSize int
+	// Whole keeps whole packets (WholeSnapLen) rather than headers and
+	// the first bytes of data, for a port whose bytes are decoded (the
+	// control port, docs/spec.md §5.6); it needs Segments. Its ring
+	// frames are as large as the snap length (DefaultWholeBuffer), so a
+	// port of many SYNs, the retry port, keeps a capture of its own.
+	Whole bool
 	// Write, when set, receives every captured packet as a pcap file with
 	// nanosecond timestamps, which `audit pcap` reads back. OpenLive writes
 	// the file header at once. Packets are buffered and flushed whenever
@@ -154,6 +171,9 @@ func OpenLive(cfg LiveConfig) (*Live, error) {
 	if cfg.Iface == "" {
 		return nil, fmt.Errorf("open live capture: no interface: %w (available: %s)", ErrUnknownInterface, availableInterfaces())
 	}
+	if cfg.Whole && cfg.Segments == nil {
+		return nil, errors.New("open live capture: whole packets without Segments to hand them to")
+	}
 	if cfg.Iface != "any" {
 		if _, err := net.InterfaceByName(cfg.Iface); err != nil {
 			return nil, fmt.Errorf("open live capture on %q: %w (available: %s)", cfg.Iface, ErrUnknownInterface, availableInterfaces())
@@ -194,15 +214,22 @@ func activate(cfg LiveConfig) (*pcap.Handle, string, error) {
 		return nil, "", fmt.Errorf("open live capture on %s: %w", cfg.Iface, err)
 	}
 	defer in.CleanUp()
-	buf := cfg.BufferSize
-	if buf <= 0 {
+	buf, snap := cfg.BufferSize, liveSnapLen
+	if cfg.Whole {
+		snap = WholeSnapLen
+	}
+	switch {
+	case buf > 0:
+	case cfg.Whole:
+		buf = DefaultWholeBuffer
+	default:
 		buf = DefaultLiveBuffer
 	}
 	steps := []struct {
 		what string
 		err  error
 	}{
-		{"snap length", in.SetSnapLen(liveSnapLen)},
+		{"snap length", in.SetSnapLen(snap)},
 		{"promiscuous mode", in.SetPromisc(false)},
 		{"read timeout", in.SetTimeout(livePoll)},
 		{"immediate mode", in.SetImmediateMode(true)},

@@ -62,25 +62,34 @@ func IsControl(r *h2.Report) bool {
 func Calls(conns []*h2.Report) []Call {
 	var out []Call
 	for _, r := range conns {
-		for _, s := range r.Streams {
-			c := Call{Time: s.Start, Caller: r.Client, Status: s.GRPCStatus}
-			switch s.Method {
-			case StartMethod:
-				c.Kind = Start
-				if s.ReconnectParams != nil {
-					c.MaxMS = s.ReconnectParams.MaxReconnectBackoffMs
-				}
-			case StopMethod:
-				c.Kind = Stop
-				c.Info = s.ReconnectInfo
-			default:
-				continue
+		for i := range r.Streams {
+			if c, ok := CallOf(r, &r.Streams[i]); ok {
+				out = append(out, c)
 			}
-			out = append(out, c)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Call) int { return cmp.Or(a.Time.Compare(b.Time), cmp.Compare(a.Kind, b.Kind)) })
 	return out
+}
+
+// CallOf is the call one stream of the connection r makes; ok is false
+// for a stream that calls neither Start nor Stop. A live reader takes
+// each stream as it ends (flows.Options.StreamEnd).
+func CallOf(r *h2.Report, s *h2.Stream) (c Call, ok bool) {
+	c = Call{Time: s.Start, Caller: r.Client, Status: s.GRPCStatus}
+	switch s.Method {
+	case StartMethod:
+		c.Kind = Start
+		if s.ReconnectParams != nil {
+			c.MaxMS = s.ReconnectParams.MaxReconnectBackoffMs
+		}
+	case StopMethod:
+		c.Kind = Stop
+		c.Info = s.ReconnectInfo
+	default:
+		return Call{}, false
+	}
+	return c, true
 }
 
 // Sessions numbers the calls' sessions as a server numbers them, and gives

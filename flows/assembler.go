@@ -41,6 +41,17 @@ type Options struct {
 	MaxBuffered int
 	// Limits bound each connection's decoder.
 	Limits h2.Limits
+	// Opened, when set, is called when a connection's decoding starts,
+	// before any of its bytes are decoded. Conn.SYN false means the
+	// connection was open before the input began (joined mid-stream): its
+	// header blocks cannot be decoded, since the HPACK state they build on
+	// went by before the capture. Conn.Ended is "".
+	Opened func(Conn)
+	// StreamEnd, when set, is called with each stream of a connection as
+	// the stream ends (h2.Options.StreamEnd), while the connection may
+	// stay open: a live capture learns of each finished RPC at once. The
+	// Stream is valid only during the call; Conn.Ended is "".
+	StreamEnd func(Conn, *h2.Stream)
 }
 
 // How a connection ended, in Conn.Ended.
@@ -341,7 +352,14 @@ func (a *Assembler) newFlow(v *analyze.SegmentView, srcIsA bool, t time.Time) *f
 // (else h2 takes the time of the first bytes).
 func (f *flow) start(a *Assembler) {
 	f.state = decoding
-	f.dec = h2.NewConn(f.client, f.server, h2.Options{Start: f.synAt, Limits: a.opt.Limits})
+	opt := h2.Options{Start: f.synAt, Limits: a.opt.Limits}
+	if a.opt.StreamEnd != nil {
+		opt.StreamEnd = func(s *h2.Stream) { a.opt.StreamEnd(Conn{Report: f.dec.Report(), SYN: f.syn}, s) }
+	}
+	f.dec = h2.NewConn(f.client, f.server, opt)
+	if a.opt.Opened != nil {
+		a.opt.Opened(Conn{Report: f.dec.Report(), SYN: f.syn})
+	}
 }
 
 // data reassembles a segment of n bytes at seq, of which b were captured.

@@ -77,6 +77,12 @@ func conversation() (client, server [][]byte) {
 // the pieces alternating, FINs. Large pieces are cut in segments of mss.
 func segments(withSYN bool, mss int) []seg {
 	cl, sv := conversation()
+	return layout(withSYN, mss, cl, sv)
+}
+
+// layout lays pieces of bytes out as a TCP connection: handshake, the
+// client's and the server's pieces alternating, FINs.
+func layout(withSYN bool, mss int, cl, sv [][]byte) []seg {
 	const cISN, sISN = 1000, 5000
 	var out []seg
 	cseq, sseq := uint32(cISN+1), uint32(sISN+1)

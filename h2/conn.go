@@ -110,6 +110,13 @@ type Options struct {
 	// takes the time of the first Feed or Gap.
 	Start  time.Time
 	Limits Limits
+	// StreamEnd, when set, is called with each stream as it ends (both
+	// sides sent END_STREAM, or one reset it), while the connection may
+	// stay open: a live reader learns of each finished RPC at once, not
+	// when the connection ends. The Stream is the Report's entry, final;
+	// it is valid only during the call. A stream still open at End is
+	// not handed to it.
+	StreamEnd func(*Stream)
 }
 
 // Conn decodes one TCP connection. Feed it each direction's bytes in
@@ -128,9 +135,10 @@ type Conn struct {
 	// kept counts the bytes of the messages being collected for decoding
 	// (their whole length, from their prefix on), all streams together; it
 	// stays within Limits.MaxMessage.
-	kept  int
-	begun bool
-	ended bool
+	kept      int
+	begun     bool
+	ended     bool
+	streamEnd func(*Stream)
 }
 
 // half is the decoder of one direction.
@@ -224,8 +232,9 @@ func NewConn(client, server netip.AddrPort, opts Options) *Conn {
 			Events:  []Event{},
 			Streams: []Stream{},
 		},
-		lim:  opts.Limits.withDefaults(),
-		open: make(map[uint32]*stream),
+		lim:       opts.Limits.withDefaults(),
+		open:      make(map[uint32]*stream),
+		streamEnd: opts.StreamEnd,
 	}
 	c.begun = !opts.Start.IsZero()
 	for d := range c.halves {
@@ -887,6 +896,9 @@ func (c *Conn) closeStream(s *stream, t time.Time, st StreamState) {
 			// HPACK state needs it) and dropped.
 			c.halves[d].blk.s = nil
 		}
+	}
+	if c.streamEnd != nil {
+		c.streamEnd(r)
 	}
 }
 

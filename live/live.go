@@ -1,9 +1,11 @@
 // Package live is the live auditor: the reference server and a libpcap
 // capture of the SYNs to its retry port in one process, or (Attach) the
-// capture alone beside a server elsewhere. Each session is judged from the
-// kernel's SYN timestamps, beside the server's own verdict, and the two
-// lists are cross-checked (docs/spec.md §5). It also holds the offline form
-// of that cross-check: a capture file against a server's record file.
+// capture alone beside a server elsewhere, whose sessions it follows from
+// its record file or from its control port, captured too (docs/spec.md
+// §5.6). Each session is judged from the kernel's SYN timestamps, beside
+// the server's own verdict, and the two lists are cross-checked
+// (docs/spec.md §5). It also holds the offline form of that cross-check:
+// a capture file against a server's record file.
 package live
 
 import (
@@ -43,6 +45,11 @@ type Config struct {
 	// Record is, with Attach, that server's record file: sessions follow
 	// its Start and Stop events and the cross-check runs.
 	Record string
+	// ControlPort is, with Attach and instead of Record, that server's
+	// control port: it is captured too, and sessions follow the Start and
+	// Stop calls decoded from it, cross-checked against Stop's backoff_ms
+	// (docs/spec.md §5.6).
+	ControlPort int
 	// Write, when set, is a file that receives every captured packet.
 	Write string
 	// HTML, when set, is a page rewritten with each session's report.
@@ -104,6 +111,9 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	if cfg.Record != "" && !cfg.Attach {
 		return Outcome{}, errors.New("--record with audit live is the record file to follow, for --attach; without it, write the in-process server's events with audit server --record")
 	}
+	if err := cfg.checkControl(); err != nil {
+		return Outcome{}, err
+	}
 	q := newLiveQueue()
 	var srv *server.Server
 	port := cfg.RetryPort
@@ -138,13 +148,23 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 			return Outcome{}, err
 		}
 	}
-	a := &liveAuditor{cfg: cfg, port: uint16(port), live: live, srv: srv, q: q, out: out, errOut: errOut,
+	var ctl *controlFeed
+	if cfg.ControlPort != 0 {
+		if ctl, err = openControl(cfg.Iface, uint16(cfg.ControlPort), q.pushEvent, q.pushWarning); err != nil {
+			return Outcome{}, err
+		}
+		defer ctl.close()
+	}
+	a := &liveAuditor{cfg: cfg, port: uint16(port), live: live, ctl: ctl, srv: srv, q: q, out: out, errOut: errOut,
 		tr: newTracker(), skipped: map[string]uint64{}, captureStart: time.Now(),
 		loopback: isLoopback(cfg.Iface)}
 	if srv != nil {
 		fmt.Fprintf(errOut, "audit live: control port %s, retry port %s\n", srv.ControlAddr(), srv.RetryAddr())
 	}
 	fmt.Fprintf(errOut, "audit live: capturing SYNs to port %d and the segments of their fates on %s, %s\n", port, cfg.Iface, live.Timestamps())
+	if ctl != nil {
+		fmt.Fprintf(errOut, "audit live: capturing control port %d whole on %s: sessions follow its Start and Stop calls\n", cfg.ControlPort, cfg.Iface)
+	}
 	err = a.run(ctx)
 	if ferr := live.Close(); err == nil && ferr != nil {
 		err = ferr
@@ -155,6 +175,24 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 		}
 	}
 	return Outcome{Sessions: a.sessions, Failed: a.failed, FirstFailure: a.firstFailure}, err
+}
+
+// checkControl vets ControlPort: it names another server's control
+// port, so it needs Attach, and it replaces Record.
+func (c Config) checkControl() error {
+	switch {
+	case c.ControlPort == 0:
+		return nil
+	case c.ControlPort < 0 || c.ControlPort > 65535:
+		return fmt.Errorf("--control_port %d: not a port", c.ControlPort)
+	case !c.Attach:
+		return errors.New("--control_port with audit live names the control port of a server elsewhere, for --attach; without --attach the in-process server's sessions are followed")
+	case c.Record != "":
+		return errors.New("--control_port and --record both say where sessions come from: give one")
+	case c.ControlPort == c.RetryPort:
+		return fmt.Errorf("--control_port %d is --retry_port too: they are two ports", c.ControlPort)
+	}
+	return nil
 }
 
 // newTracker is a tracker of the attempts of a capture whose filter keeps
@@ -184,6 +222,7 @@ type liveAuditor struct {
 	cfg    Config
 	port   uint16
 	live   *capture.Live
+	ctl    *controlFeed // the control port's capture, with ControlPort
 	srv    *server.Server
 	q      *liveQueue
 	out    io.Writer
@@ -226,6 +265,7 @@ func (a *liveAuditor) run(ctx context.Context) error {
 	w := a.startFeeds()
 	defer w.stopCapture()
 	defer w.stopTail()
+	defer w.stopCtl()
 	end := runEnd{cause: analyze.CauseInterrupted}
 	a.loop(ctx, w, &end)
 	a.shutdown(w, &end)
@@ -234,18 +274,24 @@ func (a *liveAuditor) run(ctx context.Context) error {
 }
 
 // feeds are the goroutines that fill the auditor's queue besides the
-// in-process server: the capture, and the record file it follows.
+// in-process server: the capture, and the record file or the control
+// port's capture it follows.
 type feeds struct {
-	capDone, tailDone     chan error // nil once read
-	stopCapture, stopTail context.CancelFunc
+	capDone, tailDone, ctlDone     chan error // nil once read
+	stopCapture, stopTail, stopCtl context.CancelFunc
 }
 
 func (a *liveAuditor) startFeeds() *feeds {
 	w := &feeds{capDone: make(chan error, 1)}
-	var capCtx, tailCtx context.Context
+	var capCtx, tailCtx, ctlCtx context.Context
 	capCtx, w.stopCapture = context.WithCancel(context.Background())
 	tailCtx, w.stopTail = context.WithCancel(context.Background())
+	ctlCtx, w.stopCtl = context.WithCancel(context.Background())
 	go func() { w.capDone <- a.live.Run(capCtx, a.q.pushSYN, a.q.pushSkip) }()
+	if a.ctl != nil {
+		w.ctlDone = make(chan error, 1)
+		go func() { w.ctlDone <- a.ctl.run(ctlCtx) }()
+	}
 	if a.cfg.Record != "" {
 		w.tailDone = make(chan error, 1)
 		go func() { w.tailDone <- tailRecord(tailCtx, a.cfg.Record, a.q.pushEvent, a.q.pushWarning) }()
@@ -313,6 +359,13 @@ func (a *liveAuditor) loop(ctx context.Context, w *feeds, end *runEnd) {
 			w.tailDone = nil
 			end.fail(analyze.CauseRecordError, err)
 			return
+		case err := <-w.ctlDone:
+			// Sessions can no longer end at their Stop: as a capture
+			// error, the open one ends here.
+			w.ctlDone = nil
+			end.fail(analyze.CauseCaptureError, err)
+			a.captureStopped(end.cause)
+			return
 		case <-ctx.Done():
 			return
 		}
@@ -339,6 +392,13 @@ func (a *liveAuditor) shutdown(w *feeds, end *runEnd) {
 	w.stopTail()
 	if w.tailDone != nil {
 		end.fail(analyze.CauseRecordError, <-w.tailDone)
+	}
+	w.stopCtl()
+	if w.ctlDone != nil {
+		if err := <-w.ctlDone; err != nil {
+			end.fail(analyze.CauseCaptureError, err)
+			a.captureStopped(end.cause)
+		}
 	}
 	a.takeQueue()
 	if a.ending {
@@ -383,7 +443,9 @@ func (a *liveAuditor) captureStopped(cause string) {
 }
 
 // sniffOnly reports whether sessions are delimited by the SYNs alone.
-func (a *liveAuditor) sniffOnly() bool { return a.cfg.Attach && a.cfg.Record == "" }
+func (a *liveAuditor) sniffOnly() bool {
+	return a.cfg.Attach && a.cfg.Record == "" && a.cfg.ControlPort == 0
+}
 
 // takeQueue applies what the queue holds; it reports whether a SYN came.
 func (a *liveAuditor) takeQueue() bool {
@@ -514,6 +576,9 @@ func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
 			a.finish()
 		}
 		a.sess = newServerSession(e, a.cfg.maxAttempts())
+		// Read from the control port, the server's list is Stop's
+		// backoff_ms alone.
+		a.sess.backoffOnly = a.ctl != nil
 		// A record file is read some ms late: SYNs of the session may
 		// have come before its Start.
 		if a.outside > 0 {
@@ -559,6 +624,17 @@ func (a *liveAuditor) caughtUp() bool {
 		return false
 	}
 	held := a.tr.List()
+	if s.backoffOnly {
+		// Its list names no address: caught up once the kernel holds as
+		// many attempts in the session as the list has.
+		n := 0
+		for _, at := range held {
+			if s.contains(at.Time) {
+				n++
+			}
+		}
+		return s.end != nil && len(s.end.BackoffMS) > 0 && n > len(s.end.BackoffMS)
+	}
 	syns, accepts := map[netip.AddrPort]bool{}, map[netip.AddrPort]bool{}
 	for _, at := range held {
 		syns[analyze.UnmapPort(at.Src)] = true
@@ -581,8 +657,12 @@ func (a *liveAuditor) caughtUp() bool {
 
 // info is the capture's part of a report.
 func (a *liveAuditor) info(st analyze.LiveStats) analyze.LiveInfo {
-	return analyze.LiveInfo{Iface: a.cfg.Iface, Timestamps: a.live.Timestamps(), LiveStats: st, Write: a.cfg.Write,
+	info := analyze.LiveInfo{Iface: a.cfg.Iface, Timestamps: a.live.Timestamps(), LiveStats: st, Write: a.cfg.Write,
 		NotTaken: a.q.dropped(), Loopback: a.loopback}
+	if a.ctl != nil {
+		info.Control = a.ctl.stats()
+	}
+	return info
 }
 
 // finish reports the current session and forgets what it consumed.

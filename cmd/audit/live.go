@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/server"
 )
 
 func newLiveCmd() *cobra.Command {
@@ -39,6 +40,14 @@ that the cross-check runs too. Without a record a session ends after --idle
 without a SYN. A record file truncated or replaced while it is followed is
 read again from its start.
 
+--attach --control_port=P follows any ReconnectService instead of a record
+(docs/spec.md §5.6): port P is captured too, whole, on a libpcap handle of
+its own; each Start decoded from it begins a session judged by its own cap,
+each Stop ends it with the server's verdict, and Stop's backoff_ms is
+cross-checked against the kernel's intervals one by one. A control
+connection open before the capture cannot be decoded: a warning says so.
+--write saves the retry port's packets only.
+
 A session keeps at most --max_attempts attempts on either side; later ones
 are counted and its verdict is "too many attempts", so a SYN flood cannot
 exhaust memory. Of the attempts outside any session only the last 8192 to
@@ -58,7 +67,8 @@ Exit 0 when every verdict passed, 1 when one failed (the last line names
 the session, which verdict failed, kernel or server, and why), 2 when
 nothing could be judged or the capture failed.`,
 		Example: `  audit live --control_port=8080 --retry_port=8081
-  audit live --iface lo --attach --retry_port=8081 --record=run.jsonl --format=json`,
+  audit live --iface lo --attach --retry_port=8081 --record=run.jsonl --format=json
+  audit live --iface lo --attach --retry_port=8081 --control_port=8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -72,9 +82,9 @@ nothing could be judged or the capture failed.`,
 			cfg.Server, cfg.RetryPort = srvCfg, fl.retryPort
 			cfg.Server.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			if cfg.Attach {
-				cfg.Record = fl.record
+				cfg.Record, cfg.ControlPort = fl.record, fl.controlPort
 			} else if fl.record != "" {
-				f, err := openRecord(fl.record)
+				f, err := server.OpenRecord(fl.record)
 				if err != nil {
 					return usageError(err)
 				}
@@ -88,8 +98,9 @@ nothing could be judged or the capture failed.`,
 	}
 	f := cmd.Flags()
 	fl.register(f, "port that accepts and closes every connection; 0 picks a free port. With --attach: the port to watch")
+	f.Lookup("control_port").Usage += ". With --attach: the server's control port, whose Start and Stop calls sessions follow (not with --record)"
 	f.StringVar(&cfg.Iface, "iface", "lo", "interface to capture on")
-	f.BoolVar(&cfg.Attach, "attach", false, "only capture; the server runs elsewhere on this host (--retry_port is its port, --record its record file)")
+	f.BoolVar(&cfg.Attach, "attach", false, "only capture; the server runs elsewhere on this host (--retry_port is its port; --record its record file or --control_port its control port)")
 	recordAlias(f)
 	f.DurationVar(&cfg.Idle, "idle", 0, "with --attach and no --record: end a session after this long without a SYN (default twice the max backoff plus the tolerance)")
 	f.Int32Var(&cfg.MaxMS, "max_reconnect_backoff_ms", 0, "with --attach and no --record: the cap sessions are judged against (0 = default 120000)")

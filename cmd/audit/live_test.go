@@ -630,6 +630,10 @@ func TestLiveUsageErrors(t *testing.T) {
 		{"unknown interface", live.Config{Iface: "nosuch0", Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")},
 			[]string{"unknown interface", "lo"}},
 		{"attach without port", live.Config{Iface: "lo", Attach: true}, []string{"--retry_port"}},
+		{"control port and record", live.Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 8, Record: "run.jsonl"},
+			[]string{"--control_port", "--record"}},
+		{"control port is the retry port", live.Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 9},
+			[]string{"--control_port 9", "--retry_port"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

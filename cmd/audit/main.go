@@ -44,15 +44,6 @@ func sessionsVerdict(failed, total int, first string) error {
 	return verdictError("%d of %s failed; %s", failed, analyze.Plural(total, "session"), first)
 }
 
-// openRecord opens the record file the server appends its events to.
-func openRecord(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open record file: %w", err)
-	}
-	return f, nil
-}
-
 // recordAlias lets --server-log, the record flag's former name on the
 // auditing verbs, still name --record.
 func recordAlias(f *pflag.FlagSet) {

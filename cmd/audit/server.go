@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -115,7 +112,7 @@ and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHands
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if err := serve(ctx, cmd.OutOrStdout(), cfg, fl.record); err != nil {
+			if err := server.Serve(ctx, cmd.OutOrStdout(), cfg, fl.record); err != nil {
 				return usageError(err) // nothing was judged: a port, the record file
 			}
 			return nil
@@ -152,25 +149,4 @@ func (fl serverFlags) config() (server.Config, error) {
 	return server.Flags{ControlPort: fl.controlPort, RetryPort: fl.retryPort, SessionTimeout: fl.sessionTimeout,
 		MaxAttempts: fl.maxAttempts, MaxWaiting: fl.maxWaiting, RetryMode: fl.retryMode, MinConnectTimeoutMS: fl.minConnectTimeoutMS,
 		MaxHeld: fl.maxHeld, TLSCert: fl.tlsCert, TLSKey: fl.tlsKey}.Config()
-}
-
-// serve runs the server until ctx ends, printing the chosen addresses to
-// out; record, when not empty, is the file the events are appended to.
-func serve(ctx context.Context, out io.Writer, cfg server.Config, record string) (err error) {
-	if record != "" {
-		f, err := openRecord(record)
-		if err != nil {
-			return err
-		}
-		defer func() { err = errors.Join(err, f.Close()) }()
-		cfg.Record = f
-	}
-	srv, err := server.New(cfg)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "control port %s\nretry port %s\n", srv.ControlAddr(), srv.RetryAddr())
-	<-ctx.Done()
-	cfg.Logger.Info("shutting down", "cause", context.Cause(ctx))
-	return srv.Close()
 }

@@ -1,0 +1,282 @@
+package main
+
+// Tests of `audit live --attach --control_port`: sessions that follow the
+// Start and Stop calls decoded live from a server's control port, with no
+// record file (docs/spec.md §5.6). Like the other live tests they capture
+// on lo and skip, loudly, where this process may not.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/pb"
+)
+
+// checkControlSession asserts what a session followed from the control
+// port must show: the Start's cap, the server's verdict as its Stop
+// answered it, and a cross-check of Stop's backoff_ms against the
+// kernel's intervals, interval by interval, that agrees.
+func checkControlSession(t *testing.T, rep liveJSON, maxMS int32, passed bool, backoffMS []int32, control int) {
+	t.Helper()
+	if rep.Session.MaxMS != maxMS || rep.Session.Cause != analyze.CauseStop {
+		t.Errorf("session %+v; want the Start's cap %d ms, ended by Stop", rep.Session, maxMS)
+	}
+	if rep.Server == nil || rep.Server.Passed != passed {
+		t.Fatalf("server verdict %+v; want passed=%v as Stop answered", rep.Server, passed)
+	}
+	if diff := cmp.Diff(backoffMS, rep.Server.BackoffMS); diff != "" {
+		t.Errorf("server's backoff_ms (-Stop's answer +report):\n%s", diff)
+	}
+	cc := rep.CrossCheck
+	if cc == nil || cc.ServerSide != analyze.ServerSideBackoff {
+		t.Fatalf("cross-check %+v; want one against backoff_ms", cc)
+	}
+	if len(cc.Intervals) != len(backoffMS) || len(rep.Peers) != 1 || len(rep.Peers[0].Intervals) != len(backoffMS) {
+		t.Fatalf("cross-check has %d intervals, kernel peers %d; want the %d of backoff_ms on both sides",
+			len(cc.Intervals), len(rep.Peers), len(backoffMS))
+	}
+	for i, iv := range cc.Intervals {
+		kernel := rep.Peers[0].Intervals[i]
+		// On loopback an app delay is under a few ms (docs/spec.md §6.4).
+		if !iv.InKernel || !iv.InServer || iv.ServerMS != backoffMS[i] || iv.KernelMS != kernel.MeasuredMS ||
+			iv.ShiftMS < -5 || iv.ShiftMS > 5 || iv.KernelOK != iv.ServerOK {
+			t.Errorf("interval %d: %+v; want kernel %.3f ms beside the server's %d ms, within 5 ms, same verdict",
+				i+1, iv, kernel.MeasuredMS, backoffMS[i])
+		}
+	}
+	if !cc.Agree {
+		t.Errorf("cross-check does not agree: %+v", cc.Disagreements)
+	}
+	c := rep.Live.Control
+	if c == nil || int(c.Port) != control || c.Received == 0 || c.Lost() != 0 || c.MidStream != 0 {
+		t.Errorf("control capture %+v; want port %d, packets received, none lost", c, control)
+	}
+}
+
+// TestLiveAttachControlPort: `audit server` in another process, `audit
+// live --attach --control_port` in this one, the grpc-go interop client.
+// The session starts at the decoded Start and ends at the decoded Stop,
+// and its report agrees with what the server's Stop answered.
+func TestLiveAttachControlPort(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	r := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
+	if !strings.Contains(r.errOut.String(), "capturing control port "+strconv.Itoa(srv.Control)) {
+		t.Errorf("stderr does not say the control port is captured:\n%s", r.errOut)
+	}
+	client := runLiveClient(t, srv.Control, srv.Retry, 4500*time.Millisecond)
+	end, _ := srv.session(t)
+	if diff := cmp.Diff(end.BackoffMS, client.Server.GetBackoffMs()); diff != "" {
+		t.Fatalf("backoff_ms (-record +client):\n%s", diff)
+	}
+	reps, _ := r.reports(t, 1)
+	checkControlSession(t, reps[0], liveMaxMS, end.Passed, end.BackoffMS, srv.Control)
+	// The JSON members this adds to a session report.
+	var js struct {
+		Live       struct{ Control map[string]json.RawMessage }
+		CrossCheck map[string]json.RawMessage `json:"crosscheck"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(r.out.String(), "\n", 2)[0]), &js); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"port", "received", "dropped", "if_dropped", "joined_mid_stream"} {
+		if _, ok := js.Live.Control[k]; !ok {
+			t.Errorf("JSON live.control lacks %q", k)
+		}
+	}
+	for _, k := range []string{"server_side", "intervals"} {
+		if _, ok := js.CrossCheck[k]; !ok {
+			t.Errorf("JSON crosscheck lacks %q", k)
+		}
+	}
+}
+
+// pythonServer is testdata/interop/reconnect_server.py running: a
+// ReconnectService of gRPC C-core, whose server sends its SETTINGS before
+// the client's preface.
+type pythonServer struct {
+	control, retry int
+	lines          chan string // what it prints after its ports
+}
+
+// startPythonServer runs the Python server, or skips loudly where
+// python3-grpcio is missing.
+func startPythonServer(t *testing.T) *pythonServer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	if out, err := exec.CommandContext(ctx, systemPython, "-c", "import grpc").CombinedOutput(); err != nil {
+		t.Skipf("SKIPPED, NOT RUN: the C-core server needs python3-grpcio for %s (apt-get install python3-grpcio): %v\n%s", systemPython, err, out)
+	}
+	cmd := exec.CommandContext(ctx, systemPython, "../../testdata/interop/reconnect_server.py")
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 5 * time.Second
+	stderr := &testutil.SyncBuffer{}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("reconnect_server.py stderr:\n%s", stderr)
+		}
+	})
+	s := &pythonServer{lines: make(chan string, 16)}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() {
+		t.Fatalf("reconnect_server.py printed no ports: %v\n%s", sc.Err(), stderr)
+	}
+	var ports struct {
+		Control int `json:"control_port"`
+		Retry   int `json:"retry_port"`
+	}
+	if err := json.Unmarshal(sc.Bytes(), &ports); err != nil || ports.Control == 0 || ports.Retry == 0 {
+		t.Fatalf("reconnect_server.py printed %q: %v", sc.Text(), err)
+	}
+	s.control, s.retry = ports.Control, ports.Retry
+	go func() {
+		for sc.Scan() {
+			s.lines <- sc.Text()
+		}
+		close(s.lines)
+		io.Copy(io.Discard, out)
+	}()
+	return s
+}
+
+// stop waits for the server's line of its Stop answer.
+func (s *pythonServer) stop(t *testing.T) (passed bool, backoffMS []int32) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				t.Fatal("reconnect_server.py ended without a Stop line")
+			}
+			var v struct {
+				Stop *struct {
+					Passed    bool    `json:"passed"`
+					BackoffMS []int32 `json:"backoff_ms"`
+				} `json:"stop"`
+			}
+			if json.Unmarshal([]byte(l), &v) == nil && v.Stop != nil {
+				return v.Stop.Passed, v.Stop.BackoffMS
+			}
+		case <-timeout:
+			t.Fatal("no Stop line from reconnect_server.py in 20 s")
+		}
+	}
+}
+
+// TestLiveAttachControlPortCCore: the same with neither side of this
+// project: the Python ReconnectService and the C-core client, both of
+// Debian's python3-grpcio.
+func TestLiveAttachControlPortCCore(t *testing.T) {
+	t.Parallel()
+	requireCapture(t)
+	srv := startPythonServer(t)
+	r := startLive(t, live.Config{Attach: true, RetryPort: srv.retry, ControlPort: srv.control})
+	out, stderr, code := runClient(t, time.Minute, systemPython, "../../testdata/interop/reconnect_client.py",
+		"--server_host=127.0.0.1", "--server_control_port="+strconv.Itoa(srv.control), "--server_retry_port="+strconv.Itoa(srv.retry),
+		"--max_reconnect_backoff_ms=2000", "--deadline_s=6")
+	var client pythonResult
+	if err := json.Unmarshal([]byte(out), &client); err != nil {
+		t.Fatalf("reconnect_client.py exit %d printed %q: %v\nstderr:\n%s", code, out, err, stderr)
+	}
+	passed, backoffMS := srv.stop(t)
+	if diff := cmp.Diff(backoffMS, client.BackoffMS); diff != "" {
+		t.Fatalf("backoff_ms (-server +client):\n%s", diff)
+	}
+	reps, _ := r.reports(t, 1)
+	checkControlSession(t, reps[0], 2000, passed, backoffMS, srv.control)
+}
+
+// TestLiveAttachControlMidStream: a control connection open before the
+// capture started cannot be decoded (its HPACK state went by unseen): the
+// auditor says so on stderr as soon as it sees the connection, and in its
+// statistics at exit, rather than missing the session silently.
+func TestLiveAttachControlMidStream(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := grpc.NewClient(net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.Control)),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Connect()
+	for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, st) {
+			t.Fatalf("control connection not ready: %v", st)
+		}
+	}
+	// The connection and its preface are on the wire: now the capture.
+	r := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
+	rc := pb.NewReconnectServiceClient(conn)
+	if _, err := rc.Start(ctx, &pb.ReconnectParams{MaxReconnectBackoffMs: liveMaxMS}); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.Retry)))
+	if err == nil {
+		retry.Close()
+	}
+	if _, err := rc.Stop(ctx, &pb.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "the mid-stream warning", func() bool { return strings.Contains(r.errOut.String(), "joined mid-stream") })
+	if err := r.stop(t); err != nil {
+		t.Errorf("exit: %v; want none: nothing was judged", err)
+	}
+	if out := r.out.String(); out != "" {
+		t.Errorf("a session was reported from calls that cannot be decoded:\n%s", out)
+	}
+	for _, want := range []string{"cannot be decoded", "1 connection joined mid-stream", "outside any session"} {
+		if !strings.Contains(r.errOut.String(), want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.errOut)
+		}
+	}
+}
+
+// TestLiveAttachControlFlags: --control_port with --attach and --record
+// is a usage error naming both, from the command line as from the config.
+func TestLiveAttachControlFlags(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var stdout, stderr strings.Builder
+	code := run(ctx, []string{"live", "--attach", "--retry_port=9", "--control_port=8", "--record=run.jsonl"}, &stdout, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "--control_port and --record") {
+		t.Errorf("exit %d, stderr %q; want 2 naming --control_port and --record", code, stderr.String())
+	}
+	var help strings.Builder
+	run(ctx, []string{"live", "--help"}, &help, &help)
+	if !strings.Contains(help.String(), "--attach --control_port=P") {
+		t.Errorf("audit live --help does not describe --attach --control_port:\n%s", help.String())
+	}
+}

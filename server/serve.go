@@ -1,0 +1,41 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// OpenRecord opens the record file a server appends its events to
+// (Config.Record), creating it if needed.
+func OpenRecord(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open record file: %w", err)
+	}
+	return f, nil
+}
+
+// Serve runs a server until ctx ends, as `audit server` does: it prints
+// the chosen addresses to out, and record, when not empty, is the file the
+// events are appended to (OpenRecord). cfg.Logger must be set.
+func Serve(ctx context.Context, out io.Writer, cfg Config, record string) (err error) {
+	if record != "" {
+		f, err := OpenRecord(record)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, f.Close()) }()
+		cfg.Record = f
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "control port %s\nretry port %s\n", srv.ControlAddr(), srv.RetryAddr())
+	<-ctx.Done()
+	cfg.Logger.Info("shutting down", "cause", context.Cause(ctx))
+	return srv.Close()
+}

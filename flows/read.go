@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/capture"
@@ -76,6 +77,9 @@ type AuditOptions struct {
 	// Retry, when set, is the retry policy retried RPCs are checked
 	// against (h2.DiagnoseOptions.Retry).
 	Retry *h2.RetryPolicy
+	// Tolerance widens every retry window on both sides
+	// (h2.DiagnoseOptions.Tolerance; 0: h2.DefaultTolerance).
+	Tolerance time.Duration
 	// Format is the report's format, "text" or "json" (Report.Write).
 	Format string
 }
@@ -98,11 +102,24 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 		}
 		ps = append(ps, uint16(p))
 	}
-	res, err := ReadFiles(files, Options{Ports: ps}, h2.DiagnoseOptions{Retry: opt.Retry})
+	if opt.Tolerance < 0 {
+		return nil, fmt.Errorf("--retry-tolerance %v: must not be negative", opt.Tolerance)
+	}
+	diag := h2.DiagnoseOptions{Retry: opt.Retry, Tolerance: cmp.Or(opt.Tolerance, h2.DefaultTolerance)}
+	res, err := ReadFiles(files, Options{Ports: ps}, diag)
 	if err != nil {
 		return nil, err
 	}
-	return NewReport(files, res), nil
+	rep := NewReport(files, res)
+	for _, ch := range h2.RetryChains(res.Reports()) {
+		r := Retry{RetryChain: ch}
+		if opt.Retry != nil {
+			c := h2.CheckRetries(ch, *opt.Retry, diag.Tolerance)
+			r.Check = &c
+		}
+		rep.Retries = append(rep.Retries, r)
+	}
+	return rep, nil
 }
 
 // checkRetry checks a retry policy as gRFC A6 ("Validation of

@@ -18,8 +18,19 @@ type Report struct {
 	Files       []string     `json:"files"`
 	Connections []Timeline   `json:"connections"`
 	Findings    []h2.Finding `json:"findings"`
+	// Retries are the RPCs retried (their attempts linked by
+	// grpc-previous-rpc-attempts), each with its check against the retry
+	// policy when one was given.
+	Retries []Retry `json:"retries,omitempty"`
 	// Problems counts the findings that are problems (h2.Finding.Problem).
 	Problems int `json:"problems"`
+}
+
+// Retry is one retried RPC: its attempts, and their delays held to the
+// retry policy (nil without one).
+type Retry struct {
+	h2.RetryChain
+	Check *h2.RetryCheck `json:"check,omitempty"`
 }
 
 // Timeline is one connection as a person reads it: what matters for

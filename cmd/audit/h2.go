@@ -13,7 +13,7 @@ import (
 
 func newH2Cmd() *cobra.Command {
 	var ports []uint
-	format := "text"
+	format, tol := "text", h2.DefaultTolerance
 	retry := h2.RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, BackoffMultiplier: 2}
 	cmd := &cobra.Command{
 		Use:   "h2 FILE... [--port P ...]",
@@ -28,7 +28,9 @@ client's next connection after a GOAWAY or a close. Then the findings:
 keepalive PINGs answered by GOAWAY too_many_pings, GOAWAY connection ages (a
 max connection age), reconnects, and RPCs retried with grpc-previous-rpc-attempts,
 checked when a --retry-* flag is given against that policy (gRFC A6: retry n
-waits U(0, min(initial·multiplier^(n−1), max)), or ±20 % around it as revised).
+waits U(0, min(initial·multiplier^(n−1), max)), or ±20 % around it as revised;
+each window widened by --retry-tolerance). JSON lists every retried RPC's
+attempts ("retries"), with the check of each delay when a policy is given.
 
 --port P (repeatable) decodes every connection of P; without it, those whose
 client starts with the HTTP/2 preface, and those starting with TLS as encrypted.
@@ -39,7 +41,7 @@ GOAWAY's last stream id, a retry outside both windows or beyond
 --retry-max-attempts); 2 for bad flags or an unreadable file.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			opt := flows.AuditOptions{Ports: ports, Format: format}
+			opt := flows.AuditOptions{Ports: ports, Format: format, Tolerance: tol}
 			if slices.ContainsFunc([]string{"retry-initial-backoff", "retry-max-backoff", "retry-multiplier", "retry-max-attempts"}, cmd.Flags().Changed) {
 				opt.Retry = &retry // checked only when given
 			}
@@ -62,5 +64,6 @@ GOAWAY's last stream id, a retry outside both windows or beyond
 	f.DurationVar(&retry.MaxBackoff, "retry-max-backoff", retry.MaxBackoff, "retryPolicy maxBackoff")
 	f.Float64Var(&retry.BackoffMultiplier, "retry-multiplier", retry.BackoffMultiplier, "retryPolicy backoffMultiplier")
 	f.IntVar(&retry.MaxAttempts, "retry-max-attempts", retry.MaxAttempts, "retryPolicy maxAttempts (capped at 5, as clients cap it)")
+	f.DurationVar(&tol, "retry-tolerance", tol, "widen every retry delay's window by this much on both sides (the client's timer against the wire)")
 	return cmd
 }

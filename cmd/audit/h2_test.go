@@ -83,6 +83,7 @@ func TestH2ExitCodes(t *testing.T) {
 		{name: "port 0", args: []string{"--port", "0", capture}, code: exitUsage, stderr: "--port 0"},
 		{name: "bad format", args: []string{"--format", "xml", capture}, code: exitUsage, stderr: `--format "xml"`},
 		{name: "bad retry policy", args: []string{"--retry-max-attempts", "1", capture}, code: exitUsage, stderr: "--retry-max-attempts 1"},
+		{name: "negative tolerance", args: []string{"--retry-tolerance", "-1ms", capture}, code: exitUsage, stderr: "--retry-tolerance -1ms"},
 		{name: "no file", args: nil, code: exitUsage, stderr: "requires at least 1 arg"},
 	}
 	for _, tt := range tests {
@@ -98,5 +99,19 @@ func TestH2ExitCodes(t *testing.T) {
 				t.Errorf("stderr lacks %q:\n%s", tt.stderr, stderr)
 			}
 		})
+	}
+}
+
+// --retry-tolerance widens every retry window: delays far outside a short
+// policy's windows are a problem with the default 5 ms, and none with a
+// tolerance of two seconds.
+func TestH2RetryTolerance(t *testing.T) {
+	const capture = "../../testdata/h2/retry-unavailable.pcap"
+	short := []string{"h2", "--retry-initial-backoff", "20ms", "--retry-max-backoff", "50ms", capture}
+	if code, _, stderr := runAudit(t, short...); code != exitFail {
+		t.Errorf("default tolerance: exit %d, want %d\n%s", code, exitFail, stderr)
+	}
+	if code, stdout, stderr := runAudit(t, append(short, "--retry-tolerance", "2s")...); code != exitOK {
+		t.Errorf("--retry-tolerance 2s: exit %d, want %d\n%s%s", code, exitOK, stdout, stderr)
 	}
 }

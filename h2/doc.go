@@ -41,10 +41,12 @@
 // # Diagnoses
 //
 // The functions of diagnose.go and retry.go read Reports, never bytes: the
-// client's PING cadence and a server's GOAWAY ENHANCE_YOUR_CALM
-// "too_many_pings" answer (Keepalive), each GOAWAY's connection age
-// (GoAways) and the age most connections got one at, a server's
-// MaxConnectionAge (MaxConnectionAge), streams refused above a GOAWAY's last stream id
+// client's PING cadence (PingCadence, which leaves grpc-go's BDP probes
+// out: flow-control PINGs sent with responses, not keepalives) and a
+// server's GOAWAY ENHANCE_YOUR_CALM "too_many_pings" answer (Keepalive),
+// each GOAWAY's connection age (GoAways) and the age most connections got
+// one at, a server's MaxConnectionAge (MaxConnectionAge), streams refused
+// above a GOAWAY's last stream id
 // (RefusedAfterGoAway), the client's next connection after a GOAWAY
 // (Reconnects), and RPC attempts linked by grpc-previous-rpc-attempts and
 // checked against a retry policy (RetryChains, CheckRetries; gRFC A6,

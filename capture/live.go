@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -104,6 +104,12 @@ type LiveConfig struct {
 	// while packets come, and by Close, so the file is complete and valid
 	// once Run has returned and Close was called, whatever stopped it.
 	Write io.Writer
+	// File, instead of Write, is a pcapng file this capture shares with
+	// others, on an interface of its own: its snap length, its filter,
+	// and its packets in capture order (LiveFile). It is written and
+	// flushed as Write is; Close flushes it, and the caller closes the
+	// writer under it once every capture sharing it is closed.
+	File *LiveFile
 }
 
 // Live is a libpcap capture of the SYNs to one port. Its timestamps are
@@ -119,14 +125,8 @@ type Live struct {
 	segFn func(*analyze.SegmentView)
 	view  analyze.SegmentView
 
-	mu  sync.Mutex // guards out, bw, wer, dirty, since: Run writes, Close flushes
-	out *pcapgo.Writer
-	bw  *bufio.Writer
-	wer error
-	// dirty is set when bw holds packets; since is the timestamp of the
-	// first of them.
-	dirty bool
-	since time.Time
+	file    *LiveFile // nil without Write or File
+	ifIndex int       // this capture's interface in a shared File
 
 	hmu    sync.Mutex // guards closed: libpcap must not be asked after Close
 	closed bool
@@ -174,6 +174,9 @@ func OpenLive(cfg LiveConfig) (*Live, error) {
 	if cfg.Whole && cfg.Segments == nil {
 		return nil, errors.New("open live capture: whole packets without Segments to hand them to")
 	}
+	if cfg.Write != nil && cfg.File != nil {
+		return nil, errors.New("open live capture: both Write and File: a capture writes one file")
+	}
 	if cfg.Iface != "any" {
 		if _, err := net.InterfaceByName(cfg.Iface); err != nil {
 			return nil, fmt.Errorf("open live capture on %q: %w (available: %s)", cfg.Iface, ErrUnknownInterface, availableInterfaces())
@@ -193,19 +196,33 @@ func OpenLive(cfg LiveConfig) (*Live, error) {
 		h.Close()
 		return nil, fmt.Errorf("set capture filter on %s: %w", cfg.Iface, err)
 	}
-	if cfg.Write != nil {
-		l.bw = bufio.NewWriterSize(cfg.Write, writeBuffer)
-		l.out = pcapgo.NewWriterNanos(l.bw)
-		err := l.out.WriteFileHeader(uint32(h.SnapLen()), l.lt)
-		if err == nil {
-			err = l.bw.Flush()
-		}
-		if err != nil {
-			h.Close()
-			return nil, fmt.Errorf("write capture file header: %w", err)
-		}
+	switch {
+	case cfg.Write != nil:
+		l.file, err = newPcapFile(cfg.Write, h.SnapLen(), l.lt)
+	case cfg.File != nil:
+		l.file = cfg.File
+		l.ifIndex, err = l.file.addInterface(ngInterface(cfg, l.lt, filter))
+	}
+	if err != nil {
+		h.Close()
+		return nil, err
 	}
 	return l, nil
+}
+
+// ngInterface describes a capture in a shared file. Every interface
+// declares the largest snap length, WholeSnapLen, whatever its capture's:
+// libpcap (tcpdump) refuses a pcapng file whose interfaces declare
+// different ones, and a record shorter than its interface's snap length is
+// valid. The retry port's records stay header-only; the description says
+// what each interface keeps.
+func ngInterface(cfg LiveConfig, lt layers.LinkType, filter string) pcapgo.NgInterface {
+	what := fmt.Sprintf("port %d, headers and the first %d bytes of data (snap length %d)", cfg.Port, analyze.PayloadBytes, liveSnapLen)
+	if cfg.Whole {
+		what = fmt.Sprintf("port %d, whole packets", cfg.Port)
+	}
+	return pcapgo.NgInterface{Name: cfg.Iface, Description: what, Filter: filter, OS: runtime.GOOS,
+		LinkType: lt, SnapLength: WholeSnapLen, TimestampResolution: 9}
 }
 
 func activate(cfg LiveConfig) (*pcap.Handle, string, error) {
@@ -404,43 +421,21 @@ func (l *Live) readError(err error) error {
 	return fmt.Errorf("read capture on %s: %w", l.iface, err)
 }
 
-// write appends a packet to the capture file, flushing it when the last
-// flush is flushEvery old by the packets' clock.
+// write appends a packet to the capture file, if any (LiveFile.write).
 func (l *Live) write(ci gopacket.CaptureInfo, data []byte) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.out == nil || l.wer != nil {
-		return l.wer
+	if l.file == nil {
+		return nil
 	}
-	if l.wer = l.out.WritePacket(ci, data); l.wer != nil {
-		l.wer = fmt.Errorf("write capture file: %w", l.wer)
-		return l.wer
-	}
-	switch {
-	case !l.dirty:
-		l.dirty, l.since = true, ci.Timestamp
-	case ci.Timestamp.Sub(l.since) >= flushEvery:
-		return l.flushLocked()
-	}
-	return nil
+	ci.InterfaceIndex = l.ifIndex
+	return l.file.write(ci, data)
 }
 
 // flush writes what the capture file's buffer holds.
 func (l *Live) flush() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.flushLocked()
-}
-
-func (l *Live) flushLocked() error {
-	if !l.dirty || l.wer != nil {
-		return l.wer
+	if l.file == nil {
+		return nil
 	}
-	l.dirty = false
-	if l.wer = l.bw.Flush(); l.wer != nil {
-		l.wer = fmt.Errorf("write capture file: %w", l.wer)
-	}
-	return l.wer
+	return l.file.flush()
 }
 
 // Close stops the capture, waking a Run that waits for a packet, and

@@ -32,12 +32,13 @@ type controlFeed struct {
 	midStream atomic.Int64
 }
 
-// openControl opens the capture of the control port on iface.
-func openControl(iface string, port uint16, push func(analyze.RecordEvent), warn func(string)) (*controlFeed, error) {
+// openControl opens the capture of the control port on iface; file, when
+// set, is the --write file it shares with the retry port's capture.
+func openControl(iface string, port uint16, file *capture.LiveFile, push func(analyze.RecordEvent), warn func(string)) (*controlFeed, error) {
 	c := &controlFeed{port: port, push: push, warn: warn}
 	c.asm = flows.NewAssembler(flows.Options{Ports: []uint16{port}, Opened: c.opened, StreamEnd: c.streamEnd}, nil)
 	var err error
-	c.live, err = capture.OpenLive(capture.LiveConfig{Iface: iface, Port: port, Whole: true, Segments: c.asm.Add})
+	c.live, err = capture.OpenLive(capture.LiveConfig{Iface: iface, Port: port, Whole: true, Segments: c.asm.Add, File: file})
 	if err != nil {
 		return nil, fmt.Errorf("control port %d: %w", port, err)
 	}
@@ -95,4 +96,10 @@ func (c *controlFeed) streamEnd(conn flows.Conn, s *h2.Stream) {
 		c.port, what, call.Caller, call.Time.UTC().Format(analyze.TimeLayout), call.Status))
 }
 
-func (c *controlFeed) close() { c.live.Close() }
+// close stops the capture and flushes what it wrote of the --write file.
+func (c *controlFeed) close() error {
+	if err := c.live.Close(); err != nil {
+		return fmt.Errorf("control port %d: %w", c.port, err)
+	}
+	return nil
+}

@@ -50,7 +50,9 @@ type Config struct {
 	// Stop calls decoded from it, cross-checked against Stop's backoff_ms
 	// (docs/spec.md §5.6).
 	ControlPort int
-	// Write, when set, is a file that receives every captured packet.
+	// Write, when set, is a file that receives every captured packet: a
+	// pcap file, or with ControlPort a pcapng file whose two interfaces
+	// are the retry port's capture and the control port's.
 	Write string
 	// HTML, when set, is a page rewritten with each session's report.
 	HTML string
@@ -128,32 +130,38 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	}
 	lc := capture.LiveConfig{Iface: cfg.Iface, Port: uint16(port), BufferSize: cfg.BufferSize, Segments: q.pushSegment}
 	var out2 *writeFile
+	var shared *capture.LiveFile // the control port's capture writes it too
 	if cfg.Write != "" {
 		var err error
 		if out2, err = createWriteFile(cfg.Write); err != nil {
 			return Outcome{}, err
 		}
 		defer out2.abort()
-		lc.Write = out2.f
+		if cfg.ControlPort != 0 {
+			shared = capture.NewLiveFile(out2.f)
+			lc.File = shared
+		} else {
+			lc.Write = out2.f
+		}
 	}
 	live, err := capture.OpenLive(lc)
 	if err != nil {
 		return Outcome{}, err
 	}
 	defer live.Close()
+	var ctl *controlFeed
+	if cfg.ControlPort != 0 {
+		if ctl, err = openControl(cfg.Iface, uint16(cfg.ControlPort), shared, q.pushEvent, q.pushWarning); err != nil {
+			return Outcome{}, err
+		}
+		defer ctl.close()
+	}
 	if out2 != nil {
-		// Only now, with the capture open, does the file replace what
+		// Only now, with the captures open, does the file replace what
 		// the user had at that path.
 		if err := out2.commit(); err != nil {
 			return Outcome{}, err
 		}
-	}
-	var ctl *controlFeed
-	if cfg.ControlPort != 0 {
-		if ctl, err = openControl(cfg.Iface, uint16(cfg.ControlPort), q.pushEvent, q.pushWarning); err != nil {
-			return Outcome{}, err
-		}
-		defer ctl.close()
 	}
 	a := &liveAuditor{cfg: cfg, port: uint16(port), live: live, ctl: ctl, srv: srv, q: q, out: out, errOut: errOut,
 		tr: newTracker(), skipped: map[string]uint64{}, captureStart: time.Now(),
@@ -168,6 +176,11 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	err = a.run(ctx)
 	if ferr := live.Close(); err == nil && ferr != nil {
 		err = ferr
+	}
+	if ctl != nil { // before the file it may share is closed
+		if ferr := ctl.close(); err == nil && ferr != nil {
+			err = ferr
+		}
 	}
 	if out2 != nil {
 		if ferr := out2.f.Close(); err == nil && ferr != nil {

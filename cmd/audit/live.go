@@ -46,7 +46,8 @@ its own; each Start decoded from it begins a session judged by its own cap,
 each Stop ends it with the server's verdict, and Stop's backoff_ms is
 cross-checked against the kernel's intervals one by one. A control
 connection open before the capture cannot be decoded: a warning says so.
---write saves the retry port's packets only.
+--write then keeps both ports in one pcapng file, an interface each (retry
+port headers, control port whole), each in capture order.
 
 A session keeps at most --max_attempts attempts on either side; later ones
 are counted and its verdict is "too many attempts", so a SYN flood cannot
@@ -64,8 +65,9 @@ so there they read two per SYN. Capturing needs root, or CAP_NET_RAW and
 CAP_NET_ADMIN on the binary.
 
 Exit 0 when every verdict passed, 1 when one failed (the last line names
-the session, which verdict failed, kernel or server, and why), 2 when
-nothing could be judged or the capture failed.`,
+the session, which verdict failed, kernel or server, and why), 2 when the
+run could not start or the capture failed. A run that ends having judged
+no session exits 0: stderr says what it saw.`,
 		Example: `  audit live --control_port=8080 --retry_port=8081
   audit live --iface lo --attach --retry_port=8081 --record=run.jsonl --format=json
   audit live --iface lo --attach --retry_port=8081 --control_port=8080`,
@@ -106,7 +108,7 @@ nothing could be judged or the capture failed.`,
 	f.Int32Var(&cfg.MaxMS, "max_reconnect_backoff_ms", 0, "with --attach and no --record: the cap sessions are judged against (0 = default 120000)")
 	f.StringVar(&cfg.HTML, "html", "", "rewrite this HTML `FILE` with each session's report (see audit pcap --help)")
 	f.BoolVar(&cfg.Herd, "herd", false, "end each session's report with the herd of its peers (see audit pcap --help)")
-	f.StringVar(&cfg.Write, "write", "", "also save every captured packet to this file (pcap, nanosecond timestamps), for 'audit pcap'")
+	f.StringVar(&cfg.Write, "write", "", "also save every captured packet to this file (pcap, nanosecond timestamps; pcapng with --control_port), for 'audit pcap'")
 	f.StringVar(&format, "format", "text", "report format: text, or json (one line per session)")
 	f.IntVar(&cfg.BufferSize, "buffer", capture.DefaultLiveBuffer, "kernel capture buffer in bytes")
 	return cmd

@@ -314,6 +314,11 @@ func TestLiveEndToEnd(t *testing.T) {
 		t.Errorf("session cause %q, timestamps %q; want stop and a timestamp source", rep.Session.Cause, rep.Live.Timestamps)
 	}
 
+	// Without a control port the --write file is the retry port's alone,
+	// a classic pcap with nanosecond timestamps.
+	if st, err := capture.ReadFile(pcapPath, capture.Options{}, func(analyze.SYN) {}); err != nil || st.Format != "pcap (ns)" {
+		t.Errorf("--write file: %+v, %v; want a nanosecond pcap", st, err)
+	}
 	// `audit pcap` reads the --write file to the same verdict, to the ns.
 	stdout, stderr, _ := runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--max-backoff=1s",
 		"--port="+strconv.Itoa(r.retry), pcapPath)

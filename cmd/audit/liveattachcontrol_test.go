@@ -13,17 +13,21 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/pb"
@@ -104,6 +108,66 @@ func TestLiveAttachControlPort(t *testing.T) {
 	for _, k := range []string{"server_side", "intervals"} {
 		if _, ok := js.CrossCheck[k]; !ok {
 			t.Errorf("JSON crosscheck lacks %q", k)
+		}
+	}
+}
+
+// TestLiveAttachControlPortWrite: with --write the file keeps the control
+// port's whole packets beside the retry port's headers (pcapng, one
+// interface each), so `audit pcap` redoes the cross-check from the file
+// alone: it finds the control port by itself and gives the session the
+// live run gave, server verdict, backoff_ms and every interval alike.
+func TestLiveAttachControlPortWrite(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	path := filepath.Join(t.TempDir(), "run.pcap")
+	r := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control, Write: path})
+	runLiveClient(t, srv.Control, srv.Retry, 4500*time.Millisecond)
+	end, _ := srv.session(t)
+	reps, _ := r.reports(t, 1)
+	rep := reps[0]
+	// TestLiveAttachControlPort checks the live report itself; here, that
+	// it is the session the file must give again.
+	if rep.Server == nil || rep.Server.Passed != end.Passed || !slices.Equal(rep.Server.BackoffMS, end.BackoffMS) ||
+		rep.CrossCheck == nil || len(rep.CrossCheck.Intervals) != len(end.BackoffMS) {
+		t.Fatalf("live report: server %+v, cross-check %+v; want Stop's answer (passed=%v, backoff_ms %v) and its intervals",
+			rep.Server, rep.CrossCheck, end.Passed, end.BackoffMS)
+	}
+	liveCode := exitOK
+	if err := r.stop(t); err != nil {
+		liveCode = exitFail
+		if !isExit(err, exitFail) {
+			t.Fatalf("audit live: %v", err)
+		}
+	}
+	if rep.Live.Write != path {
+		t.Errorf("report's --write %q; want %q", rep.Live.Write, path)
+	}
+	st, err := capture.ReadFile(path, capture.Options{}, func(analyze.SYN) {})
+	if err != nil || st.Format != "pcapng" || st.Truncated {
+		t.Fatalf("--write file: %+v, %v; want a complete pcapng file", st, err)
+	}
+
+	for _, args := range [][]string{{}, {"--control_port=" + strconv.Itoa(srv.Control)}} {
+		code, stdout, stderr := runAudit(t, append(append([]string{"pcap", "--format=json"}, args...), path)...)
+		var off analyze.Report
+		if err := json.Unmarshal([]byte(stdout), &off); err != nil {
+			t.Fatalf("audit pcap %v: exit %d, %v\n%s\n%s", args, code, err, stdout, stderr)
+		}
+		if code != liveCode || off.Record == nil || int(off.Record.ControlPort) != srv.Control ||
+			int(off.Port) != srv.Retry || len(off.Sessions) != 1 {
+			t.Fatalf("audit pcap %v: exit %d, record %+v, port %d, %d sessions; want exit %d as live, control port %d, retry port %d, 1 session\n%s",
+				args, code, off.Record, off.Port, len(off.Sessions), liveCode, srv.Control, srv.Retry, stderr)
+		}
+		s := off.Sessions[0]
+		if s.Session.MaxMS != rep.Session.MaxMS {
+			t.Errorf("audit pcap %v: cap %d ms; live %d ms", args, s.Session.MaxMS, rep.Session.MaxMS)
+		}
+		if diff := cmp.Diff(rep.Server, s.Server); diff != "" {
+			t.Errorf("audit pcap %v: server verdict (-live +file):\n%s", args, diff)
+		}
+		if diff := cmp.Diff(rep.CrossCheck, s.CrossCheck, netipEq, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("audit pcap %v: cross-check (-live +file):\n%s", args, diff)
 		}
 	}
 }

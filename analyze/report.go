@@ -577,15 +577,29 @@ func (a *Audit) peerReport(i int, c Chain) PeerReport {
 // writeBatch is how many peers a goroutine of writePeers formats at a time.
 const writeBatch = 256
 
-// writePeers appends what format makes of each peer to w, in report order.
-// Formatting is most of the cost of a large report, and each peer's is
-// independent, so batches of peers are formatted on every core while this
-// goroutine writes the finished ones in order; at most two batches a core
-// wait, which bounds the memory whatever the size of the report. format
-// gets the peer's position in the report and its chain (valid until format
-// returns).
+// writePeers appends what format makes of each peer to w, in report order
+// (WriteBatches). format gets the peer's position in the report and its
+// chain (valid until format returns).
 func (a *Audit) writePeers(w io.Writer, format func(b []byte, i int, c func() Chain) ([]byte, error)) error {
-	batches := (len(a.peers) + writeBatch - 1) / writeBatch
+	return WriteBatches(w, len(a.peers), writeBatch, func() *[]Attempt { return new([]Attempt) },
+		func(b []byte, buf *[]Attempt, i int) ([]byte, error) {
+			return format(b, i, func() Chain {
+				c := a.chains.Chain(a.peers[i].index, *buf)
+				*buf = c.Attempts[:0]
+				return c
+			})
+		})
+}
+
+// WriteBatches writes to w what format appends for each of n items, in
+// order. Formatting is most of the cost of a large report, and each
+// item's is its own, so batches of batch items are formatted on every
+// core, each goroutine with its own state (made by state), while this
+// goroutine writes the finished ones in order; at most two batches a core
+// wait, which bounds the memory whatever n. The first error of format or
+// of w stops the writing and is returned.
+func WriteBatches[S any](w io.Writer, n, batch int, state func() S, format func(b []byte, s S, i int) ([]byte, error)) error {
+	batches := (n + batch - 1) / batch
 	workers := max(1, min(runtime.GOMAXPROCS(0), batches))
 	type result struct {
 		b   []byte
@@ -601,44 +615,42 @@ func (a *Audit) writePeers(w io.Writer, format func(b []byte, i int, c func() Ch
 	// 2 M-packet capture's JSON is half a megabyte, grown by append.
 	free := make(chan []byte, 2*workers+1)
 	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer close(stop)
-	go func() {
+	wg.Go(func() {
 		defer close(todo)
-		for i := range batches {
+		for k := range batches {
 			select {
 			case slots <- struct{}{}:
 			case <-stop:
 				return
 			}
 			select {
-			case todo <- i:
+			case todo <- k:
 			case <-stop:
 				return
 			}
 		}
-	}()
+	})
 	for range workers {
-		go func() {
-			var buf []Attempt
-			for n := range todo {
+		wg.Go(func() {
+			s := state()
+			for k := range todo {
 				var r result
 				select {
 				case r.b = <-free:
 				default:
 				}
-				for i := n * writeBatch; i < min(len(a.peers), (n+1)*writeBatch) && r.err == nil; i++ {
-					r.b, r.err = format(r.b, i, func() Chain {
-						c := a.chains.Chain(a.peers[i].index, buf)
-						buf = c.Attempts[:0]
-						return c
-					})
+				for i := k * batch; i < min(n, (k+1)*batch) && r.err == nil; i++ {
+					r.b, r.err = format(r.b, s, i)
 				}
-				done[n] <- r
+				done[k] <- r
 			}
-		}()
+		})
 	}
-	for n := range batches {
-		r := <-done[n]
+	for k := range batches {
+		r := <-done[k]
 		if r.err != nil {
 			return r.err
 		}

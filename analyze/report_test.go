@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -563,5 +564,52 @@ func TestAppendPeerJSONVerified(t *testing.T) {
 				t.Fatalf("policy %v: appendPeerJSON vs json.Marshal:\n%s\n%s", p, got, want)
 			}
 		}
+	}
+}
+
+// failWriter fails every write after the first ok ones.
+type failWriter struct{ ok int }
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	if w.ok == 0 {
+		return 0, errors.New("disk full")
+	}
+	w.ok--
+	return len(p), nil
+}
+
+// TestWriteBatches: the items in order whatever goroutine formats them,
+// each goroutine with its own state; nothing for no item; the first error
+// of format or of the writer stops the writing and is returned.
+func TestWriteBatches(t *testing.T) {
+	item := func(b []byte, seen *int, i int) ([]byte, error) {
+		*seen++
+		return strconv.AppendInt(append(b, ' '), int64(i), 10), nil
+	}
+	for _, n := range []int{0, 1, 7, 1000} {
+		var buf bytes.Buffer
+		if err := WriteBatches(&buf, n, 3, func() *int { return new(int) }, item); err != nil {
+			t.Fatal(err)
+		}
+		var want []byte
+		for i := range n {
+			want = strconv.AppendInt(append(want, ' '), int64(i), 10)
+		}
+		if buf.String() != string(want) {
+			t.Errorf("n=%d: got %q", n, buf.String())
+		}
+	}
+	bad := errors.New("bad item")
+	err := WriteBatches(io.Discard, 1000, 3, func() *int { return new(int) }, func(b []byte, _ *int, i int) ([]byte, error) {
+		if i == 500 {
+			return b, bad
+		}
+		return b, nil
+	})
+	if !errors.Is(err, bad) {
+		t.Errorf("format error: got %v", err)
+	}
+	if err := WriteBatches(&failWriter{ok: 2}, 1000, 3, func() *int { return new(int) }, item); err == nil || err.Error() != "disk full" {
+		t.Errorf("writer error: got %v", err)
 	}
 }

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"runtime"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -19,12 +17,10 @@ import (
 // peerBatch is how many peers a goroutine of writePeers formats at a time.
 const peerBatch = 256
 
-// writePeers writes every peer of r in report order: in full (an article
-// with its notes, chart and table) or as a row that the page fills in
-// from its data-d attribute when opened. Formatting is most of the cost of
-// a large page, and each peer's is its own, so batches of peers are
-// formatted on every core while this goroutine writes the finished ones in
-// order; at most two batches a core wait, which bounds the memory.
+// writePeers writes every peer of r in report order
+// (analyze.WriteBatches): in full (an article with its notes, chart and
+// table) or as a row that the page fills in from its data-d attribute when
+// opened.
 func writePeers(w *bufio.Writer, r *analyze.Report, pg *page) error {
 	// data-s is each peer's rank by address, for the page's sort.
 	byAddr := make([]int, len(r.Peers))
@@ -36,68 +32,13 @@ func writePeers(w *bufio.Writer, r *analyze.Report, pg *page) error {
 	for n, i := range byAddr {
 		rank[i] = n
 	}
-
-	n := len(r.Peers)
-	batches := (n + peerBatch - 1) / peerBatch
-	workers := max(1, min(runtime.GOMAXPROCS(0), batches))
-	done := make([]chan []byte, batches)
-	for i := range done {
-		done[i] = make(chan []byte, 1)
-	}
-	todo := make(chan int)
-	slots := make(chan struct{}, 2*workers) // batches formatted, not yet written
-	free := make(chan []byte, 2*workers+1)  // written batches' buffers
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer close(stop)
-	wg.Go(func() {
-		defer close(todo)
-		for i := range batches {
-			select {
-			case slots <- struct{}{}:
-			case <-stop:
-				return
+	return analyze.WriteBatches(w, len(r.Peers), peerBatch, func() *formatter { return new(formatter) },
+		func(b []byte, f *formatter, i int) ([]byte, error) {
+			if pg.full(i) {
+				return appendFullPeer(b, i, rank[i], &r.Peers[i], pg.marks[i]), nil
 			}
-			select {
-			case todo <- i:
-			case <-stop:
-				return
-			}
-		}
-	})
-	for range workers {
-		wg.Go(func() {
-			f := new(formatter)
-			for batch := range todo {
-				var b []byte
-				select {
-				case b = <-free:
-				default:
-				}
-				for i := batch * peerBatch; i < min(n, (batch+1)*peerBatch); i++ {
-					if pg.full(i) {
-						b = appendFullPeer(b, i, rank[i], &r.Peers[i], pg.marks[i])
-					} else {
-						b = f.appendRowPeer(b, i, rank[i], &r.Peers[i])
-					}
-				}
-				done[batch] <- b
-			}
+			return f.appendRowPeer(b, i, rank[i], &r.Peers[i]), nil
 		})
-	}
-	for i := range batches {
-		b := <-done[i]
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-		select {
-		case free <- b[:0]:
-		default:
-		}
-		<-slots
-	}
-	return nil
 }
 
 // formatter holds what one goroutine of writePeers reuses from peer to

@@ -603,15 +603,11 @@ type Chains struct {
 	stamps  []stamp
 	end     []int
 	retrans []int // by chain
-	// fates and lasts hold the attempts' fate records and last SYN times
-	// in recs' order too, when the tracker knows fates: every
-	// verification reads them (see endings), and reading each from its
-	// attempt's record was a cache miss each. They are the records, not
-	// the Endings made of them, a third of the size and pointer-free: the
-	// counting sort below writes them scattered, and an Ending is made
-	// only when a chain is read.
-	fates []fateRec
-	lasts []int64
+	// endings holds the attempts' Endings in recs' order too, when the
+	// tracker knows fates: every verification reads them (see endings),
+	// and reading each from its attempt's record was a cache miss each,
+	// an allocation a chain besides.
+	ends []Ending
 }
 
 type stamp struct {
@@ -649,7 +645,7 @@ func (t *Tracker) Chains() *Chains {
 	c := &Chains{t: t, addrs: make([]netip.Addr, np), recs: make([]int32, t.attempts.n), stamps: make([]stamp, t.attempts.n),
 		end: make([]int, np), retrans: make([]int, np)}
 	if t.fatesKnown {
-		c.fates, c.lasts = make([]fateRec, t.attempts.n), make([]int64, t.attempts.n)
+		c.ends = make([]Ending, t.attempts.n)
 	}
 	// A counting sort of the attempts by peer: next[p] is where peer p's
 	// next attempt goes, and the end of its chain once all are placed.
@@ -665,8 +661,8 @@ func (t *Tracker) Chains() *Chains {
 		j := next[r.peer]
 		c.recs[j] = int32(i)
 		c.stamps[j] = stamp{r.sec, r.nsec}
-		if c.fates != nil {
-			c.fates[j], c.lasts[j] = r.fate, r.last
+		if c.ends != nil {
+			c.ends[j] = r.fate.ending(stamp{r.sec, r.nsec}, r.last)
 		}
 		retrans[r.peer] += int(r.retrans)
 		next[r.peer]++
@@ -698,24 +694,23 @@ func (c *Chains) times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 	return c.addrs[i], buf, c.retrans[i]
 }
 
-// endings returns chain i's attempts' fates in time order, made in buf's
-// array when it has room, or nil when the tracker knows none.
+// endings returns chain i's attempts' fates in time order, or nil when
+// the tracker knows none: a slice of the chains' Endings, which the
+// caller may keep, not append to. buf is not used.
 func (c *Chains) endings(i int, buf []Ending) []Ending {
-	if c.fates == nil {
+	if c.ends == nil {
 		return nil
 	}
 	from, to := 0, c.end[i]
 	if i > 0 {
 		from = c.end[i-1]
 	}
-	buf = buf[:0]
-	for k := from; k < to; k++ {
-		if k > from && !c.stamps[k-1].before(c.stamps[k]) {
+	for k := from + 1; k < to; k++ {
+		if !c.stamps[k-1].before(c.stamps[k]) {
 			return c.Chain(i, nil).Endings() // out of time order: as Chain sorts
 		}
-		buf = append(buf, c.fates[k].ending(c.stamps[k], c.lasts[k]))
 	}
-	return buf
+	return c.ends[from:to:to]
 }
 
 func (s stamp) before(t stamp) bool { return s.sec < t.sec || s.sec == t.sec && s.nsec < t.nsec }
@@ -738,11 +733,13 @@ func (c *Chains) Chain(i int, buf []Attempt) Chain {
 		if last != nil && !r.after(last.sec, last.nsec) {
 			sorted = false
 		}
-		a := r.attempt()
-		if c.fates != nil {
-			a.Ending = c.fates[from+k].ending(c.stamps[from+k], c.lasts[from+k])
+		if c.ends != nil { // made once, by Chains
+			a := r.attempt()
+			a.Ending = c.ends[from+k]
+			as = append(as, a)
+		} else {
+			as = append(as, c.t.attempt(int(j)))
 		}
-		as = append(as, a)
 		last = r
 	}
 	// Capture order is time order but for rotated files read out of

@@ -476,23 +476,21 @@ func newAudit(port uint16, p Policy, run Run, cs chainSource, capture CaptureInf
 		wg.Go(func() {
 			budget, kept := keptIntervals/workers, 0
 			var times []time.Time
-			var endings []Ending
 			var plateau []float64
 			for i := n * w / workers; i < n*(w+1)/workers; i++ {
 				ap := auditPeer{index: i}
 				ap.addr, times, ap.retrans = cs.times(i, times)
 				ap.attempts = len(times)
+				// Each chain in its own fates: a Result holds its Run,
+				// so the endings are the chain's own slice.
 				run := run
-				endings = cs.endings(i, endings)
-				run.Endings = endings
+				run.Endings = cs.endings(i, nil)
 				// Verified again when written in full: keeping every
 				// Result would hold every interval, which is what an
-				// Audit avoids. A Result kept holds its Run, so its
-				// endings become its own.
+				// Audit avoids.
 				res := VerifyRun(p, times, run)
 				if kept+len(res.Intervals) <= budget {
 					kept += len(res.Intervals)
-					res.Run.Endings = slices.Clone(res.Run.Endings)
 					a.results[i] = res
 				}
 				ap.verdict, ap.passed = res.Reference.Verdict, res.Reference.Passed

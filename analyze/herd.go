@@ -218,7 +218,9 @@ func (a *Audit) Herd() Herd {
 		if !p.passed {
 			res := a.results[p.index]
 			if res.Intervals == nil {
-				res = VerifyRun(a.Policy, times, a.run)
+				run := a.run
+				run.Endings = a.chains.endings(p.index, nil)
+				res = VerifyRun(a.Policy, times, run)
 			}
 			for _, iv := range res.Intervals {
 				if !iv.OK {

@@ -752,7 +752,7 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 		}
 		if i == 0 || !a.peers[i-1].passed {
 			b = append(b, '\n')
-			b = appendPlural(b, a.Summary.Passed, "passing peer")
+			b = AppendPlural(b, a.Summary.Passed, "passing peer")
 			b = append(b, ", one line each:\n"...)
 		}
 		b = appendPeerHeader(b, p.header(""))
@@ -1274,9 +1274,9 @@ func appendPeerHeader(b []byte, h peerHeader) []byte {
 	b = append(b, "peer "...)
 	b = h.peer.AppendTo(b)
 	b = append(b, ": "...)
-	b = appendPlural(b, h.attempts, "attempt")
+	b = AppendPlural(b, h.attempts, "attempt")
 	b = append(b, ", "...)
-	b = appendPlural(b, h.retrans, "retransmit")
+	b = AppendPlural(b, h.retrans, "retransmit")
 	b = append(b, ", "...)
 	b = append(b, h.verdict...)
 	if h.reason != "" && h.verdict != TooFew {
@@ -1297,7 +1297,9 @@ func appendPeerHeader(b []byte, h peerHeader) []byte {
 	return b
 }
 
-func appendPlural(b []byte, n int, word string) []byte {
+// AppendPlural appends n with word, made plural as Plural makes it, for
+// writers that build their output in a byte slice.
+func AppendPlural(b []byte, n int, word string) []byte {
 	b = strconv.AppendInt(b, int64(n), 10)
 	b = append(b, ' ')
 	b = append(b, word...)

@@ -416,8 +416,8 @@ func TestAppendClock(t *testing.T) {
 		}
 	}
 	for _, n := range []int{0, 1, 2} {
-		if got, want := string(appendPlural(nil, n, "attempt")), analyze.Plural(n, "attempt"); got != want {
-			t.Errorf("appendPlural(%d) = %q, want %q", n, got, want)
+		if got, want := string(analyze.AppendPlural(nil, n, "attempt")), analyze.Plural(n, "attempt"); got != want {
+			t.Errorf("analyze.AppendPlural(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

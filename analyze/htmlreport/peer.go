@@ -111,9 +111,9 @@ func appendHeadline(b []byte, i int, p *analyze.PeerReport, link bool) []byte {
 	b = append(b, ` <span class="vd">`...)
 	b = appendEsc(b, string(p.Verdict))
 	b = append(b, `</span> · `...)
-	b = appendPlural(b, len(p.Attempts), "attempt")
+	b = analyze.AppendPlural(b, len(p.Attempts), "attempt")
 	b = append(b, " · "...)
-	b = appendPlural(b, p.Retransmits, "retransmit")
+	b = analyze.AppendPlural(b, p.Retransmits, "retransmit")
 	if p.Verdict != analyze.TooFew {
 		b = append(b, " · strict: "...)
 		b = appendEsc(b, string(p.Strict.Verdict))
@@ -487,18 +487,6 @@ func appendClock(b []byte, t time.Time) []byte {
 	ns := t.Nanosecond()
 	for div := 100000000; div > 0; div /= 10 {
 		b = append(b, byte('0'+ns/div%10))
-	}
-	return b
-}
-
-// appendPlural appends n and word, made plural when n is not 1, as
-// analyze.Plural says it.
-func appendPlural(b []byte, n int, word string) []byte {
-	b = strconv.AppendInt(b, int64(n), 10)
-	b = append(b, ' ')
-	b = append(b, word...)
-	if n != 1 {
-		b = append(b, 's')
 	}
 	return b
 }

@@ -66,10 +66,12 @@ type Config struct {
 }
 
 // Outcome is what a run judged: its sessions, how many of them did not
-// pass, and what failed in the first that did not.
+// pass, and what failed in the first that did not; or, for an audit of
+// peers without sessions (AuditFiles), why it did not pass.
 type Outcome struct {
 	Sessions, Failed int
 	FirstFailure     string
+	Verdict          string
 }
 
 // policy is what a sniff-only session is judged against: the cap of

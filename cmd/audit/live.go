@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -77,14 +75,14 @@ no session exits 0: stderr says what it saw.`,
 				return usageError(fmt.Errorf("--format %q: must be text or json", format))
 			}
 			cfg.JSON = format == "json"
-			srvCfg, err := fl.config()
+			srvCfg, err := fl.Config()
 			if err != nil {
 				return usageError(err)
 			}
-			cfg.Server, cfg.RetryPort = srvCfg, fl.retryPort
+			cfg.Server, cfg.RetryPort = srvCfg, fl.RetryPort
 			cfg.Server.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			if cfg.Attach {
-				cfg.Record, cfg.ControlPort = fl.record, fl.controlPort
+				cfg.Record, cfg.ControlPort = fl.record, fl.ControlPort
 			} else if fl.record != "" {
 				f, err := server.OpenRecord(fl.record)
 				if err != nil {
@@ -95,7 +93,7 @@ no session exits 0: stderr says what it saw.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runLive(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return outcomeError(live.Run(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	f := cmd.Flags()
@@ -112,13 +110,4 @@ no session exits 0: stderr says what it saw.`,
 	f.StringVar(&format, "format", "text", "report format: text, or json (one line per session)")
 	f.IntVar(&cfg.BufferSize, "buffer", capture.DefaultLiveBuffer, "kernel capture buffer in bytes")
 	return cmd
-}
-
-// runLive runs the live auditor and maps its outcome to the exit status.
-func runLive(ctx context.Context, cfg live.Config, out, errOut io.Writer) error {
-	o, err := live.Run(ctx, cfg, out, errOut)
-	if err != nil {
-		return usageError(err)
-	}
-	return sessionsVerdict(o.Failed, o.Sessions, o.FirstFailure)
 }

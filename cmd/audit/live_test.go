@@ -63,7 +63,7 @@ type liveRun struct {
 
 var liveAddrs = regexp.MustCompile(`control port \S+:(\d+), retry port \S+:(\d+)`)
 
-// startLive runs runLive with cfg (JSON reports, on lo, loopback ports
+// startLive runs live.Run with cfg (JSON reports, on lo, loopback ports
 // unless set) until the test stops it or ends.
 func startLive(t *testing.T, cfg live.Config) *liveRun {
 	t.Helper()
@@ -79,7 +79,7 @@ func startLive(t *testing.T, cfg live.Config) *liveRun {
 	cfg.Server.Logger = slog.New(slog.NewTextHandler(r.errOut, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	r.cancel = cancel
-	go func() { r.done <- runLive(ctx, cfg, r.out, r.errOut) }()
+	go func() { r.done <- outcomeError(live.Run(ctx, cfg, r.out, r.errOut)) }()
 	t.Cleanup(func() {
 		r.cancel()
 		<-r.done
@@ -302,7 +302,7 @@ func TestLiveEndToEnd(t *testing.T) {
 	client := runLiveClient(t, r.control, r.retry, 4500*time.Millisecond)
 	reps, raws := r.reports(t, 1)
 	if err := r.stop(t); err != nil && reps[0].Summary.PassedAll {
-		t.Errorf("runLive after a passing session: %v", err)
+		t.Errorf("live.Run after a passing session: %v", err)
 	}
 	rep := reps[0]
 	checkPairing(t, rep)
@@ -644,10 +644,10 @@ func TestLiveUsageErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			err := runLive(ctx, tt.cfg, io.Discard, io.Discard)
+			err := outcomeError(live.Run(ctx, tt.cfg, io.Discard, io.Discard))
 			var ee *exitError
 			if !errors.As(err, &ee) || ee.code != exitUsage {
-				t.Fatalf("runLive = %v; want a usage error", err)
+				t.Fatalf("live.Run = %v; want a usage error", err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {

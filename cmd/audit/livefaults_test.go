@@ -450,7 +450,7 @@ func TestLiveFlood(t *testing.T) {
 			before, peak, after, heapBound, heapBound/4)
 	}
 	if err := r.stop(t); !isExit(err, exitFail) {
-		t.Errorf("runLive after an overflowing session = %v; want exit %d", err, exitFail)
+		t.Errorf("live.Run after an overflowing session = %v; want exit %d", err, exitFail)
 	}
 }
 
@@ -465,7 +465,7 @@ func TestLiveFloodOutsideSessions(t *testing.T) {
 	// Stop once the capture has caught up: nothing comes for a while.
 	time.Sleep(500 * time.Millisecond)
 	if err := r.stop(t); err != nil {
-		t.Fatalf("runLive: %v", err)
+		t.Fatalf("live.Run: %v", err)
 	}
 	m := regexp.MustCompile(`(\d+) attempts came outside any session \(no Start covered them\); not judged; the (\d+) oldest were not kept`).
 		FindStringSubmatch(r.errOut.String())

@@ -32,10 +32,10 @@ func TestLiveWriteKeepsFileOnError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cfg := live.Config{Iface: "nonexist0", Write: precious, Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")}
-	err := runLive(ctx, cfg, io.Discard, io.Discard)
+	err := outcomeError(live.Run(ctx, cfg, io.Discard, io.Discard))
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != exitUsage {
-		t.Fatalf("runLive = %v; want a usage error", err)
+		t.Fatalf("live.Run = %v; want a usage error", err)
 	}
 	if b, _ := os.ReadFile(precious); string(b) != "what the user had" {
 		t.Errorf("--write file after a failed start holds %q; want it untouched", b)
@@ -85,7 +85,7 @@ func TestLiveCaptureErrorEndsSession(t *testing.T) {
 		runErr = r.stop(t)
 	}
 	if runErr == nil || !strings.Contains(runErr.Error(), "no space left on device") {
-		t.Fatalf("runLive = %v; want the write error", runErr)
+		t.Fatalf("live.Run = %v; want the write error", runErr)
 	}
 	reps, _ := r.reports(t, 1)
 	rep := reps[0]

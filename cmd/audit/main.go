@@ -12,6 +12,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/internal/buildinfo"
+	"github.com/backoff-audit/audit/live"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -35,13 +36,19 @@ func (e *exitError) Unwrap() error { return e.err }
 // usageError marks err as a usage or input problem (exit 2).
 func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
 
-// sessionsVerdict is the error of a run whose sessions did not all pass:
-// how many failed, and what failed first (which verdict, and why).
-func sessionsVerdict(failed, total int, first string) error {
-	if failed == 0 {
-		return nil
+// outcomeError maps what a run judged to the exit status: a usage error
+// when err is set; a failed verdict when sessions failed (how many, and
+// what failed first: which verdict, and why) or peers did not pass.
+func outcomeError(o live.Outcome, err error) error {
+	switch {
+	case err != nil:
+		return usageError(err)
+	case o.Verdict != "":
+		return verdictError("%s", o.Verdict)
+	case o.Failed > 0:
+		return verdictError("%d of %s failed; %s", o.Failed, analyze.Plural(o.Sessions, "session"), o.FirstFailure)
 	}
-	return verdictError("%d of %s failed; %s", failed, analyze.Plural(total, "session"), first)
+	return nil
 }
 
 // recordAlias lets --server-log, the record flag's former name on the

@@ -2,33 +2,17 @@ package main
 
 import (
 	"fmt"
-	"net/netip"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/backoff-audit/audit/analyze"
-	"github.com/backoff-audit/audit/analyze/htmlreport"
-	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/live"
 )
 
-type pcapConfig struct {
-	port    uint16
-	policy  analyze.Policy
-	mode    analyze.RetryMode
-	format  string
-	peers   []string
-	record  string
-	control uint16
-	html    string
-	herd    bool
-	verbose bool
-}
-
 func newPcapCmd() *cobra.Command {
-	cfg := pcapConfig{policy: analyze.DefaultPolicy(), format: "text"}
+	cfg := live.FilesConfig{Policy: analyze.DefaultPolicy()}
+	format := "text"
 	cmd := &cobra.Command{
 		Use:   "pcap FILE...",
 		Short: "Audit reconnect backoff from the SYNs of capture files",
@@ -83,66 +67,25 @@ session, which verdict failed, kernel or server, and why), 2 for bad flags
 or unreadable input.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			peers, err := cfg.validate(cmd.Flags().Changed("port"))
-			if err != nil {
-				return usageError(err)
+			if format != "text" && format != "json" {
+				return usageError(fmt.Errorf("--format %q: must be text or json", format))
 			}
-			stderr := cmd.ErrOrStderr()
-			pt, info, err := capture.ReadFiles(files, capture.Options{Port: cfg.port}, stderr)
-			if err != nil {
-				return usageError(err)
-			}
-			for _, w := range info.Warnings() {
-				fmt.Fprintf(stderr, "audit: warning: %s\n", w)
-			}
-			ctl, port, err := live.ChoosePorts(files, pt, cfg.port, cfg.control, cfg.record == "" && len(peers) == 0, stderr)
-			if err != nil {
-				return usageError(err)
-			}
-			tr := pt.Tracker(port)
-			info.SYNs = uint64(tr.SYNs())
-			opt := live.RecordOptions{Path: cfg.record, Port: port, DefaultPolicy: cfg.policy, Herd: cfg.herd}
-			if policyFlagsSet(cmd.Flags()) {
-				opt.Policy = &cfg.policy
-			}
-			if cfg.record != "" {
-				return pcapSessions(cmd, cfg)(live.AuditRecord(opt, tr.Peers(), info))
-			}
-			if ctl != nil {
-				return pcapSessions(cmd, cfg)(live.AuditControl(opt, ctl, tr.Peers(), info))
-			}
-			// Every peer is verified, whatever --peer keeps.
-			cs, inferred := tr.Chains(), false
-			if !cmd.Flags().Changed("retry_mode") {
-				cfg.mode, inferred = cs.InferMode(cfg.policy)
-			}
-			aud := analyze.NewAudit(port, cfg.policy, analyze.Run{Mode: cfg.mode}, cs, info).Only(peers...)
-			aud.ModeInferred = inferred
-			if cfg.herd {
-				aud = aud.WithHerd()
-			}
-			if err := aud.Write(cmd.OutOrStdout(), cfg.format == "json", cfg.verbose || len(peers) > 0); err != nil {
-				return usageError(err)
-			}
-			if cfg.html != "" {
-				if err := htmlreport.WriteFile(cfg.html, aud.Report(), aud.Herd()); err != nil {
-					return usageError(err)
-				}
-			}
-			return pcapVerdict(port, aud.Summary, peers)
+			f := cmd.Flags()
+			cfg.JSON, cfg.PortSet, cfg.ModeSet, cfg.PolicySet = format == "json", f.Changed("port"), f.Changed("retry_mode"), policyFlagsSet(f)
+			return outcomeError(live.AuditFiles(files, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	f := cmd.Flags()
-	f.Uint16Var(&cfg.port, "port", 0, "the retry port (default: the only port the capture has SYNs to)")
-	addPolicyFlags(f, &cfg.policy)
-	f.TextVar(&cfg.mode, "retry_mode", cfg.mode, "what the retry port did: "+analyze.ModeNames)
-	f.StringVar(&cfg.format, "format", cfg.format, "output format: text or json")
-	f.StringArrayVar(&cfg.peers, "peer", nil, "report only this client address (repeatable)")
-	f.BoolVarP(&cfg.verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
-	f.BoolVar(&cfg.herd, "herd", false, "end the report with the herd: attempts per second, waves of reconnects made together, jitter's spread (JSON: \"herd\")")
-	f.StringVar(&cfg.html, "html", "", "also write the report as one self-contained HTML `FILE`: each chain against its windows, the herd, the cross-check")
-	f.StringVar(&cfg.record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
-	f.Uint16Var(&cfg.control, "control_port", 0, "the server's control port in the capture, whose Start and Stop calls give the sessions (default: detected)")
+	f.Uint16Var(&cfg.Port, "port", 0, "the retry port (default: the only port the capture has SYNs to)")
+	addPolicyFlags(f, &cfg.Policy)
+	f.TextVar(&cfg.Mode, "retry_mode", cfg.Mode, "what the retry port did: "+analyze.ModeNames)
+	f.StringVar(&format, "format", format, "output format: text or json")
+	f.StringArrayVar(&cfg.Peers, "peer", nil, "report only this client address (repeatable)")
+	f.BoolVarP(&cfg.Verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
+	f.BoolVar(&cfg.Herd, "herd", false, "end the report with the herd: attempts per second, waves of reconnects made together, jitter's spread (JSON: \"herd\")")
+	f.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML `FILE`: each chain against its windows, the herd, the cross-check")
+	f.StringVar(&cfg.Record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
+	f.Uint16Var(&cfg.Control, "control_port", 0, "the server's control port in the capture, whose Start and Stop calls give the sessions (default: detected)")
 	recordAlias(f)
 	return cmd
 }
@@ -169,61 +112,4 @@ func policyFlagsSet(f *pflag.FlagSet) bool {
 		}
 	}
 	return false
-}
-
-// pcapSessions writes a report of sessions (of a record file or of the
-// control port) and maps their verdicts to the exit status.
-func pcapSessions(cmd *cobra.Command, cfg pcapConfig) func(analyze.Report, error) error {
-	return func(rep analyze.Report, err error) error {
-		if err != nil {
-			return usageError(err)
-		}
-		failed, total, first, err := live.WriteSessions(cmd.OutOrStdout(), cmd.ErrOrStderr(), rep, cfg.format == "json", cfg.html)
-		if err != nil {
-			return usageError(err)
-		}
-		return sessionsVerdict(failed, total, first)
-	}
-}
-
-// validate checks the flags and parses --peer.
-func (c pcapConfig) validate(portSet bool) ([]netip.Addr, error) {
-	if portSet && c.port == 0 {
-		return nil, fmt.Errorf("--port 0: the retry port must be 1–65535 (leave --port out to detect it)")
-	}
-	if err := c.policy.Validate(); err != nil {
-		return nil, fmt.Errorf("policy: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
-	}
-	if (c.record != "" || c.control != 0) && len(c.peers) > 0 {
-		return nil, fmt.Errorf("--peer with --record or --control_port: each session judges its own verified peer")
-	}
-	if c.record != "" && c.control != 0 {
-		return nil, fmt.Errorf("--control_port with --record: the sessions come from one of the two")
-	}
-	if c.format != "text" && c.format != "json" {
-		return nil, fmt.Errorf("--format %q: must be text or json", c.format)
-	}
-	peers := make([]netip.Addr, 0, len(c.peers))
-	for _, s := range c.peers {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("--peer %q: not an IP address", s)
-		}
-		peers = append(peers, a.Unmap())
-	}
-	return peers, nil
-}
-
-// pcapVerdict maps the summary to the exit status: nil only when there were
-// peers and every one passed.
-func pcapVerdict(port uint16, sum analyze.Summary, peers []netip.Addr) error {
-	switch {
-	case sum.PassedAll:
-		return nil
-	case sum.Peers == 0 && len(peers) > 0:
-		return verdictError("no connection attempt to port %d from %v", port, peers)
-	case sum.Peers == 0:
-		return verdictError("no connection attempt to port %d", port)
-	}
-	return verdictError("%s", sum)
 }

@@ -18,17 +18,8 @@ import (
 // serverFlags are audit server's flags; the port names are the C++
 // reference server's, so its scripts work unchanged.
 type serverFlags struct {
-	controlPort    int
-	retryPort      int
-	sessionTimeout time.Duration
-	maxAttempts    int
-	maxWaiting     int
-	record         string
-
-	retryMode           analyze.RetryMode
-	minConnectTimeoutMS int
-	maxHeld             int
-	tlsCert, tlsKey     string
+	server.Flags
+	record string
 }
 
 func newServerCmd() *cobra.Command {
@@ -105,7 +96,7 @@ and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHands
   audit server --retry_port=8081 --retry_mode=goaway --tls_cert=cert.pem --tls_key=key.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := fl.config()
+			cfg, err := fl.Config()
 			if err != nil {
 				return usageError(err)
 			}
@@ -125,28 +116,21 @@ and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHands
 // register adds the server's flags to f; `audit live` shares them and words
 // the retry port's help for its --attach mode.
 func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
-	f.IntVar(&fl.controlPort, "control_port", 0, "port of the ReconnectService (plaintext gRPC); 0 picks a free port")
-	f.IntVar(&fl.retryPort, "retry_port", 0, retryHelp)
-	f.DurationVar(&fl.sessionTimeout, "session_timeout", server.DefaultSessionTimeout,
+	f.IntVar(&fl.ControlPort, "control_port", 0, "port of the ReconnectService (plaintext gRPC); 0 picks a free port")
+	f.IntVar(&fl.RetryPort, "retry_port", 0, retryHelp)
+	f.DurationVar(&fl.SessionTimeout, "session_timeout", server.DefaultSessionTimeout,
 		"end a session this long after its Start if no Stop came, so the next Start can run")
-	f.IntVar(&fl.maxAttempts, "max_attempts", server.DefaultMaxAttempts,
+	f.IntVar(&fl.MaxAttempts, "max_attempts", server.DefaultMaxAttempts,
 		"connections one session keeps; more are counted and fail the session as 'too many attempts'")
-	f.IntVar(&fl.maxWaiting, "max_waiting", server.DefaultMaxWaiting,
+	f.IntVar(&fl.MaxWaiting, "max_waiting", server.DefaultMaxWaiting,
 		"Starts that may wait while a session runs; more are refused at once with RESOURCE_EXHAUSTED")
 	f.StringVar(&fl.record, "record", "", "append one JSON line per event of the server to this file (format: analyze/record.go)")
-	f.TextVar(&fl.retryMode, "retry_mode", fl.retryMode,
+	f.TextVar(&fl.RetryMode, "retry_mode", fl.RetryMode,
 		"what the retry port does during a session: "+analyze.ModeNames+" (see audit server --help)")
-	f.IntVar(&fl.minConnectTimeoutMS, "min_connect_timeout_ms", int(analyze.DefaultMinConnectTimeout/time.Millisecond),
+	f.IntVar(&fl.MinConnectTimeoutMS, "min_connect_timeout_ms", int(analyze.DefaultMinConnectTimeout/time.Millisecond),
 		"MIN_CONNECT_TIMEOUT of the sessions' policy: the least time a client gives one attempt (hang mode's attempts last that long)")
-	f.IntVar(&fl.maxHeld, "max_held", server.DefaultMaxHeld,
+	f.IntVar(&fl.MaxHeld, "max_held", server.DefaultMaxHeld,
 		"hang mode: connections held open at once; more are accepted and closed at once, and counted")
-	f.StringVar(&fl.tlsCert, "tls_cert", "", "settings-close and goaway: the certificate (PEM) the retry port presents, with --tls_key (default: testdata/tls/server.pem, built in)")
-	f.StringVar(&fl.tlsKey, "tls_key", "", "settings-close and goaway: the private key (PEM) of --tls_cert")
-}
-
-// config checks the flags and turns them into a server.Config.
-func (fl serverFlags) config() (server.Config, error) {
-	return server.Flags{ControlPort: fl.controlPort, RetryPort: fl.retryPort, SessionTimeout: fl.sessionTimeout,
-		MaxAttempts: fl.maxAttempts, MaxWaiting: fl.maxWaiting, RetryMode: fl.retryMode, MinConnectTimeoutMS: fl.minConnectTimeoutMS,
-		MaxHeld: fl.maxHeld, TLSCert: fl.tlsCert, TLSKey: fl.tlsKey}.Config()
+	f.StringVar(&fl.TLSCert, "tls_cert", "", "settings-close and goaway: the certificate (PEM) the retry port presents, with --tls_key (default: testdata/tls/server.pem, built in)")
+	f.StringVar(&fl.TLSKey, "tls_key", "", "settings-close and goaway: the private key (PEM) of --tls_cert")
 }

@@ -84,7 +84,7 @@ func TestServerFlagsConfig(t *testing.T) {
 		"--tls_cert=" + fixture("tls/server.pem"), "--tls_key=" + fixture("tls/server.key")}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := fl.config()
+	cfg, err := fl.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestServerFlagsConfig(t *testing.T) {
 	var def serverFlags
 	f = pflag.NewFlagSet("server", pflag.ContinueOnError)
 	def.register(f, "")
-	if cfg, err = def.config(); err != nil {
+	if cfg, err = def.Config(); err != nil {
 		t.Fatal(err)
 	}
 	if !cfg.Mode.Is(analyze.ModeClose) || cfg.MinConnectTimeout != analyze.DefaultMinConnectTimeout || cfg.TLSCert != nil {

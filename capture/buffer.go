@@ -25,6 +25,9 @@ type chunk struct {
 }
 
 // source hands out chunks in stream order and takes spent ones back.
+// Once the channel it was made with (Options.Done) is closed, it hands out
+// what it has read and then, instead of waiting for the stream, a chunk of
+// no bytes whose err is errInterrupted.
 type source interface {
 	next() *chunk
 	release(*chunk)
@@ -43,6 +46,10 @@ type buffer struct {
 	err        error // the stream's error once reached (io.EOF at the end)
 	progress   func()
 }
+
+// errInterrupted is the error of a stream whose read Options.Done
+// stopped.
+var errInterrupted = errors.New("read interrupted")
 
 func newBuffer(src source) *buffer { return &buffer{src: src} }
 
@@ -70,6 +77,10 @@ func (b *buffer) fill(n int) bool {
 			return false
 		}
 		c := b.src.next()
+		if c.err == errInterrupted && c.n == 0 {
+			b.err = errInterrupted
+			return false
+		}
 		left := b.avail() // < n <= maxNeed
 		if c.head < left {
 			// Only the first record longer than any before it gets here.
@@ -119,12 +130,28 @@ func newChunk(size int) *chunk {
 	return &chunk{mem: make([]byte, headroom+size), head: headroom}
 }
 
-// readChunk fills c's data area from r.
-func readChunk(r io.Reader, c *chunk) {
+// readChunk fills c's data area from r; with some set, it takes what one
+// read gives instead (at least a byte, unless the stream ends or fails).
+func readChunk(r io.Reader, c *chunk, some bool) {
+	if some {
+		c.n, c.err = readSome(r, c.mem[c.head:])
+		return
+	}
 	c.n, c.err = readFull(r, c.mem[c.head:])
 	if c.err == nil && c.n < len(c.mem)-c.head {
 		c.err = io.EOF
 	}
+}
+
+// readSome reads at least a byte into p, or returns the stream's error,
+// and fails a reader that returns (0, nil) 100 times in a row.
+func readSome(r io.Reader, p []byte) (int, error) {
+	for range 100 {
+		if n, err := r.Read(p); n > 0 || err != nil {
+			return n, err
+		}
+	}
+	return 0, errNoProgress
 }
 
 var errNoProgress = errors.New("reader returned no data and no error 100 times in a row")
@@ -157,15 +184,19 @@ type syncSource struct {
 	r     io.Reader
 	size  int
 	spare *chunk
+	done  <-chan struct{}
 }
 
 func (s *syncSource) next() *chunk {
+	if closed(s.done) {
+		return &chunk{err: errInterrupted}
+	}
 	c := s.spare
 	s.spare = nil
 	if c == nil {
 		c = newChunk(s.size)
 	}
-	readChunk(s.r, c)
+	readChunk(s.r, c, false)
 	return c
 }
 
@@ -175,27 +206,35 @@ func (s *syncSource) stop()            {}
 // asyncSource reads the next chunk while the parser works on the current
 // one: reading (a syscall, or gzip inflation) and parsing overlap, which on
 // make bench's capture takes the read from the sum of the two to about the
-// larger. Three chunks circulate: parsed, ready, being read.
+// larger. Three chunks circulate: parsed, ready, being read. With some
+// set (a pipe, whose writer may be slow or endless) a chunk is what one
+// read gives, so that what came is parsed without waiting for a chunk's
+// worth, and an interrupted read keeps it.
 type asyncSource struct {
-	ready chan *chunk
-	free  chan *chunk
-	quit  chan struct{}
-	wg    sync.WaitGroup
-	once  sync.Once
+	ready  chan *chunk
+	free   chan *chunk
+	quit   chan struct{}
+	exited chan struct{} // closed when the reading goroutine returns
+	once   sync.Once
+	// done, once closed, stops the reading before its next read, and
+	// stop from waiting for a read that may never return (a pipe nothing
+	// writes to).
+	done <-chan struct{}
 }
 
-func newAsyncSource(r io.Reader, size int) *asyncSource {
+func newAsyncSource(r io.Reader, size int, some bool, done <-chan struct{}) *asyncSource {
 	s := &asyncSource{
-		ready: make(chan *chunk, 1),
-		free:  make(chan *chunk, 3),
-		quit:  make(chan struct{}),
+		ready:  make(chan *chunk, 1),
+		free:   make(chan *chunk, 3),
+		quit:   make(chan struct{}),
+		exited: make(chan struct{}),
+		done:   done,
 	}
 	for range 3 {
 		s.free <- newChunk(size)
 	}
-	s.wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer close(s.exited)
 		for {
 			var c *chunk
 			select {
@@ -203,7 +242,11 @@ func newAsyncSource(r io.Reader, size int) *asyncSource {
 			case <-s.quit:
 				return
 			}
-			readChunk(r, c)
+			if closed(done) {
+				c.n, c.err = 0, errInterrupted
+			} else {
+				readChunk(r, c, some)
+			}
 			select {
 			case s.ready <- c:
 			case <-s.quit:
@@ -217,15 +260,43 @@ func newAsyncSource(r io.Reader, size int) *asyncSource {
 	return s
 }
 
-func (s *asyncSource) next() *chunk { return <-s.ready }
+// next hands out a chunk already read before it looks at done: what was
+// read before an interruption is parsed.
+func (s *asyncSource) next() *chunk {
+	select {
+	case c := <-s.ready:
+		return c
+	default:
+	}
+	select {
+	case c := <-s.ready:
+		return c
+	case <-s.done:
+		return &chunk{err: errInterrupted}
+	}
+}
+
+// closed reports whether done is closed (a nil done never is).
+func closed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
 
 func (s *asyncSource) release(c *chunk) { s.free <- c }
 
 // stop ends the reading goroutine and waits for it, so the caller may
-// close the file afterwards.
+// close the file afterwards; after an interrupted read it does not wait
+// for a read in progress, which may wait for a writer that never writes.
 func (s *asyncSource) stop() {
 	s.once.Do(func() {
 		close(s.quit)
-		s.wg.Wait()
+		select {
+		case <-s.exited:
+		case <-s.done:
+		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
@@ -22,7 +23,8 @@ import (
 // fates; otherwise they do (Tracker.SetFatesKnown).
 //
 // The first file that cannot be read stops the read with ReadFile's error,
-// which names the file. When progress is a terminal, a read that takes
+// which names the file. When opt.Done is closed, the file being read ends
+// there, with a warning, and the files after it are named in another. When progress is a terminal, a read that takes
 // more than a second shows its progress there; opt.Progress, when set, is
 // called as well.
 func ReadFiles(paths []string, opt Options, progress io.Writer) (*analyze.PortTracker, analyze.CaptureInfo, error) {
@@ -30,7 +32,10 @@ func ReadFiles(paths []string, opt Options, progress io.Writer) (*analyze.PortTr
 	info := analyze.CaptureInfo{Skipped: map[string]uint64{}}
 	show := progressTo(progress)
 	var other uint64
-	for _, path := range paths {
+	for i, path := range paths {
+		if StopBefore(opt.Done, info.Files, paths[i:]) {
+			break
+		}
 		o := opt
 		o.Progress = bothProgress(opt.Progress, show(path))
 		o.Segments = pt.AddSegmentView
@@ -48,6 +53,21 @@ func ReadFiles(paths []string, opt Options, progress io.Writer) (*analyze.PortTr
 	info.SYNOnly = other == 0
 	pt.SetFatesKnown(!info.SYNOnly)
 	return pt, info, nil
+}
+
+// StopBefore ends a read of several files that Options.Done interrupted
+// before the files rest: it names them in a warning of the last file read
+// (read, the files read so far) and reports true; false while done is
+// open, or when no file was read yet (the first file's read says it was
+// interrupted).
+func StopBefore(done <-chan struct{}, read []analyze.FileInfo, rest []string) bool {
+	if !closed(done) || len(read) == 0 || len(rest) == 0 {
+		return false
+	}
+	last := &read[len(read)-1]
+	last.Warnings = append(last.Warnings, fmt.Sprintf("%s: read interrupted: %s not read: %s",
+		last.Path, analyze.Plural(len(rest), "later file"), strings.Join(rest, ", ")))
+	return true
 }
 
 // bothProgress calls a and b, either of which may be nil.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gopacket/gopacket/layers"
@@ -165,10 +166,20 @@ func checkSegments(t *testing.T, plain *Decoder, lt layers.LinkType, frame []byt
 }
 
 // tinySync reads chunks of 1–13 bytes: every record straddles chunks.
-func tinySync(r io.Reader, _ int64, _ bool) source { return &syncSource{r: r, size: 13} }
+func tinySync(r io.Reader, _ int64, _ bool, _ <-chan struct{}) source {
+	return &syncSource{r: r, size: 13}
+}
 
 // tinyAsync is the overlapping reader with 7-byte chunks.
-func tinyAsync(r io.Reader, _ int64, _ bool) source { return newAsyncSource(r, 7) }
+func tinyAsync(r io.Reader, _ int64, _ bool, _ <-chan struct{}) source {
+	return newAsyncSource(r, 7, false, nil)
+}
+
+// someAsync is the overlapping reader of a pipe, its chunks what each read
+// gives (iotest.OneByteReader: one byte).
+func someAsync(r io.Reader, _ int64, _ bool, _ <-chan struct{}) source {
+	return newAsyncSource(iotest.OneByteReader(r), 4096, true, nil)
+}
 
 // readResult is everything a read reports, for differential checks.
 type readResult struct {
@@ -178,7 +189,7 @@ type readResult struct {
 	Err  string
 }
 
-func readAll(data []byte, mk func(io.Reader, int64, bool) source) readResult {
+func readAll(data []byte, mk func(io.Reader, int64, bool, <-chan struct{}) source) readResult {
 	var r readResult
 	opt := Options{Segments: func(v *analyze.SegmentView) {
 		s := v.Segment()
@@ -226,7 +237,7 @@ func FuzzReadFile(f *testing.F) {
 			t.Fatalf("truncated and failed: %s", want.Err)
 		}
 		// However the stream is cut into chunks, the result is the same.
-		for name, mk := range map[string]func(io.Reader, int64, bool) source{"tiny sync": tinySync, "tiny async": tinyAsync} {
+		for name, mk := range map[string]func(io.Reader, int64, bool, <-chan struct{}) source{"tiny sync": tinySync, "tiny async": tinyAsync, "pipe": someAsync} {
 			if diff := cmp.Diff(want, readAll(data, mk)); diff != "" {
 				t.Fatalf("%s chunks differ (-default +%s):\n%s", name, name, diff)
 			}

@@ -37,7 +37,16 @@ type Options struct {
 	// is valid only during the call.
 	Payloads     func(*analyze.SegmentView)
 	PayloadPorts []uint16
+	// Done, when closed, stops the read where it is, as if the file ended
+	// there but without calling it truncated: what was read is kept, and
+	// a warning gives the offset (Ctrl-C on an endless input).
+	Done <-chan struct{}
+	// Stdin is what the path "-" reads: os.Stdin when nil.
+	Stdin io.Reader
 }
+
+// Stdin is the path that names standard input.
+const Stdin = "-"
 
 // Record problems counted in analyze.FileInfo.Skipped.
 const (
@@ -64,7 +73,8 @@ const maxWarnings = 100
 // ReadFile streams one capture and calls fn for every TCP SYN-without-ACK
 // (ECE/CWR allowed) to opt.Port. The format is detected from the content:
 // pcap (either byte order, micro- or nanosecond), pcapng, either of them
-// gzip-compressed.
+// gzip-compressed. The path "-" (Stdin) reads standard input, named so in
+// messages.
 //
 // A file that ends inside a record is analysed up to there: Truncated is
 // set, a warning gives the offset, and err is nil. A damaged pcapng block
@@ -72,6 +82,15 @@ const maxWarnings = 100
 // one; damage a pcap file gives no way past stops the read with an error
 // naming the file and the byte offset. fn sees what came before it.
 func ReadFile(path string, opt Options, fn func(analyze.SYN)) (analyze.FileInfo, error) {
+	if path == Stdin {
+		in := opt.Stdin
+		if in == nil {
+			in = os.Stdin
+		}
+		st, err := readStream("standard input", in, -1, opt, fn)
+		st.Path = Stdin
+		return st, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return analyze.FileInfo{Path: path, Skipped: map[string]uint64{}}, err
@@ -108,17 +127,17 @@ func readStream(name string, r io.Reader, size int64, opt Options, fn func(analy
 
 // defaultSource reads small input in the caller's goroutine and overlaps
 // reading with parsing for the rest.
-func defaultSource(r io.Reader, size int64, gz bool) source {
+func defaultSource(r io.Reader, size int64, gz bool, done <-chan struct{}) source {
 	if size >= 0 && size < asyncMin && !gz || size >= 0 && size < asyncMin/8 {
-		return &syncSource{r: r, size: int(min(max(size+1, 4096), chunkSize))}
+		return &syncSource{r: r, size: int(min(max(size+1, 4096), chunkSize)), done: done}
 	}
-	return newAsyncSource(r, chunkSize)
+	return newAsyncSource(r, chunkSize, size < 0, done)
 }
 
 // readSource is readStream with the choice of chunk source, so tests can
 // compare sources and force tiny chunks.
 func readSource(name string, r io.Reader, size int64, opt Options, fn func(analyze.SYN),
-	newSource func(r io.Reader, size int64, gz bool) source) (analyze.FileInfo, error) {
+	newSource func(r io.Reader, size int64, gz bool, done <-chan struct{}) source) (analyze.FileInfo, error) {
 	st := analyze.FileInfo{Path: name, Skipped: map[string]uint64{}}
 	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, 512) // to peek at the magic; large reads bypass it
@@ -133,7 +152,7 @@ func readSource(name string, r io.Reader, size int64, opt Options, fn func(analy
 		defer zr.Close()
 		src = zr
 	}
-	b := newBuffer(newSource(src, size, gz))
+	b := newBuffer(newSource(src, size, gz, opt.Done))
 	defer b.close()
 	if opt.Progress != nil {
 		b.progress = func() { opt.Progress(cr.n.Load(), size) }
@@ -196,6 +215,9 @@ const (
 
 func (rd *reader) run() error {
 	if !rd.b.fill(4) {
+		if rd.b.err == errInterrupted {
+			return rd.truncated("capture header", 4)
+		}
 		if err := rd.streamErr(); err != nil {
 			return err
 		}
@@ -237,6 +259,10 @@ func (rd *reader) truncated(what string, need int64) error {
 // truncatedAt is truncated for a record starting at off of which have
 // bytes were there.
 func (rd *reader) truncatedAt(what string, off, need, have int64) error {
+	if rd.b.err == errInterrupted {
+		rd.warnf("read interrupted at offset %d: what follows was not read", off)
+		return nil
+	}
 	if err := rd.streamErr(); err != nil {
 		return err
 	}

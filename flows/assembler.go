@@ -41,6 +41,9 @@ type Options struct {
 	MaxBuffered int
 	// Limits bound each connection's decoder.
 	Limits h2.Limits
+	// Done, when closed, stops ReadFiles where it is reading
+	// (capture.Options.Done): the connections read so far are reported.
+	Done <-chan struct{}
 	// Opened, when set, is called when a connection's decoding starts,
 	// before any of its bytes are decoded. Conn.SYN false means the
 	// connection was open before the input began (joined mid-stream): its

@@ -51,8 +51,11 @@ func (r *Result) Problems() int {
 func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, error) {
 	res := &Result{Conns: []Conn{}}
 	a := NewAssembler(opt, func(c Conn) { res.Conns = append(res.Conns, c) })
-	for _, path := range paths {
-		st, err := capture.ReadFile(path, capture.Options{Payloads: a.Add, PayloadPorts: opt.Ports}, func(analyze.SYN) {})
+	for i, path := range paths {
+		if capture.StopBefore(opt.Done, res.Files, paths[i:]) {
+			break
+		}
+		st, err := capture.ReadFile(path, capture.Options{Payloads: a.Add, PayloadPorts: opt.Ports, Done: opt.Done}, func(analyze.SYN) {})
 		if err != nil {
 			return nil, err
 		}
@@ -82,6 +85,8 @@ type AuditOptions struct {
 	Tolerance time.Duration
 	// Format is the report's format, "text" or "json" (Report.Write).
 	Format string
+	// Done stops the read (Options.Done).
+	Done <-chan struct{}
 }
 
 // Audit checks opt, reads files as ReadFiles does, and builds the report
@@ -106,7 +111,7 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 		return nil, fmt.Errorf("--retry-tolerance %v: must not be negative", opt.Tolerance)
 	}
 	diag := h2.DiagnoseOptions{Retry: opt.Retry, Tolerance: cmp.Or(opt.Tolerance, h2.DefaultTolerance)}
-	res, err := ReadFiles(files, Options{Ports: ps}, diag)
+	res, err := ReadFiles(files, Options{Ports: ps, Done: opt.Done}, diag)
 	if err != nil {
 		return nil, err
 	}

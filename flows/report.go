@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/h2"
 )
 
@@ -24,6 +25,9 @@ type Report struct {
 	Retries []Retry `json:"retries,omitempty"`
 	// Problems counts the findings that are problems (h2.Finding.Problem).
 	Problems int `json:"problems"`
+	// Warnings are the files' (analyze.CaptureInfo.Warnings): a file cut
+	// short, damaged blocks, a read interrupted.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Retry is one retried RPC: its attempts, and their delays held to the
@@ -119,7 +123,8 @@ type Next struct {
 
 // NewReport builds the report of what ReadFiles found in files.
 func NewReport(files []string, res *Result) *Report {
-	rep := &Report{Files: files, Connections: []Timeline{}, Findings: res.Findings, Problems: res.Problems()}
+	rep := &Report{Files: files, Connections: []Timeline{}, Findings: res.Findings, Problems: res.Problems(),
+		Warnings: analyze.CaptureInfo{Files: res.Files}.Warnings()}
 	for i, c := range res.Conns {
 		rep.Connections = append(rep.Connections, timeline(i, c, res.Conns))
 	}

@@ -1,9 +1,11 @@
 package live
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/backoff-audit/audit/analyze"
@@ -41,10 +43,12 @@ type FilesConfig struct {
 	JSON bool
 	// Verbose gives every peer its interval table in the text report.
 	Verbose bool
+	// Stdin is what the file "-" reads (capture.Options.Stdin).
+	Stdin io.Reader
 }
 
-// validate checks the configuration and parses Peers.
-func (c FilesConfig) validate() ([]netip.Addr, error) {
+// validate checks the configuration for files and parses Peers.
+func (c FilesConfig) validate(files []string) ([]netip.Addr, error) {
 	if c.PortSet && c.Port == 0 {
 		return nil, fmt.Errorf("--port 0: the retry port must be 1–65535 (leave --port out to detect it)")
 	}
@@ -57,6 +61,14 @@ func (c FilesConfig) validate() ([]netip.Addr, error) {
 	if c.Record != "" && c.Control != 0 {
 		return nil, fmt.Errorf("--control_port with --record: the sessions come from one of the two")
 	}
+	if n := slices.Index(files, capture.Stdin); n >= 0 {
+		if slices.Index(files[n+1:], capture.Stdin) >= 0 {
+			return nil, fmt.Errorf("standard input (-) named twice: it can be read once")
+		}
+		if c.Control != 0 {
+			return nil, fmt.Errorf("--control_port with standard input (-): the control port is read in a second pass over the files, and standard input can be read once")
+		}
+	}
 	peers := make([]netip.Addr, 0, len(c.Peers))
 	for _, s := range c.Peers {
 		a, err := netip.ParseAddr(s)
@@ -68,25 +80,34 @@ func (c FilesConfig) validate() ([]netip.Addr, error) {
 	return peers, nil
 }
 
-// AuditFiles reads the capture files and writes to out the report of
-// their sessions (of the record file, or of the control port) or, when
-// there are none, of every peer; warnings go to errOut, and progress when
-// it is a terminal. The error says why nothing could be judged (bad
-// configuration, unreadable input); the Outcome says what was, with
-// Verdict set when the peers' audit did not pass.
-func AuditFiles(files []string, cfg FilesConfig, out, errOut io.Writer) (Outcome, error) {
-	peers, err := cfg.validate()
+// AuditFiles reads the capture files ("-" is standard input) and writes
+// to out the report of their sessions (of the record file, or of the
+// control port) or, when there are none, of every peer; warnings go to
+// errOut, and progress when it is a terminal. When ctx ends during the
+// read, the read stops there and the report covers what was read, without
+// the second pass a control port takes. The error says why nothing could
+// be judged (bad configuration, unreadable input); the Outcome says what
+// was, with Verdict set when the peers' audit did not pass.
+func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOut io.Writer) (Outcome, error) {
+	peers, err := cfg.validate(files)
 	if err != nil {
 		return Outcome{}, err
 	}
-	pt, info, err := capture.ReadFiles(files, capture.Options{Port: cfg.Port}, errOut)
+	pt, info, err := capture.ReadFiles(files, capture.Options{Port: cfg.Port, Done: ctx.Done(), Stdin: cfg.Stdin}, errOut)
 	if err != nil {
 		return Outcome{}, err
 	}
 	for _, w := range info.Warnings() {
 		fmt.Fprintf(errOut, "audit: warning: %s\n", w)
 	}
-	ctl, port, err := ChoosePorts(files, pt, cfg.Port, cfg.Control, cfg.Record == "" && len(peers) == 0, errOut)
+	control, detect := cfg.Control, cfg.Record == "" && len(peers) == 0 && !slices.Contains(files, capture.Stdin)
+	if ctx.Err() != nil {
+		if control != 0 {
+			fmt.Fprintf(errOut, "audit: warning: read interrupted: control port %d not read, the attempts are audited alone\n", control)
+		}
+		control, detect = 0, false
+	}
+	ctl, port, err := ChoosePorts(files, pt, cfg.Port, control, detect, errOut)
 	if err != nil {
 		return Outcome{}, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -35,18 +36,27 @@ attempts ("retries"), with the check of each delay when a policy is given.
 --port P (repeatable) decodes every connection of P; without it, those whose
 client starts with the HTTP/2 preface, and those starting with TLS as encrypted.
 
+The file - is standard input. Ctrl-C or SIGTERM while reading stops the read
+there: the report covers what was read (a warning gives the offset), and a
+second Ctrl-C ends at once.
+
 Exit 0 when no finding is a problem; 1 when one is (marked ! in the text: a
 damaged connection, too_many_pings, a stream opened or answered above a
 GOAWAY's last stream id, a retry outside both windows or beyond
 --retry-max-attempts); 2 for bad flags or an unreadable file.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			opt := flows.AuditOptions{Ports: ports, Format: format, Tolerance: tol}
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			opt := flows.AuditOptions{Ports: ports, Format: format, Tolerance: tol, Done: ctx.Done()}
 			if slices.ContainsFunc([]string{"retry-initial-backoff", "retry-max-backoff", "retry-multiplier", "retry-max-attempts"}, cmd.Flags().Changed) {
 				opt.Retry = &retry // checked only when given
 			}
 			rep, err := flows.Audit(files, opt)
 			if err == nil {
+				for _, w := range rep.Warnings {
+					fmt.Fprintf(cmd.ErrOrStderr(), "audit: warning: %s\n", w)
+				}
 				err = rep.Write(cmd.OutOrStdout(), format)
 			}
 			if err != nil {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/internal/buildinfo"
@@ -60,6 +62,18 @@ func recordAlias(f *pflag.FlagSet) {
 		}
 		return pflag.NormalizedName(name)
 	})
+}
+
+// interruptible returns a context that SIGINT or SIGTERM ends; a second
+// signal then has its default effect, so that a second Ctrl-C ends the
+// process at once.
+func interruptible(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, stop
 }
 
 // verdictError marks a failed verdict (exit 1); the report is already printed.

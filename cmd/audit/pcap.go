@@ -20,7 +20,10 @@ func newPcapCmd() *cobra.Command {
 its SYNs to the retry port (docs/spec.md §5), with the reference verifier.
 
 Files may be pcap or pcapng, gzip-compressed or not; several files (a rotated
-tcpdump -C set) are merged by timestamp. A SYN sent again with the same ISN is
+tcpdump -C set) are merged by timestamp. The file - is standard input
+(tcpdump -w - | audit pcap -). Ctrl-C or SIGTERM while reading stops the
+read there: the report covers what was read (a warning gives the offset),
+and a second Ctrl-C ends at once. A SYN sent again with the same ISN is
 a retransmission, counted and not judged. Without --port the retry port is
 the only port the capture has SYNs to.
 
@@ -72,7 +75,10 @@ or unreadable input.`,
 			}
 			f := cmd.Flags()
 			cfg.JSON, cfg.PortSet, cfg.ModeSet, cfg.PolicySet = format == "json", f.Changed("port"), f.Changed("retry_mode"), policyFlagsSet(f)
-			return outcomeError(live.AuditFiles(files, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			cfg.Stdin = cmd.InOrStdin()
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			return outcomeError(live.AuditFiles(ctx, files, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	f := cmd.Flags()

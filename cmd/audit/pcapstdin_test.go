@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/backoff-audit/audit/internal/testutil"
+)
+
+// TestPcapStdinInterrupt: `audit pcap -` on a pipe that never ends (the
+// real grpc-go capture's records written again and again): SIGINT makes
+// the binary report every record read, warn where the read stopped, and
+// exit by the verdict (1: the capture fails), without waiting for the
+// writer.
+func TestPcapStdinInterrupt(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(fixture("real-grpc-go.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, auditBin, "pcap", "-")
+	cmd.WaitDelay = 5 * time.Second
+	r, stdin, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	cmd.Stdin = r
+	stdout, stderr := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stdin.Write(data[:24])
+	for range 20 { // 20 copies, then silence: the pipe stays open
+		stdin.Write(data[24:])
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The binary has read all that came when the pipe holds nothing;
+	// what it read is parsed before the interruption counts.
+	for i := 0; unread(t, stdin) > 0; i++ {
+		if i == 2000 {
+			t.Fatalf("the binary read nothing in 20 s; stderr:\n%s", stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var code int
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no exit 10 s after SIGINT; stderr:\n%s", stderr)
+	}
+	if code != exitFail {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitFail, stderr)
+	}
+	if want := "audit: warning: standard input: read interrupted at offset " + strconv.Itoa(24+20*(len(data)-24)); !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q (the end of the 20th copy):\n%s", want, stderr)
+	}
+	if want := ": 100 packets in 1 file, 100 SYNs, 5 attempts, 95 retransmits"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("stdout lacks %q (every record read):\n%s", want, stdout)
+	}
+}
+
+// unread is how many bytes wait in the pipe whose write end is w.
+func unread(t *testing.T, w *os.File) int {
+	var n int32
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, w.Fd(), syscall.TIOCINQ, uintptr(unsafe.Pointer(&n))); errno != 0 {
+		t.Fatalf("FIONREAD: %v", errno)
+	}
+	return int(n)
+}

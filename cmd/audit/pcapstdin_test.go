@@ -60,9 +60,11 @@ func TestPcapStdinInterrupt(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
+	signalled := time.Now()
 	var code int
 	select {
 	case err := <-exited:
+		t.Logf("exited %v after SIGINT", time.Since(signalled).Round(100*time.Microsecond))
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			code = ee.ExitCode()

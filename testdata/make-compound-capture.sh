@@ -43,68 +43,31 @@ js=${JS:-16}
 go_clients=${GO:-3}
 duration=${DURATION_S:-46}
 
-for tool in go node tcpdump gzip; do
-	command -v "$tool" >/dev/null || { echo "make-compound-capture: $tool not found" >&2; exit 2; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-	echo "make-compound-capture: run as root: tcpdump must capture on lo" >&2
-	exit 2
-fi
-if [ ! -d "$here/clients/grpcjs/node_modules/@grpc/grpc-js" ]; then
-	echo "make-compound-capture: run npm ci --prefix testdata/clients/grpcjs first" >&2
-	exit 2
-fi
-
-tmp=$(mktemp -d)
-server_pid= tcpdump_pid=
-client_pids=()
-cleanup() {
-	# Only the processes this script started, by pid.
-	for p in "${client_pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	[ -n "$tcpdump_pid" ] && kill -INT "$tcpdump_pid" 2>/dev/null && wait "$tcpdump_pid" 2>/dev/null || true
-	[ -n "$server_pid" ] && kill -INT "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-if [ -n "${1:-}" ]; then
-	audit=$(cd "$root" && realpath "$1")
-else
-	audit="$root/bin/audit"
-	(cd "$root" && go build -o "$audit" ./cmd/audit)
-fi
+me=make-compound-capture
+. "$here/capture-lib.sh"
+need go node tcpdump gzip
+[ -d "$here/clients/grpcjs/node_modules/@grpc/grpc-js" ] || die "run npm ci --prefix testdata/clients/grpcjs first" 2
+audit_binary "${1:-}" "$root/bin/audit"
 grpcgo="$tmp/grpcgo"
 (cd "$root" && go build -o "$grpcgo" ./testdata/clients/grpcgo)
 
-# wait_for FILE PATTERN PID: until FILE holds PATTERN, or PID has ended.
-wait_for() {
-	for _ in $(seq 100); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		kill -0 "$3" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "make-compound-capture: no '$2' in $1:" >&2
-	cat "$1" >&2
-	exit 1
-}
-
 "$audit" server --control_port=0 --retry_port=0 >"$tmp/server.log" 2>&1 &
 server_pid=$!
+started "$server_pid" INT
 wait_for "$tmp/server.log" "retry port" "$server_pid"
-retry=$(sed -nE 's/.*retry port \S*:([0-9]+).*/\1/p' "$tmp/server.log" | head -1)
+retry=$(port_of "$tmp/server.log" retry)
 echo "retry port $retry" >&2
 
-tcpdump -i lo -nn -U -s 96 --time-stamp-precision=nano -w "$tmp/capture.pcap" \
-	"tcp port $retry" 2>"$tmp/tcpdump.log" &
-tcpdump_pid=$!
-wait_for "$tmp/tcpdump.log" "listening on" "$tcpdump_pid"
+tcpdump_start "$tmp/capture.pcap" "tcp port $retry" -s 96
 
+client_pids=()
 : >"$tmp/peers"
 for i in $(seq "$js"); do
 	addr=127.0.0.$((1 + i))
 	node "$here/clients/grpcjs/client.js" --server_host=127.0.0.1 --server_retry_port="$retry" \
 		--local_address="$addr" --duration_s="$duration" >"$tmp/js-$i.out" 2>&1 &
 	client_pids+=($!)
+	started $!
 	echo "$addr grpc-js" >>"$tmp/peers"
 done
 for i in $(seq "$go_clients"); do
@@ -112,25 +75,21 @@ for i in $(seq "$go_clients"); do
 	"$grpcgo" --server_host=127.0.0.1 --server_retry_port="$retry" \
 		--local_address="$addr" --duration="${duration}s" >"$tmp/go-$i.out" 2>&1 &
 	client_pids+=($!)
+	started $!
 	echo "$addr grpc-go" >>"$tmp/peers"
 done
 
 failed=0
 for p in "${client_pids[@]}"; do
 	wait "$p" || failed=$((failed + 1))
+	forget "$p"
 done
-client_pids=()
 if [ "$failed" -ne 0 ]; then
-	echo "make-compound-capture: $failed clients failed:" >&2
 	cat "$tmp"/*.out >&2
-	exit 1
+	die "$failed clients failed (their output above)"
 fi
 
-sleep 0.5 # let tcpdump write the last packets
-kill -INT "$tcpdump_pid"
-wait "$tcpdump_pid" || true
-tcpdump_pid=
-cat "$tmp/tcpdump.log" >&2
+tcpdump_stop
 
 gzip -n -9 <"$tmp/capture.pcap" >"$out_pcap"
 cp "$tmp/peers" "$out_peers"

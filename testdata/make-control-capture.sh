@@ -31,77 +31,36 @@ deadline=${DEADLINE_S:-6}
 cap_ms=${MAX_RECONNECT_BACKOFF_MS:-2000}
 py=/usr/bin/python3 # Debian's python3-grpcio is for this interpreter (docs/spec.md §6.1)
 
-for tool in tcpdump "$py"; do
-	command -v "$tool" >/dev/null || { echo "make-control-capture: $tool not found" >&2; exit 2; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-	echo "make-control-capture: run as root: tcpdump must capture on lo" >&2
-	exit 2
-fi
-
-tmp=$(mktemp -d)
-server_pid= tcpdump_pid=
-cleanup() {
-	# Only the processes this script started, by pid.
-	[ -n "$tcpdump_pid" ] && kill -INT "$tcpdump_pid" 2>/dev/null && wait "$tcpdump_pid" 2>/dev/null || true
-	[ -n "$server_pid" ] && kill -INT "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+me=make-control-capture
+. "$here/capture-lib.sh"
+need tcpdump "$py"
 
 if [ "$server" = audit ]; then
-	audit="$tmp/audit"
-	if [ -n "${1:-}" ]; then
-		audit=$(cd "$root" && realpath "$1")
-	else
-		(cd "$root" && go build -o "$audit" ./cmd/audit)
-	fi
+	audit_binary "${1:-}"
 	"$audit" server --control_port=0 --retry_port=0 >"$tmp/server.out" 2>&1 &
 else
 	"$py" "$here/interop/reconnect_server.py" >"$tmp/server.out" 2>"$tmp/server.err" &
 fi
 server_pid=$!
-control= retry=
-for _ in $(seq 100); do
-	control=$(sed -nE 's/.*"control_port": ([0-9]+).*/\1/p; s/.*control port \S*:([0-9]+).*/\1/p' "$tmp/server.out" | head -1)
-	retry=$(sed -nE 's/.*"retry_port": ([0-9]+).*/\1/p; s/.*retry port \S*:([0-9]+).*/\1/p' "$tmp/server.out" | head -1)
-	[ -n "$control" ] && [ -n "$retry" ] && break
-	kill -0 "$server_pid" 2>/dev/null || break
-	sleep 0.1
-done
-if [ -z "$control" ] || [ -z "$retry" ]; then
-	echo "make-control-capture: the server printed no ports:" >&2
-	cat "$tmp/server.out" "$tmp/server.err" >&2 2>/dev/null
-	exit 1
-fi
+started "$server_pid" INT
+wait_for "$tmp/server.out" "retry.port" "$server_pid"
+control=$(port_of "$tmp/server.out" control) retry=$(port_of "$tmp/server.out" retry)
 echo "server: control port $control, retry port $retry" >&2
 
 # --immediate-mode: without it libpcap holds the last packets (Stop among
 # them) in a ring block that SIGINT never hands out. Both ends are
 # 127.0.0.1: other processes of a shared machine that connect from 127.0.1.x
 # with one of the two ports as their source port stay out.
-tcpdump -i lo -nn -U --immediate-mode -s 0 --time-stamp-precision=nano -w "$tmp/capture.pcap" \
-	"src host 127.0.0.1 and dst host 127.0.0.1 and (tcp port $control or tcp port $retry)" 2>"$tmp/tcpdump.log" &
-tcpdump_pid=$!
-for _ in $(seq 100); do
-	grep -q "listening on" "$tmp/tcpdump.log" && break
-	kill -0 "$tcpdump_pid" 2>/dev/null || { cat "$tmp/tcpdump.log" >&2; exit 1; }
-	sleep 0.1
-done
+tcpdump_start "$tmp/capture.pcap" "src host 127.0.0.1 and dst host 127.0.0.1 and (tcp port $control or tcp port $retry)" \
+	--immediate-mode -s 0
 
 status=0
 "$py" "$here/interop/reconnect_client.py" --server_control_port="$control" --server_retry_port="$retry" \
 	--max_reconnect_backoff_ms="$cap_ms" --deadline_s="$deadline" >"$tmp/client.out" || status=$?
 echo "client exited $status: $(cat "$tmp/client.out")" >&2
 
-sleep 1 # let tcpdump write the last packets
-kill -INT "$tcpdump_pid"
-wait "$tcpdump_pid" || true
-tcpdump_pid=
-kill -INT "$server_pid"
-wait "$server_pid" || true
-server_pid=
-cat "$tmp/tcpdump.log" >&2
+tcpdump_stop 1
+stop "$server_pid"
 
 cp "$tmp/capture.pcap" "$out_pcap"
 # What Stop answered, as the client printed it.

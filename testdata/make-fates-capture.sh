@@ -32,49 +32,16 @@ root=$(cd "$here/.." && pwd)
 out_pcap="$here/real-fates.pcap"
 out_ports="$here/real-fates.ports"
 
-for tool in go tcpdump python3; do
-	command -v "$tool" >/dev/null || { echo "make-fates-capture: $tool not found" >&2; exit 2; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-	echo "make-fates-capture: run as root: tcpdump must capture on lo" >&2
-	exit 2
-fi
-
-tmp=$(mktemp -d)
-server_pid= tcpdump_pid= hang_pid=
-cleanup() {
-	# Only the processes this script started, by pid.
-	[ -n "$tcpdump_pid" ] && kill -INT "$tcpdump_pid" 2>/dev/null && wait "$tcpdump_pid" 2>/dev/null || true
-	[ -n "$server_pid" ] && kill -INT "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
-	[ -n "$hang_pid" ] && kill "$hang_pid" 2>/dev/null && wait "$hang_pid" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-audit="$tmp/audit"
-if [ -n "${1:-}" ]; then
-	audit=$(cd "$root" && realpath "$1")
-else
-	(cd "$root" && go build -o "$audit" ./cmd/audit)
-fi
-
-# wait_for FILE PATTERN PID: until FILE holds PATTERN, or PID has ended.
-wait_for() {
-	for _ in $(seq 100); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		kill -0 "$3" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "make-fates-capture: no '$2' in $1:" >&2
-	cat "$1" >&2
-	exit 1
-}
+me=make-fates-capture
+. "$here/capture-lib.sh"
+need go tcpdump python3
+audit_binary "${1:-}"
 
 "$audit" server --control_port=0 --retry_port=0 >"$tmp/server.log" 2>&1 &
 server_pid=$!
+started "$server_pid" INT
 wait_for "$tmp/server.log" "retry port" "$server_pid"
-control=$(sed -nE 's/.*control port \S*:([0-9]+).*/\1/p' "$tmp/server.log" | head -1)
-close=$(sed -nE 's/.*retry port \S*:([0-9]+).*/\1/p' "$tmp/server.log" | head -1)
+control=$(port_of "$tmp/server.log" control) close=$(port_of "$tmp/server.log" retry)
 
 # The hang port: listen, accept, hold every connection, never read.
 python3 -u -c '
@@ -88,6 +55,7 @@ while True:
     held.append(s.accept()[0])
 ' >"$tmp/hang.log" 2>&1 &
 hang_pid=$!
+started "$hang_pid"
 wait_for "$tmp/hang.log" "hang port" "$hang_pid"
 hang=$(sed -nE 's/hang port ([0-9]+)/\1/p' "$tmp/hang.log")
 
@@ -97,13 +65,10 @@ for _ in $(seq 50); do
 	p=$((40000 + RANDOM % 20000))
 	[ -z "$(ss -Htan "sport = :$p")" ] && { refuse=$p; break; }
 done
-[ -n "$refuse" ] || { echo "make-fates-capture: no free port found" >&2; exit 2; }
+[ -n "$refuse" ] || die "no free port found" 2
 echo "control port $control; close $close, refuse $refuse, hang $hang" >&2
 
-tcpdump -i lo -nn -U -s 160 --time-stamp-precision=nano -w "$tmp/capture.pcap" \
-	"tcp port $close or tcp port $refuse or tcp port $hang" 2>"$tmp/tcpdump.log" &
-tcpdump_pid=$!
-wait_for "$tmp/tcpdump.log" "listening on" "$tcpdump_pid"
+tcpdump_start "$tmp/capture.pcap" "tcp port $close or tcp port $refuse or tcp port $hang" -s 160
 
 for run in "close 4s" "refuse 4s" "hang 23s"; do
 	read -r what deadline <<<"$run"
@@ -114,11 +79,7 @@ for run in "close 4s" "refuse 4s" "hang 23s"; do
 	echo "$what: audit client exited $status" >&2
 done
 
-sleep 0.5 # let tcpdump write the last packets
-kill -INT "$tcpdump_pid"
-wait "$tcpdump_pid" || true
-tcpdump_pid=
-cat "$tmp/tcpdump.log" >&2
+tcpdump_stop
 
 cp "$tmp/capture.pcap" "$out_pcap"
 printf 'close %s\nrefuse %s\nhang %s\n' "$close" "$refuse" "$hang" >"$out_ports"

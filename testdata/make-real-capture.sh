@@ -22,75 +22,33 @@ out_record="$here/real-grpc-go.record.jsonl"
 deadline=${DEADLINE:-8s}
 cap_ms=${MAX_RECONNECT_BACKOFF_MS:-2000}
 
-for tool in go tcpdump; do
-	command -v "$tool" >/dev/null || { echo "make-real-capture: $tool not found" >&2; exit 2; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-	echo "make-real-capture: run as root: tcpdump must capture on lo" >&2
-	exit 2
-fi
-
-tmp=$(mktemp -d)
-server_pid= tcpdump_pid=
-cleanup() {
-	# Only the processes this script started, by pid.
-	[ -n "$tcpdump_pid" ] && kill -INT "$tcpdump_pid" 2>/dev/null && wait "$tcpdump_pid" 2>/dev/null || true
-	[ -n "$server_pid" ] && kill -INT "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-audit="$tmp/audit"
-if [ -n "${1:-}" ]; then
-	audit=$(cd "$root" && realpath "$1")
-else
-	(cd "$root" && go build -o "$audit" ./cmd/audit)
-fi
+me=make-real-capture
+. "$here/capture-lib.sh"
+need go tcpdump
+audit_binary "${1:-}"
 
 # The server picks free ports and prints them ("control port ADDR", "retry
 # port ADDR"); the capture filter needs the retry port, so read them first.
 "$audit" server --control_port=0 --retry_port=0 --record="$tmp/record.jsonl" >"$tmp/server.log" 2>&1 &
 server_pid=$!
-control= retry=
-for _ in $(seq 100); do
-	control=$(sed -nE 's/.*control port \S*:([0-9]+).*/\1/p' "$tmp/server.log" | head -1)
-	retry=$(sed -nE 's/.*retry port \S*:([0-9]+).*/\1/p' "$tmp/server.log" | head -1)
-	[ -n "$control" ] && [ -n "$retry" ] && break
-	kill -0 "$server_pid" 2>/dev/null || break
-	sleep 0.1
-done
-if [ -z "$control" ] || [ -z "$retry" ]; then
-	echo "make-real-capture: audit server printed no ports:" >&2
-	cat "$tmp/server.log" >&2
-	exit 1
-fi
+started "$server_pid" INT
+wait_for "$tmp/server.log" "retry port" "$server_pid"
+control=$(port_of "$tmp/server.log" control) retry=$(port_of "$tmp/server.log" retry)
 echo "server: control port $control, retry port $retry" >&2
 
 # SYN without ACK to the retry port. tcp[] offsets address IPv4 only; IPv6
 # needs its own clause (docs/spec.md §5.5), here for a header without extensions.
 filter="(tcp dst port $retry and tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn)"
 filter+=" or (ip6 and ip6[6] == 6 and ip6[42:2] == $retry and ip6[53] & 0x12 == 0x02)"
-tcpdump -i lo -nn -U -s 128 --time-stamp-precision=nano -w "$tmp/capture.pcap" "$filter" 2>"$tmp/tcpdump.log" &
-tcpdump_pid=$!
-for _ in $(seq 100); do
-	grep -q "listening on" "$tmp/tcpdump.log" && break
-	kill -0 "$tcpdump_pid" 2>/dev/null || { cat "$tmp/tcpdump.log" >&2; exit 1; }
-	sleep 0.1
-done
+tcpdump_start "$tmp/capture.pcap" "$filter" -s 128
 
 status=0
 "$audit" client --server_control_port="$control" --server_retry_port="$retry" \
 	--max_reconnect_backoff_ms="$cap_ms" --deadline="$deadline" || status=$?
 echo "audit client exited $status" >&2
 
-sleep 0.5 # let tcpdump write the last packets
-kill -INT "$tcpdump_pid"
-wait "$tcpdump_pid" || true
-tcpdump_pid=
-kill -INT "$server_pid"
-wait "$server_pid" || true
-server_pid=
-cat "$tmp/tcpdump.log" >&2
+tcpdump_stop
+stop "$server_pid"
 
 cp "$tmp/capture.pcap" "$out_pcap"
 cp "$tmp/record.jsonl" "$out_record"

@@ -24,9 +24,10 @@ import (
 //
 // The first file that cannot be read stops the read with ReadFile's error,
 // which names the file. When opt.Done is closed, the file being read ends
-// there, with a warning, and the files after it are named in another. When progress is a terminal, a read that takes
-// more than a second shows its progress there; opt.Progress, when set, is
-// called as well.
+// there, with a warning, and the files after it are named in another
+// (StopBefore). When progress is a terminal, a read that takes more than a
+// second shows its progress there; opt.Progress, when set, is called as
+// well.
 func ReadFiles(paths []string, opt Options, progress io.Writer) (*analyze.PortTracker, analyze.CaptureInfo, error) {
 	pt := analyze.NewPortTracker()
 	info := analyze.CaptureInfo{Skipped: map[string]uint64{}}

@@ -62,7 +62,8 @@ its Stop's ReconnectInfo is the server's verdict, and backoff_ms is
 cross-checked against the kernel's intervals one by one. Any
 ReconnectService works, the C++ reference included. --peer skips the
 detection, and so does --port: the read then keeps that port's SYNs only,
-so name the control port too.
+so name the control port too. The control port is read in a second pass,
+which standard input (-) does not allow, nor an interrupted read.
 
 Exit 0 when every peer (every session, with --record or a control port)
 passes, 1 when one fails or made too few attempts (then the last line names the

@@ -161,6 +161,10 @@ type half struct {
 	// as the skipped DATA frame's END_STREAM said.
 	skip    uint32
 	skipEnd uint32
+	// lastData is the time of the last DATA frame with bytes this
+	// direction sent (decoded or skipped): a PING its peer sends right
+	// after it is a BDP probe (Event.AfterData).
+	lastData time.Time
 
 	fr  *http2.Framer
 	src frameReader
@@ -520,6 +524,9 @@ func (c *Conn) checkHeader(h *half, t time.Time, hdr []byte) bool {
 	h.skip = length
 	switch {
 	case typ == http2.FrameData:
+		if length > 0 {
+			h.lastData = t
+		}
 		if s := c.open[id]; s != nil {
 			c.loseMessages(s, h.dir)
 			if http2.Flags(hdr[4]).Has(http2.FlagDataEndStream) {
@@ -557,11 +564,13 @@ func (c *Conn) frame(h *half, t time.Time, raw []byte) {
 	case *http2.SettingsFrame:
 		c.settings(h, t, f)
 	case *http2.PingFrame:
-		k := KindPing
+		e := Event{Time: t, Dir: h.dir, Kind: KindPing, Ping: hex.EncodeToString(f.Data[:])}
 		if f.IsAck() {
-			k = KindPingAck
+			e.Kind = KindPingAck
+		} else if got := c.halves[1-h.dir].lastData; !got.IsZero() && t.Sub(got) <= bdpAfter {
+			e.AfterData = true
 		}
-		c.event(Event{Time: t, Dir: h.dir, Kind: k, Ping: hex.EncodeToString(f.Data[:])})
+		c.event(e)
 	case *http2.GoAwayFrame:
 		g := &GoAway{LastStreamID: f.LastStreamID, Code: errCodeName(f.ErrCode), Debug: debugText(f.DebugData()), InFlight: []uint32{}}
 		for id := range c.open {
@@ -824,6 +833,9 @@ func (c *Conn) data(h *half, t time.Time, f *http2.DataFrame) {
 		return
 	}
 	p := f.Data()
+	if len(p) > 0 {
+		h.lastData = t
+	}
 	r := c.rec(s)
 	if h.dir == ClientToServer {
 		r.RequestBytes += int64(len(p))

@@ -122,14 +122,30 @@ type Cadence struct {
 	Probes int
 }
 
-// grpcGoBDPPing is the data of grpc-go's BDP estimator's PINGs
-// (internal/transport/bdp_estimator.go, bdpPing), client and server
-// alike. They probe the bandwidth for flow control, sent as DATA
-// arrives, not to keep the connection alive: a grpc-go client that pings
-// every 10 s after one call sends one BDP probe at the call and then its
-// keepalive PINGs, and a grpc-go server forgives a PING that follows its
-// own writes, so the probe neither sets the rhythm nor draws a strike.
-const grpcGoBDPPing = "02041010090e0707"
+// A BDP probe is a PING that measures the bandwidth for flow control, sent
+// as DATA arrives, not to keep the connection alive; keepalive PINGs come on
+// a timer. grpc-go's carry the same data, client and server alike
+// (internal/transport/bdp_estimator.go, bdpPing); C-core's, like its other
+// PINGs, carry an id, but it sends them at once on receiving DATA: on
+// testdata/control-ccore.pcap (C-core 1.51 on both sides) each side's PING
+// followed the other's DATA by 63–118 µs. A PING sent within bdpAfter of its
+// peer's DATA is taken for one, but for the PING a grpc-go server sends
+// with its first GOAWAY to learn when the client has it
+// (internal/transport/http2_server.go, goAwayPing), which may follow DATA
+// as closely. A grpc-go client that pings every 10 s after
+// one call sends one BDP probe at the call and then its keepalive PINGs, and
+// a grpc-go server forgives a PING that follows its own writes, so the probe
+// neither sets the rhythm nor draws a strike.
+const (
+	grpcGoBDPPing    = "02041010090e0707"
+	grpcGoGoAwayPing = "0106010800030309"
+	bdpAfter         = 10 * time.Millisecond
+)
+
+// bdpProbe reports whether e, a PING, is a BDP probe.
+func bdpProbe(e Event) bool {
+	return e.Ping == grpcGoBDPPing || e.AfterData && e.Ping != grpcGoGoAwayPing
+}
 
 // PingCadence measures the PINGs that dir sent on r, leaving out BDP
 // probes.
@@ -147,7 +163,7 @@ func cadence(events []Event, dir Direction, until time.Time) Cadence {
 		if e.Kind != KindPing || e.Dir != dir || (!until.IsZero() && e.Time.After(until)) {
 			continue
 		}
-		if e.Ping == grpcGoBDPPing {
+		if bdpProbe(e) {
 			c.Probes++
 			continue
 		}

@@ -41,8 +41,9 @@
 // # Diagnoses
 //
 // The functions of diagnose.go and retry.go read Reports, never bytes: the
-// client's PING cadence (PingCadence, which leaves grpc-go's BDP probes
-// out: flow-control PINGs sent with responses, not keepalives) and a
+// client's PING cadence (PingCadence, which leaves BDP probes out:
+// flow-control PINGs sent as DATA arrives, not keepalives, grpc-go's by
+// their data and any stack's by following its peer's DATA) and a
 // server's GOAWAY ENHANCE_YOUR_CALM "too_many_pings" answer (Keepalive),
 // each GOAWAY's connection age (GoAways) and the age most connections got
 // one at, a server's MaxConnectionAge (MaxConnectionAge), streams refused

@@ -127,6 +127,9 @@ type Event struct {
 	MoreSettings int       `json:"more_settings,omitempty"`
 	// Ping is a PING's opaque data, 16 hex digits.
 	Ping string `json:"ping,omitempty"`
+	// AfterData is set for a PING sent within bdpAfter of a DATA frame
+	// with bytes from its peer: what a BDP estimator sends (Cadence).
+	AfterData bool `json:"after_data,omitempty"`
 	// GoAway is set for a GOAWAY.
 	GoAway *GoAway `json:"goaway,omitempty"`
 	// Stream and Code are a RST_STREAM's stream and error code name.

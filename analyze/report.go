@@ -1230,13 +1230,20 @@ func appendIntervalRow(b []byte, iv Interval) []byte {
 		b = append(b, iv.Term...)
 		b = append(b, ')')
 	}
+	return append(AppendStrictNote(b, iv), '\n')
+}
+
+// AppendStrictNote appends what the strict reading (docs/spec.md §3.7)
+// says of interval iv where it differs from the reference's verdict:
+// ", strict: fails" or ", strict: ok".
+func AppendStrictNote(b []byte, iv Interval) []byte {
 	switch {
 	case iv.OK && !iv.StrictOK:
 		b = append(b, ", strict: fails"...)
 	case !iv.OK && iv.StrictOK:
 		b = append(b, ", strict: ok"...)
 	}
-	return append(b, '\n')
+	return b
 }
 
 // appendPadded appends s right-aligned in width characters (runes, as

@@ -458,13 +458,7 @@ func appendIntervalCells(b []byte, iv *analyze.Interval) []byte {
 		b = append(b, iv.Term...)
 		b = append(b, ')')
 	}
-	switch {
-	case iv.OK && !iv.StrictOK:
-		b = append(b, ", strict: fails"...)
-	case !iv.OK && iv.StrictOK:
-		b = append(b, ", strict: ok"...)
-	}
-	return append(b, `</td>`...)
+	return append(analyze.AppendStrictNote(b, *iv), `</td>`...)
 }
 
 func maxJitter(p *analyze.PeerReport) float64 {

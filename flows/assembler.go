@@ -99,9 +99,25 @@ type Assembler struct {
 	ports map[uint16]bool
 	done  func(Conn)
 	conns map[flowKey]*flow
+	// closed holds when each connection that ended by FIN or RST ended,
+	// for lateWindow, at most maxClosed of them (see lateWindow).
+	closed map[flowKey]time.Time
 	// now is the time of the latest segment; swept the last idle sweep.
 	now, swept time.Time
 }
+
+// lateWindow is how long after a connection's FIN or RST a segment of its
+// addresses and ports without SYN is taken for one of it (bytes in flight
+// when the peer reset it, or sent again) and dropped, rather than for a
+// connection joined mid-stream, which would be decoded as damaged: Linux
+// keeps a closed connection's ports in TIME_WAIT for 60 s. A SYN on them
+// starts a new connection at once. At most maxClosed connections are
+// remembered at a time, bounding the memory: those closing while as many
+// are are not.
+const (
+	lateWindow = 60 * time.Second
+	maxClosed  = 1 << 16
+)
 
 // flowKey names a connection whichever way a segment goes: its lower
 // endpoint first.
@@ -175,7 +191,7 @@ func NewAssembler(opt Options, done func(Conn)) *Assembler {
 	if opt.MaxBuffered <= 0 {
 		opt.MaxBuffered = DefaultMaxBuffered
 	}
-	a := &Assembler{opt: opt, done: done, conns: make(map[flowKey]*flow)}
+	a := &Assembler{opt: opt, done: done, conns: make(map[flowKey]*flow), closed: make(map[flowKey]time.Time)}
 	if len(opt.Ports) > 0 {
 		a.ports = make(map[uint16]bool, len(opt.Ports))
 		for _, p := range opt.Ports {
@@ -233,6 +249,12 @@ func (a *Assembler) Add(v *analyze.SegmentView) {
 		if !syn && len(v.Payload) == 0 && v.PayloadLen == 0 {
 			return // an ACK, FIN or RST of no connection followed
 		}
+		if at, ok := a.closed[k]; ok {
+			if !syn && t.Sub(at) < lateWindow {
+				return // late bytes of a connection that ended
+			}
+			delete(a.closed, k)
+		}
 		f = a.newFlow(v, srcIsA, t)
 		if f == nil {
 			return
@@ -257,6 +279,7 @@ func (a *Assembler) Add(v *analyze.SegmentView) {
 			s.fin = true
 			if f.dirs[1-d].fin {
 				delete(a.conns, k)
+				a.close(k, t)
 			}
 		}
 		return
@@ -529,6 +552,9 @@ func min32seq(a, b uint32) uint32 {
 // ended, and the connection handed to done.
 func (a *Assembler) end(k flowKey, f *flow, t time.Time, how string) {
 	delete(a.conns, k)
+	if how == EndedFIN || how == EndedRST {
+		a.close(k, t)
+	}
 	if f.state == undecided && (f.dirs[0].pend != nil || f.dirs[1].pend != nil) {
 		// Its client's first bytes never came: nothing tells what it is.
 		f.drop()
@@ -555,9 +581,23 @@ func (a *Assembler) end(k flowKey, f *flow, t time.Time, how string) {
 	}
 }
 
-// sweep ends the connections idle for Options.Idle at now.
+// close remembers that the connection of k ended by FIN or RST at t (see
+// lateWindow).
+func (a *Assembler) close(k flowKey, t time.Time) {
+	if len(a.closed) < maxClosed {
+		a.closed[k] = t
+	}
+}
+
+// sweep ends the connections idle for Options.Idle at now, and forgets
+// those closed more than lateWindow before it.
 func (a *Assembler) sweep(now time.Time) {
 	a.swept = now
+	for k, at := range a.closed {
+		if now.Sub(at) >= lateWindow {
+			delete(a.closed, k)
+		}
+	}
 	var idle []flowKey
 	for k, f := range a.conns {
 		if now.Sub(f.last) >= a.opt.Idle {

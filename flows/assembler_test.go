@@ -452,3 +452,56 @@ func TestAssemblerReuse(t *testing.T) {
 		t.Fatalf("got %d connections: %+v", len(got), got)
 	}
 }
+
+// TestAssemblerLate: bytes of a connection that ended by RST or FIN (in
+// flight when the server reset it, or sent again) are not a new
+// connection joined mid-stream, which would read as damaged; a SYN on the
+// same ports is a new connection at once, and past lateWindow bytes
+// without SYN are a connection joined mid-stream again.
+func TestAssemblerLate(t *testing.T) {
+	base := segments(true, 7)
+	var inFlight seg // the first client bytes after the RST below
+	for _, s := range base[12:] {
+		if s.fromClient && len(s.data) > 0 {
+			inFlight = s
+			break
+		}
+	}
+	rst := append(append([]seg(nil), base[:12]...), seg{flags: flagRST, seq: 0})
+	fin := append([]seg(nil), base...)
+	resent := fin[len(fin)-4] // the last bytes before the FINs
+	reopened := segments(true, 7)
+	for _, tt := range []struct {
+		name  string
+		segs  []seg
+		gap   time.Duration // before the last segment
+		conns int
+	}{
+		{"bytes in flight after RST", append(rst, inFlight), time.Millisecond, 1},
+		{"bytes sent again after both FINs", append(fin, resent), time.Millisecond, 1},
+		{"a new connection on the same ports", append(fin, reopened...), time.Millisecond, 2},
+		{"bytes after the window", append(rst, inFlight), lateWindow, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []Conn
+			a := NewAssembler(Options{Ports: []uint16{50051}}, func(c Conn) { got = append(got, c) })
+			at := t0
+			for i, s := range tt.segs {
+				if i == len(tt.segs)-1 {
+					at = at.Add(tt.gap)
+				}
+				a.Add(s.view(at))
+				at = at.Add(time.Millisecond)
+			}
+			a.Close()
+			if len(got) != tt.conns {
+				t.Fatalf("%d connections, want %d: %+v", len(got), tt.conns, got)
+			}
+			for i, c := range got {
+				if mid := tt.conns == 2 && i == 1 && tt.gap == lateWindow; (c.Report.Damaged != "") != mid {
+					t.Errorf("connection %d damaged %q; want damaged only when joined mid-stream", i, c.Report.Damaged)
+				}
+			}
+		})
+	}
+}

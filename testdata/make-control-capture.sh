@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make-control-capture.sh records an interop run of the C-core client
+# make-control-capture.sh records interop runs of the C-core client
 # (interop/reconnect_client.py, Debian's python3-grpcio) on loopback, while
 # tcpdump writes every TCP segment of the server's control port and retry
 # port. The server is the Python ReconnectService (interop/reconnect_server.py,
@@ -16,7 +16,15 @@
 # Then check it with: audit pcap testdata/control-ccore.pcap
 # (no record file: the sessions come from the control port's Start and Stop).
 #
-# The run takes about 7 s. Timestamps and ports differ on every run, so the
+# CLIENT_PY names another interpreter for the client, with its own grpcio,
+# RUNS runs it that many times in the one capture (a session each; the JSON
+# then lists every Stop's answer under "stops"), and NAME names the files
+# control-NAME.*: the newer C-core of the Google Cloud CLI's bundled Python
+# (grpcio 1.71), which jitters its first backoff, is recorded with
+#   SERVER=audit CLIENT_PY=/usr/lib/google-cloud-sdk/platform/bundledpythonunix/bin/python3 \
+#     RUNS=8 NAME=ccore171 ./testdata/make-control-capture.sh
+#
+# A run takes about 7 s. Timestamps and ports differ on every run, so the
 # files are a sample, not a reproducible fixture.
 set -euo pipefail
 
@@ -25,15 +33,18 @@ root=$(cd "$here/.." && pwd)
 server=${SERVER:-python}
 name=ccore
 [ "$server" = audit ] && name=audit
+name=${NAME:-$name}
 out_pcap="$here/control-$name.pcap"
 out_json="$here/control-$name.json"
 deadline=${DEADLINE_S:-6}
 cap_ms=${MAX_RECONNECT_BACKOFF_MS:-2000}
 py=/usr/bin/python3 # Debian's python3-grpcio is for this interpreter (docs/spec.md §6.1)
+client_py=${CLIENT_PY:-$py}
+runs=${RUNS:-1}
 
 me=make-control-capture
 . "$here/capture-lib.sh"
-need tcpdump "$py"
+need tcpdump "$py" "$client_py"
 
 if [ "$server" = audit ]; then
 	audit_binary "${1:-}"
@@ -54,18 +65,26 @@ echo "server: control port $control, retry port $retry" >&2
 tcpdump_start "$tmp/capture.pcap" "src host 127.0.0.1 and dst host 127.0.0.1 and (tcp port $control or tcp port $retry)" \
 	--immediate-mode -s 0
 
-status=0
-"$py" "$here/interop/reconnect_client.py" --server_control_port="$control" --server_retry_port="$retry" \
-	--max_reconnect_backoff_ms="$cap_ms" --deadline_s="$deadline" >"$tmp/client.out" || status=$?
-echo "client exited $status: $(cat "$tmp/client.out")" >&2
+: >"$tmp/client.out"
+for run in $(seq "$runs"); do
+	status=0
+	"$client_py" "$here/interop/reconnect_client.py" --server_control_port="$control" --server_retry_port="$retry" \
+		--max_reconnect_backoff_ms="$cap_ms" --deadline_s="$deadline" >>"$tmp/client.out" || status=$?
+	echo "client run $run exited $status: $(tail -1 "$tmp/client.out")" >&2
+done
 
 tcpdump_stop 1
 stop "$server_pid"
 
 cp "$tmp/capture.pcap" "$out_pcap"
-# What Stop answered, as the client printed it.
-stop=$(sed -nE 's/.*("backoff_ms": \[[^]]*\]).*("passed": (true|false)).*/{\1, \2}/p' "$tmp/client.out" | head -1)
-printf '{"control_port": %s, "retry_port": %s, "max_reconnect_backoff_ms": %s, "stop": %s}\n' \
-	"$control" "$retry" "$cap_ms" "${stop:-null}" >"$out_json"
+# What Stop answered, as the client printed it: one answer a run.
+stops=$(sed -nE 's/.*("backoff_ms": \[[^]]*\]).*("grpc_version": "[^"]*").*("passed": (true|false)).*/{\1, \3, \2}/p' "$tmp/client.out")
+if [ "$runs" -eq 1 ]; then
+	printf '{"control_port": %s, "retry_port": %s, "max_reconnect_backoff_ms": %s, "stop": %s}\n' \
+		"$control" "$retry" "$cap_ms" "${stops:-null}" >"$out_json"
+else
+	printf '{"control_port": %s, "retry_port": %s, "max_reconnect_backoff_ms": %s, "stops": [%s]}\n' \
+		"$control" "$retry" "$cap_ms" "$(echo "$stops" | paste -sd, | sed 's/,{/, {/g')" >"$out_json"
+fi
 echo "wrote $out_pcap and $out_json" >&2
 cat "$out_json" >&2

@@ -161,33 +161,50 @@ func toUnixMS(t time.Time) float64 {
 // stack is one client library and how to run it.
 type stack struct {
 	name string
+	// family is the library whose behaviour the checks know: cCore,
+	// grpcGo or grpcJS; jittersFirst is set for a release that jitters
+	// its first backoff (docs/spec.md §4.2).
+	family       string
+	jittersFirst bool
 	// missing names what the machine lacks to run the client; "" when
-	// nothing.
-	missing func() string
-	run     func(ctx context.Context, a args) (clientLine, string, error)
+	// nothing. installable says .ci/deps.sh installs it, so CI must have
+	// it.
+	missing     func() string
+	installable bool
+	run         func(ctx context.Context, a args) (clientLine, string, error)
 }
 
 const (
 	cCore  = "c-core"
 	grpcGo = "grpc-go"
 	grpcJS = "grpc-js"
+	// cCoreCLI is the newer C-core of the Python that the Google Cloud
+	// CLI bundles (gRPC 1.71 on this machine's image), which jitters its
+	// first backoff. No package registry the project reaches serves it,
+	// so a machine without the CLI skips it, loudly, CI included.
+	cCoreCLI = "c-core-cloud-cli"
 )
 
+// cloudPython is the Google Cloud CLI's bundled interpreter.
+const cloudPython = "/usr/lib/google-cloud-sdk/platform/bundledpythonunix/bin/python3"
+
 var stacks = []stack{
-	{name: cCore, missing: missingCCore, run: runCCore},
-	{name: grpcGo, missing: func() string { return "" }, run: runGrpcGo},
-	{name: grpcJS, missing: missingGrpcJS, run: runGrpcJS},
+	{name: cCore, family: cCore, missing: missingCCore, installable: true, run: runCCore(systemPython)},
+	{name: grpcGo, family: grpcGo, missing: func() string { return "" }, installable: true, run: runGrpcGo},
+	{name: grpcJS, family: grpcJS, missing: missingGrpcJS, installable: true, run: runGrpcJS},
+	{name: cCoreCLI, family: cCore, jittersFirst: true, missing: missingCCoreCLI, run: runCCore(cloudPython)},
 }
 
 // require skips the test, loudly, when the client cannot run here; in CI
-// (CI=true), where .ci/deps.sh installs every runtime, it fails instead.
+// (CI=true), where .ci/deps.sh installs every runtime it can, it fails
+// instead.
 func (s stack) require(t *testing.T) {
 	t.Helper()
 	what := s.missing()
 	if what == "" {
 		return
 	}
-	if isCI() {
+	if isCI() && s.installable {
 		t.Fatalf("the %s client needs %s; CI must run every client", s.name, what)
 	}
 	t.Skipf("SKIPPED, NOT RUN: the %s client needs %s", s.name, what)
@@ -198,14 +215,23 @@ func (s stack) require(t *testing.T) {
 func isCI() bool { return os.Getenv("CI") == "true" }
 
 var missingCCore = sync.OnceValue(func() string {
+	return missingGrpcio(systemPython, "python3-grpcio for %s (apt-get install python3-grpcio, or make deps)")
+})
+
+var missingCCoreCLI = sync.OnceValue(func() string {
+	return missingGrpcio(cloudPython, "the Google Cloud CLI's bundled Python, %s, with its grpcio (apt package google-cloud-cli)")
+})
+
+// missingGrpcio says what is missing when python cannot import grpc: what,
+// with python in it, then why.
+func missingGrpcio(python, what string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, systemPython, "-c", "import grpc").CombinedOutput(); err != nil {
-		return fmt.Sprintf("python3-grpcio for %s (apt-get install python3-grpcio, or make deps): %v: %s",
-			systemPython, err, bytes.TrimSpace(out))
+	if out, err := exec.CommandContext(ctx, python, "-c", "import grpc").CombinedOutput(); err != nil {
+		return fmt.Sprintf(what+": %v: %s", python, err, bytes.TrimSpace(out))
 	}
 	return ""
-})
+}
 
 // grpcJSDir is the grpc-js client's folder, with its package-lock.json.
 var grpcJSDir = filepath.Join(repoRoot, "testdata", "clients", "grpcjs")
@@ -220,8 +246,11 @@ var missingGrpcJS = sync.OnceValue(func() string {
 	return ""
 })
 
-func runCCore(ctx context.Context, a args) (clientLine, string, error) {
-	return runScript(ctx, systemPython, append([]string{filepath.Join(repoRoot, "testdata", "clients", "ccore_client.py")}, a.scriptFlags()...)...)
+// runCCore runs the C-core client with python's grpcio.
+func runCCore(python string) func(ctx context.Context, a args) (clientLine, string, error) {
+	return func(ctx context.Context, a args) (clientLine, string, error) {
+		return runScript(ctx, python, append([]string{filepath.Join(repoRoot, "testdata", "clients", "ccore_client.py")}, a.scriptFlags()...)...)
+	}
 }
 
 func runGrpcJS(ctx context.Context, a args) (clientLine, string, error) {
@@ -315,11 +344,14 @@ func upperSnake(s string) string {
 
 // outcome is what one run left: the client's line and the server's session.
 type outcome struct {
-	stack  string
-	mode   analyze.RetryMode
-	args   args
-	line   clientLine
-	stderr string
+	// stack is the client's family (stack.family), what the checks know;
+	// jittersFirst is its stack's.
+	stack        string
+	jittersFirst bool
+	mode         analyze.RetryMode
+	args         args
+	line         clientLine
+	stderr       string
 	// session is the run's one session; chain the server's accept times of
 	// its verified peer.
 	session server.Session
@@ -419,7 +451,7 @@ func run(t *testing.T, st stack, mode analyze.RetryMode, a args) outcome {
 	if line.Error != "" {
 		t.Fatalf("%s client: %s\nstderr:\n%s", st.name, line.Error, stderr)
 	}
-	o := outcome{stack: st.name, mode: mode, args: a, line: line, stderr: stderr, noCapture: noCapture}
+	o := outcome{stack: st.family, jittersFirst: st.jittersFirst, mode: mode, args: a, line: line, stderr: stderr, noCapture: noCapture}
 	if stopCapture != nil {
 		o.syns = stopCapture()
 	}

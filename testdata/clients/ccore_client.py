@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A gRPC C-core client of the retry port, through Debian's python3-grpcio.
+"""A gRPC C-core client of the retry port, through Debian's python3-grpcio (or any Python with grpcio: the Google Cloud CLI's has 1.71).
 
 It opens a channel to the retry port with the backoff channel arguments of
 docs/spec.md §4.3 (grpc.min_reconnect_backoff_ms is C-core's minimum connect

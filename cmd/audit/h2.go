@@ -23,9 +23,10 @@ func newH2Cmd() *cobra.Command {
 files are one rotated set, in time order) and decodes their HTTP/2 and gRPC
 frames. Per connection: addresses, start and end, encrypted or damaged (and
 why), its RPCs (ReconnectService as docs/spec.md §2 names it), each side's
-PING cadence, every GOAWAY (last stream id, error code, debug data, streams in
-flight), RST_STREAMs, streams above a GOAWAY's last stream id, and the
-client's next connection after a GOAWAY or a close. Then the findings:
+PING cadence (BDP probes aside: grpc-go's by their data, and any PING that
+answers the peer's DATA within 10 ms), every GOAWAY (last stream id, error
+code, debug data, streams in flight), RST_STREAMs, streams above a GOAWAY's
+last stream id, and the client's next connection after a GOAWAY or a close. Then the findings:
 keepalive PINGs answered by GOAWAY too_many_pings, GOAWAY connection ages (a
 max connection age), reconnects, and RPCs retried with grpc-previous-rpc-attempts,
 checked when a --retry-* flag is given against that policy (gRFC A6: retry n

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // Attempt is one TCP connection attempt: the first SYN of a (src, dst, ISN)
@@ -27,7 +29,7 @@ type Attempt struct {
 	// Ending is the attempt's fate as its segments showed it (docs/spec.md
 	// §7); the zero Ending when the input could show none (see
 	// Tracker.SetFatesKnown), which reports write as FateUnknown.
-	Ending Ending
+	Ending backoff.Ending
 }
 
 // Chain is one peer's attempts in time order: what the verifier judges.
@@ -48,8 +50,8 @@ func (c Chain) Times() []time.Time {
 }
 
 // Endings returns the attempts' fates, in the chain's order.
-func (c Chain) Endings() []Ending {
-	es := make([]Ending, len(c.Attempts))
+func (c Chain) Endings() []backoff.Ending {
+	es := make([]backoff.Ending, len(c.Attempts))
 	for i, a := range c.Attempts {
 		es[i] = a.Ending
 	}
@@ -397,7 +399,7 @@ func (t *Tracker) Retransmit(s SYN) bool {
 // from its Ending.
 func (t *Tracker) AddAttempt(a Attempt) {
 	t.Add(SYN{Time: a.Time, Src: a.Src, Dst: a.Dst, Seq: a.Seq})
-	if a.Retransmits == 0 && a.Ending == (Ending{}) {
+	if a.Retransmits == 0 && a.Ending == (backoff.Ending{}) {
 		return
 	}
 	k := keyOf(SYN{Src: a.Src, Dst: a.Dst, Seq: a.Seq})
@@ -406,11 +408,11 @@ func (t *Tracker) AddAttempt(a Attempt) {
 	r.retrans += int32(a.Retransmits)
 	t.syns += a.Retransmits
 	t.retrans += a.Retransmits
-	if a.Ending == (Ending{}) {
+	if a.Ending == (backoff.Ending{}) {
 		return
 	}
 	start := stamp{r.sec, r.nsec}
-	if a.Ending.Fate == FateUnanswered {
+	if a.Ending.Fate == backoff.FateUnanswered {
 		r.last = start.nanos() + int64(a.Ending.Duration)
 	}
 	t.readSegments()
@@ -434,7 +436,7 @@ func (t *Tracker) List() []Attempt {
 
 // ClientSent reports whether the client of an attempt opened with p (its
 // first bytes, as the fates read them), without building any attempt.
-func (t *Tracker) ClientSent(p Payload) bool {
+func (t *Tracker) ClientSent(p backoff.Payload) bool {
 	t.readSegments()
 	for i := range t.attempts.n {
 		if t.rec(i).fate.client.payload() == p {
@@ -607,7 +609,7 @@ type Chains struct {
 	// tracker knows fates: every verification reads them (see endings),
 	// and reading each from its attempt's record was a cache miss each,
 	// an allocation a chain besides.
-	ends []Ending
+	ends []backoff.Ending
 }
 
 type stamp struct {
@@ -645,7 +647,7 @@ func (t *Tracker) Chains() *Chains {
 	c := &Chains{t: t, addrs: make([]netip.Addr, np), recs: make([]int32, t.attempts.n), stamps: make([]stamp, t.attempts.n),
 		end: make([]int, np), retrans: make([]int, np)}
 	if t.fatesKnown {
-		c.ends = make([]Ending, t.attempts.n)
+		c.ends = make([]backoff.Ending, t.attempts.n)
 	}
 	// A counting sort of the attempts by peer: next[p] is where peer p's
 	// next attempt goes, and the end of its chain once all are placed.
@@ -697,7 +699,7 @@ func (c *Chains) times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 // endings returns chain i's attempts' fates in time order, or nil when
 // the tracker knows none: a slice of the chains' Endings, which the
 // caller may keep, not append to. buf is not used.
-func (c *Chains) endings(i int, buf []Ending) []Ending {
+func (c *Chains) endings(i int, buf []backoff.Ending) []backoff.Ending {
 	if c.ends == nil {
 		return nil
 	}

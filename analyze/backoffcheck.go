@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // The cross-check of a server known only by its answer: a ReconnectService
@@ -83,7 +85,7 @@ func (s *ServerSession) ChoosePeerFromKernel(kernel []Attempt) {
 // VerifyBackoff is the reference reading of a list of intervals in whole
 // ms, as a server's Stop returns them: the same Verify, over times that
 // lie exactly those whole ms apart.
-func VerifyBackoff(p Policy, backoffMS []int32) Result {
+func VerifyBackoff(p backoff.Policy, backoffMS []int32) backoff.Result {
 	times := make([]time.Time, len(backoffMS)+1)
 	t := time.Unix(0, 0).UTC()
 	times[0] = t
@@ -91,7 +93,7 @@ func VerifyBackoff(p Policy, backoffMS []int32) Result {
 		t = t.Add(time.Duration(b) * time.Millisecond)
 		times[i+1] = t
 	}
-	return Verify(p, times)
+	return backoff.Verify(p, times)
 }
 
 // NewBackoffCrossCheck sets the server's backoff_ms of one session against
@@ -134,7 +136,7 @@ func NewBackoffCrossCheck(in CrossInput, kernel []Attempt, backoffMS []int32) Cr
 	}
 	kr := in.Kernel
 	if kr == nil {
-		v := Verify(in.Policy, chain)
+		v := backoff.Verify(in.Policy, chain)
 		kr = &v
 	}
 	sr := in.Server
@@ -146,7 +148,7 @@ func NewBackoffCrossCheck(in CrossInput, kernel []Attempt, backoffMS []int32) Cr
 	nk, ns := len(kr.Intervals), len(sr.Intervals)
 	for k := 1; k <= max(nk, ns); k++ {
 		p := IntervalPair{K: k, InKernel: k <= nk, InServer: k <= ns}
-		var kiv, siv Interval
+		var kiv, siv backoff.Interval
 		if p.InKernel {
 			kiv = kr.Intervals[k-1]
 			p.KernelMS, p.KernelOK = kiv.MeasuredMS, kiv.OK
@@ -165,7 +167,7 @@ func NewBackoffCrossCheck(in CrossInput, kernel []Attempt, backoffMS []int32) Cr
 	}
 	if nk != ns {
 		c.Disagreements = append(c.Disagreements, Disagreement{
-			K: min(nk, ns) + 1, ServerK: min(nk, ns) + 1, ToleranceMS: ms(c.Tolerance),
+			K: min(nk, ns) + 1, ServerK: min(nk, ns) + 1, ToleranceMS: backoff.Millis(c.Tolerance),
 			Cause: fmt.Sprintf("the server's backoff_ms has %s, the kernel's chain of %s inside the session %s: "+
 				"one side has an attempt the other lacks (a refused SYN, a SYN the capture missed, a connection the server counted from another address), "+
 				"so the intervals are compared in order only as far as both go",
@@ -181,15 +183,15 @@ func NewBackoffCrossCheck(in CrossInput, kernel []Attempt, backoffMS []int32) Cr
 // changed: its backoff_ms entry is the kernel's interval plus the app
 // delay of its second attempt minus that of its first; the answer does not
 // say which of the two moved it.
-func (c CrossCheck) shifted(kiv, siv Interval, shift float64) Disagreement {
+func (c CrossCheck) shifted(kiv, siv backoff.Interval, shift float64) Disagreement {
 	k := kiv.K
 	return Disagreement{
 		K: k, ServerK: siv.K, KernelOK: kiv.OK, ServerOK: siv.OK,
-		KernelMS: kiv.BackoffMS, ServerMS: siv.BackoffMS, ShiftMS: shift, ToleranceMS: ms(c.Tolerance),
+		KernelMS: kiv.BackoffMS, ServerMS: siv.BackoffMS, ShiftMS: shift, ToleranceMS: backoff.Millis(c.Tolerance),
 		Cause: fmt.Sprintf("the server's backoff_ms %d is %+.0f ms from the kernel's %d ms (%.3f ms measured): the app delays of attempts %d and %d "+
 			"moved it (which one, backoff_ms cannot say): kernel %d ms is %s, server %d ms is %s (window %.0f–%.0f ms, of which %.0f ms on each side is tolerance)",
 			siv.BackoffMS, shift, kiv.WholeMS(), kiv.MeasuredMS, k, k+1, kiv.WholeMS(), kiv.Outcome, siv.BackoffMS, siv.Outcome,
-			kiv.MinMS, kiv.MaxMS, ms(c.Tolerance)),
+			kiv.MinMS, kiv.MaxMS, backoff.Millis(c.Tolerance)),
 	}
 }
 

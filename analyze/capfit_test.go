@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // fitTracker holds one peer per list of gaps (in ms, fractions allowed),
@@ -34,7 +36,7 @@ func TestFitCap(t *testing.T) {
 	passing := []float64{1000, 1600, 2560}
 	tests := []struct {
 		name   string
-		policy func(*Policy)
+		policy func(*backoff.Policy)
 		peers  [][]float64
 		want   int64 // ms
 	}{
@@ -45,7 +47,7 @@ func TestFitCap(t *testing.T) {
 		{name: "a steady 1 s fits a 1 s cap", peers: [][]float64{{1000, 1000, 1000}}, want: 1000},
 		{name: "no whole second fits: tenths", peers: [][]float64{{1000, 1500, 1450, 1550, 1500}}, want: 1500},
 		{name: "nor tenths: whole ms", peers: [][]float64{{1000, 1600, 1316, 2212, 1765}}, want: 1765},
-		{name: "the policy's own lower cap", policy: func(p *Policy) { p.MaxDelay = 10 * time.Second },
+		{name: "the policy's own lower cap", policy: func(p *backoff.Policy) { p.MaxDelay = 10 * time.Second },
 			peers: [][]float64{capped2s}, want: 2000},
 		{name: "no failing peer", peers: [][]float64{passing, {}}},
 		{name: "no peer"},
@@ -60,12 +62,12 @@ func TestFitCap(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := DefaultPolicy()
+			p := backoff.DefaultPolicy()
 			if tt.policy != nil {
 				tt.policy(&p)
 			}
 			tr := fitTracker(tt.peers...)
-			a := NewAudit(50052, p, Run{}, tr.Chains(), CaptureInfo{})
+			a := NewAudit(50052, p, backoff.Run{}, tr.Chains(), CaptureInfo{})
 			if got := a.Summary.FitsCapMS; got != tt.want {
 				t.Fatalf("FitsCapMS = %d, want %d", got, tt.want)
 			}
@@ -76,8 +78,8 @@ func TestFitCap(t *testing.T) {
 			q := p
 			q.MaxDelay = time.Duration(tt.want) * time.Millisecond
 			for _, c := range tr.Peers() {
-				if r := Verify(p, c.Times()); r.Reference.Verdict == Failed && !Verify(q, c.Times()).Passed() {
-					t.Errorf("peer %s fails under the cap it is said to fit: %s", c.Peer, Verify(q, c.Times()).Reason())
+				if r := backoff.Verify(p, c.Times()); r.Reference.Verdict == backoff.Failed && !backoff.Verify(q, c.Times()).Passed() {
+					t.Errorf("peer %s fails under the cap it is said to fit: %s", c.Peer, backoff.Verify(q, c.Times()).Reason())
 				}
 			}
 		})
@@ -90,7 +92,7 @@ func TestFitCap(t *testing.T) {
 func TestFitCapReported(t *testing.T) {
 	const line = "every failing peer fits a cap of 1.5s; the run's cap may be --max-backoff 1.5s\n"
 	tr := fitTracker([]float64{1000, 1500, 1450, 1550, 1500}, []float64{1000, 1600, 2560})
-	full := NewAudit(50052, DefaultPolicy(), Run{}, tr.Chains(), CaptureInfo{})
+	full := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), CaptureInfo{})
 	tests := []struct {
 		name string
 		a    *Audit
@@ -151,7 +153,7 @@ func BenchmarkFitCap(b *testing.B) {
 	}
 	cs := fitTracker(peers...).Chains()
 	for b.Loop() {
-		if a := NewAudit(50052, DefaultPolicy(), Run{}, cs, CaptureInfo{}); a.Summary.FitsCapMS != 2000 {
+		if a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, cs, CaptureInfo{}); a.Summary.FitsCapMS != 2000 {
 			b.Fatalf("FitsCapMS = %d", a.Summary.FitsCapMS)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // The cross-check (docs/spec.md §5, "Pairing"): the kernel's SYN timestamps and
@@ -52,7 +54,7 @@ const (
 // CrossInput describes the session that is cross-checked.
 type CrossInput struct {
 	// Policy is what the session is verified against.
-	Policy Policy
+	Policy backoff.Policy
 	// VerifiedPeer is the address whose attempts both verdicts judge; other
 	// addresses are foreign. The zero Addr means none was judged.
 	VerifiedPeer netip.Addr
@@ -77,7 +79,7 @@ type CrossInput struct {
 	// the SYN times of SessionAttempts, and over the server's accept times
 	// (its own verdict, when it kept every attempt). NewCrossCheck verifies
 	// what is not given, so that each chain is verified once per reading.
-	Kernel, Server *Result
+	Kernel, Server *backoff.Result
 	// Late holds connections the server accepted just after the session
 	// ended (record session 0): a SYN sent inside the session whose accept
 	// came after Stop is in neither side's list of the session.
@@ -377,11 +379,11 @@ func (c *CrossCheck) diagnose(in CrossInput, ks, ss []crossSide) (lonely bool) {
 	}
 	kr, sr := in.Kernel, in.Server
 	if kr == nil {
-		v := Verify(in.Policy, kTimes)
+		v := backoff.Verify(in.Policy, kTimes)
 		kr = &v
 	}
 	if sr == nil {
-		v := Verify(in.Policy, sTimes)
+		v := backoff.Verify(in.Policy, sTimes)
 		sr = &v
 	}
 	c.KernelPassed, c.ServerPassed = kr.Reference.Passed, sr.Reference.Passed
@@ -396,7 +398,7 @@ func (c *CrossCheck) diagnose(in CrossInput, ks, ss []crossSide) (lonely bool) {
 		if s.pair < 0 {
 			lonely = true
 			c.Disagreements = append(c.Disagreements, Disagreement{
-				ServerK: max(i, 0), ToleranceMS: ms(in.Policy.Tolerance), SrcPort: s.ap.Port(),
+				ServerK: max(i, 0), ToleranceMS: backoff.Millis(in.Policy.Tolerance), SrcPort: s.ap.Port(),
 				Cause: fmt.Sprintf("accept %d (port %d) has no SYN in the capture (%s): the kernel's chain is one attempt short and its intervals from there on span other attempts",
 					i+1, s.ap.Port(), in.uncaptured(s.ap, s.t).Reason),
 			})
@@ -426,12 +428,12 @@ func (c *CrossCheck) diagnose(in CrossInput, ks, ss []crossSide) (lonely bool) {
 // moved diagnoses interval k, between attempts k and k+1 of the kernel's
 // chain (pairs a and b): the server's interval is the kernel's plus b's
 // app delay minus a's, so the larger of the two moved it.
-func (c CrossCheck) moved(kiv, siv Interval, k int, a, b Pair) Disagreement {
+func (c CrossCheck) moved(kiv, siv backoff.Interval, k int, a, b Pair) Disagreement {
 	d := Disagreement{
 		K: k, ServerK: siv.K, KernelOK: kiv.OK, ServerOK: siv.OK,
 		KernelMS: kiv.BackoffMS, ServerMS: siv.BackoffMS,
-		ShiftMS:     ms(siv.Measured - kiv.Measured),
-		ToleranceMS: ms(c.Tolerance),
+		ShiftMS:     backoff.Millis(siv.Measured - kiv.Measured),
+		ToleranceMS: backoff.Millis(c.Tolerance),
 	}
 	who, p, verb := k+1, b, "lengthened"
 	if a.Delay.Abs() > b.Delay.Abs() {
@@ -440,15 +442,15 @@ func (c CrossCheck) moved(kiv, siv Interval, k int, a, b Pair) Disagreement {
 	d.Attempt, d.SrcPort = who, p.SrcPort
 	d.Cause = fmt.Sprintf("attempt %d (port %d) was accepted %.3f ms after its SYN, which %s interval %d by %.3f ms: "+
 		"kernel %d ms is %s, server %d ms is %s (window %.0f–%.0f ms, of which %.0f ms on each side is tolerance)",
-		who, p.SrcPort, ms(p.Delay), verb, k, math.Abs(d.ShiftMS),
+		who, p.SrcPort, backoff.Millis(p.Delay), verb, k, math.Abs(d.ShiftMS),
 		kiv.WholeMS(), kiv.Outcome, siv.WholeMS(), siv.Outcome, kiv.MinMS, kiv.MaxMS, d.ToleranceMS)
 	return d
 }
 
 // missing names attempt i of the kernel's chain, which the server's list
 // lacks: the kernel's intervals i and i+1 (1-based) have no counterpart.
-func (c CrossCheck) missing(kr *Result, i int, port uint16, side string) Disagreement {
-	d := Disagreement{K: i, Attempt: i + 1, SrcPort: port, ToleranceMS: ms(c.Tolerance), KernelOK: true}
+func (c CrossCheck) missing(kr *backoff.Result, i int, port uint16, side string) Disagreement {
+	d := Disagreement{K: i, Attempt: i + 1, SrcPort: port, ToleranceMS: backoff.Millis(c.Tolerance), KernelOK: true}
 	if i > 0 {
 		d.KernelOK = kr.Intervals[i-1].OK
 		d.KernelMS = kr.Intervals[i-1].BackoffMS
@@ -583,7 +585,7 @@ func (c CrossCheck) MarshalJSON() ([]byte, error) {
 	j := crossJSON{
 		Agree: c.Agree, KernelPassed: c.KernelPassed, ServerPassed: c.ServerPassed,
 		Pairs: c.Pairs, KernelOnly: c.KernelOnly, ServerOnly: c.ServerOnly,
-		Delay: c.Delay, Disagreements: c.Disagreements, ToleranceMS: ms(c.Tolerance),
+		Delay: c.Delay, Disagreements: c.Disagreements, ToleranceMS: backoff.Millis(c.Tolerance),
 		ServerSide: c.ServerSide, Intervals: c.Intervals,
 	}
 	if c.VerifiedPeer.IsValid() {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -33,7 +34,7 @@ func acc(addr netip.Addr, port uint16, msec float64) Accept {
 
 // crossInput is a session from 0 to 10 s on xClient with a 1 s cap.
 func crossInput() CrossInput {
-	return CrossInput{Policy: ReferencePolicy(1000), VerifiedPeer: xClient, Start: at(-50), End: at(10000)}
+	return CrossInput{Policy: backoff.ReferencePolicy(1000), VerifiedPeer: xClient, Start: at(-50), End: at(10000)}
 }
 
 // kernelChain is five attempts 1000 ms apart from ports 40001….
@@ -273,9 +274,9 @@ func TestDelayStats(t *testing.T) {
 }
 
 func TestServerSessions(t *testing.T) {
-	params := &SessionParams{MaxReconnectBackoffMS: 1000, Policy: ReferencePolicy(1000)}
+	params := &SessionParams{MaxReconnectBackoffMS: 1000, Policy: backoff.ReferencePolicy(1000)}
 	start := netip.MustParseAddrPort("127.0.0.1:40000")
-	end := &SessionEnd{Cause: CauseStop, Verdict: Passed, Passed: true, VerifiedPeer: xClient}
+	end := &SessionEnd{Cause: CauseStop, Verdict: backoff.Passed, Passed: true, VerifiedPeer: xClient}
 	events := []RecordEvent{
 		{Event: EventAccept, Time: at(-10), Session: 0, Peer: netip.AddrPortFrom(xClient, 39000)},
 		{Event: EventStart, Time: at(0), Session: 1, Peer: start, Params: params},
@@ -322,7 +323,7 @@ func TestCrossCheckUsesGivenReadings(t *testing.T) {
 	for _, a := range kernelChain() {
 		times = append(times, a.Time)
 	}
-	kernel := Verify(in.Policy, times)
+	kernel := backoff.Verify(in.Policy, times)
 	server := kernel
 	server.Reference.Passed = false
 	in.Kernel, in.Server = &kernel, &server

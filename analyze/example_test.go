@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // A client's SYNs become attempts (the kernel's retransmission is counted,
@@ -25,7 +26,7 @@ func ExampleTracker() {
 		tr.Add(s)
 	}
 	for _, c := range tr.Peers() {
-		res := analyze.Verify(analyze.DefaultPolicy(), c.Times())
+		res := backoff.Verify(backoff.DefaultPolicy(), c.Times())
 		fmt.Printf("peer %s: %d attempts, %d retransmit, %s\n", c.Peer, len(c.Attempts), c.Retransmits(), res.Reference.Verdict)
 		for _, iv := range res.Intervals {
 			fmt.Println(iv.LogLine(), iv.Outcome)

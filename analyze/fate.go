@@ -1,46 +1,9 @@
 package analyze
 
-import "time"
+import (
+	"time"
 
-// Fate is what the wire says became of one attempt (docs/spec.md §7).
-type Fate string
-
-const (
-	// FateUnknown: the capture holds only SYNs, so nothing shows the fate.
-	FateUnknown Fate = "unknown"
-	// FateRefused: an RST answered the SYN.
-	FateRefused Fate = "refused"
-	// FateUnanswered: nothing answered; only retransmissions followed.
-	FateUnanswered Fate = "unanswered"
-	// FateClosed: the server accepted, then closed first (FIN or RST).
-	FateClosed Fate = "closed by server"
-	// FateAbandoned: the server accepted and the client closed first,
-	// for example at its connect timeout.
-	FateAbandoned Fate = "abandoned by client"
-	// FateOpen: accepted and still open where the capture ends.
-	FateOpen Fate = "open at end"
-)
-
-// Accepted reports whether the server accepted an attempt of this fate:
-// Ending.Accepted means something only then.
-func (f Fate) Accepted() bool { return f == FateClosed || f == FateAbandoned || f == FateOpen }
-
-// Ended reports whether an attempt of this fate has an end on the wire:
-// Ending.Duration means something only then.
-func (f Fate) Ended() bool {
-	return f == FateRefused || f == FateUnanswered || f == FateClosed || f == FateAbandoned
-}
-
-// Payload names the first bytes one side of a connection sent.
-type Payload string
-
-const (
-	PayloadNone           Payload = ""
-	PayloadTLSClientHello Payload = "tls client hello"
-	PayloadTLSServerHello Payload = "tls server hello"
-	PayloadH2Preface      Payload = "http/2 preface"
-	PayloadH2Settings     Payload = "http/2 settings"
-	PayloadOther          Payload = "data"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // PayloadBytes is how many of a segment's first bytes PayloadOf needs to
@@ -53,66 +16,52 @@ const PayloadBytes = 16
 // cannot tell. fromServer says which side sent them: an HTTP/2 SETTINGS
 // frame opens only the server's bytes, the client's start with the
 // preface.
-func PayloadOf(b []byte, fromServer bool) Payload {
+func PayloadOf(b []byte, fromServer bool) backoff.Payload {
 	switch {
 	case len(b) == 0:
-		return PayloadNone
+		return backoff.PayloadNone
 	// A TLS record: handshake (0x16), version 3.x, a 2-byte length, then
 	// the handshake message's type.
 	case len(b) >= 6 && b[0] == 0x16 && b[1] == 0x03 && b[5] == 1:
-		return PayloadTLSClientHello
+		return backoff.PayloadTLSClientHello
 	case len(b) >= 6 && b[0] == 0x16 && b[1] == 0x03 && b[5] == 2:
-		return PayloadTLSServerHello
+		return backoff.PayloadTLSServerHello
 	case len(b) >= len(h2Preface) && string(b[:len(h2Preface)]) == h2Preface:
-		return PayloadH2Preface
+		return backoff.PayloadH2Preface
 	// A frame header: 24-bit length, type, flags, 31-bit stream id.
 	// SETTINGS is type 4 on stream 0, with ACK (1) the only flag.
 	case fromServer && len(b) >= 9 && b[3] == 4 && b[4]&^1 == 0 && b[5]&0x7f == 0 && b[6] == 0 && b[7] == 0 && b[8] == 0:
-		return PayloadH2Settings
+		return backoff.PayloadH2Settings
 	}
-	return PayloadOther
+	return backoff.PayloadOther
 }
 
 // h2Preface is how much of the HTTP/2 client connection preface
 // ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", RFC 9113 §3.4) PayloadOf compares.
 const h2Preface = "PRI * HTTP/2.0"
 
-// Ending is the fate of one attempt with what the wire showed of it.
-type Ending struct {
-	Fate Fate
-	// Accepted is the time from the SYN to the SYN-ACK; zero when the
-	// server never accepted.
-	Accepted time.Duration
-	// Duration is the time from the SYN to the segment that ended the
-	// attempt (the first FIN or RST of either side, or the last SYN when
-	// unanswered); zero when the attempt is open or its fate unknown.
-	Duration time.Duration
-	// ClientSent and ServerSent name the first bytes each side sent.
-	ClientSent, ServerSent Payload
-}
-
 // payloadCode is a Payload in a byte, for pointer-free records.
 type payloadCode uint8
 
-var payloadNames = [...]Payload{PayloadNone, PayloadTLSClientHello, PayloadTLSServerHello,
-	PayloadH2Preface, PayloadH2Settings, PayloadOther}
+var payloadNames = [...]backoff.Payload{backoff.PayloadNone, backoff.PayloadTLSClientHello, backoff.PayloadTLSServerHello,
+	backoff.PayloadH2Preface, backoff.PayloadH2Settings, backoff.PayloadOther}
 
 // codeOf is p's code; any name not of payloadNames is data. It is read
 // for every segment: one comparison, where a loop over the names took
 // five.
-func codeOf(p Payload) payloadCode {
+func codeOf(p backoff.Payload) payloadCode {
 	var c payloadCode
 	switch len(p) {
 	case 0:
 		return 0
-	case len(PayloadTLSClientHello): // as long as PayloadTLSServerHello
+	case len(backoff.PayloadTLSClientHello): // as long as PayloadTLSServerHello
 		c = 1
-		if p[4] == PayloadTLSServerHello[4] {
+		if p[4] == backoff.PayloadTLSServerHello[4] {
 			c = 2
 		}
-	case len(PayloadH2Preface):
+	case len(backoff.PayloadH2Preface):
 		c = 3
-	case len(PayloadH2Settings):
+	case len(backoff.PayloadH2Settings):
 		c = 4
 	default:
 		return 5
@@ -123,11 +72,11 @@ func codeOf(p Payload) payloadCode {
 	return c
 }
 
-func (c payloadCode) payload() Payload {
+func (c payloadCode) payload() backoff.Payload {
 	if int(c) < len(payloadNames) {
 		return payloadNames[c]
 	}
-	return PayloadOther
+	return backoff.PayloadOther
 }
 
 // TCP flags of a Segment.
@@ -229,21 +178,21 @@ func (f *fateRec) merge(g *fateRec) {
 
 // ending is the attempt's Ending: it started at start, and its last SYN
 // came at last (Unix nanoseconds).
-func (f *fateRec) ending(start stamp, last int64) Ending {
+func (f *fateRec) ending(start stamp, last int64) backoff.Ending {
 	from := start.nanos()
-	e := Ending{ClientSent: f.client.payload(), ServerSent: f.server.payload()}
+	e := backoff.Ending{ClientSent: f.client.payload(), ServerSent: f.server.payload()}
 	accepted, ended := f.state&fateAccepted != 0, f.state&fateEnded != 0
 	switch {
 	case accepted && ended && f.state&fateByServer != 0:
-		e.Fate = FateClosed
+		e.Fate = backoff.FateClosed
 	case accepted && ended:
-		e.Fate = FateAbandoned
+		e.Fate = backoff.FateAbandoned
 	case accepted:
-		e.Fate = FateOpen
+		e.Fate = backoff.FateOpen
 	case ended:
-		e.Fate = FateRefused
+		e.Fate = backoff.FateRefused
 	default:
-		e.Fate, e.Duration = FateUnanswered, time.Duration(last-from)
+		e.Fate, e.Duration = backoff.FateUnanswered, time.Duration(last-from)
 	}
 	if accepted {
 		e.Accepted = time.Duration(f.acceptAt - from)
@@ -258,7 +207,7 @@ func (f *fateRec) ending(start stamp, last int64) Ending {
 // back to a Tracker (AddAttempt) and may see more segments. The server's
 // ISN is not in an Ending: such an attempt's server bytes, if not seen
 // yet, stay unseen.
-func fateOf(e Ending, start stamp) fateRec {
+func fateOf(e backoff.Ending, start stamp) fateRec {
 	f := fateRec{client: codeOf(e.ClientSent), server: codeOf(e.ServerSent)}
 	from := start.nanos()
 	if e.Fate.Accepted() {
@@ -266,10 +215,10 @@ func fateOf(e Ending, start stamp) fateRec {
 		f.acceptAt = from + int64(e.Accepted)
 	}
 	switch e.Fate {
-	case FateClosed, FateRefused:
+	case backoff.FateClosed, backoff.FateRefused:
 		f.state |= fateEnded | fateByServer
 		f.endAt = from + int64(e.Duration)
-	case FateAbandoned:
+	case backoff.FateAbandoned:
 		f.state |= fateEnded
 		f.endAt = from + int64(e.Duration)
 	}

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // BenchmarkFates reads the SYNs and segments of 75 000 attempts, as the
@@ -30,7 +32,7 @@ func BenchmarkFates(b *testing.B) {
 			syn: SYN{Time: t, Src: cli, Dst: srv, Seq: isn},
 			seg: [3]Segment{
 				{Time: t.Add(20 * time.Microsecond), Src: srv, Dst: cli, Seq: sisn, Ack: isn + 1, Flags: flagSYN | flagACK},
-				{Time: t.Add(120 * time.Microsecond), Src: cli, Dst: srv, Seq: isn + 1, Ack: sisn + 1, Flags: flagACK | 0x08, Sent: PayloadTLSClientHello},
+				{Time: t.Add(120 * time.Microsecond), Src: cli, Dst: srv, Seq: isn + 1, Ack: sisn + 1, Flags: flagACK | 0x08, Sent: backoff.PayloadTLSClientHello},
 				{Time: t.Add(200 * time.Microsecond), Src: srv, Dst: cli, Seq: sisn + 1, Ack: isn + 241, Flags: flagRST | flagACK},
 			},
 		}

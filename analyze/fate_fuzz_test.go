@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -86,8 +87,8 @@ func FuzzFates(f *testing.F) {
 			checkEnding(t, a.Ending)
 		}
 		if ordered {
-			endings := func(as []Attempt) map[attemptKey]Ending {
-				m := map[attemptKey]Ending{}
+			endings := func(as []Attempt) map[attemptKey]backoff.Ending {
+				m := map[attemptKey]backoff.Ending{}
 				for _, a := range as {
 					m[keyOf(SYN{Src: a.Src, Dst: a.Dst, Seq: a.Seq})] = a.Ending
 				}
@@ -100,10 +101,10 @@ func FuzzFates(f *testing.F) {
 	})
 }
 
-func checkEnding(t *testing.T, e Ending) {
+func checkEnding(t *testing.T, e backoff.Ending) {
 	t.Helper()
 	switch e.Fate {
-	case FateRefused, FateUnanswered, FateClosed, FateAbandoned, FateOpen:
+	case backoff.FateRefused, backoff.FateUnanswered, backoff.FateClosed, backoff.FateAbandoned, backoff.FateOpen:
 	default:
 		t.Fatalf("fate %q", e.Fate)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
 
@@ -30,12 +31,12 @@ func fateReport() Report {
 		{1000, nil}, // unanswered, retransmitted below
 		{5000, []Segment{
 			{Time: at(5000.02), Src: srv, Seq: 7, Ack: 301, Flags: flagSYN | flagACK},
-			{Time: at(5000.1), Seq: 301, Ack: 8, Flags: flagACK, Sent: PayloadTLSClientHello},
+			{Time: at(5000.1), Seq: 301, Ack: 8, Flags: flagACK, Sent: backoff.PayloadTLSClientHello},
 			{Time: at(5000.3), Src: srv, Seq: 8, Ack: 600, Flags: flagFIN | flagACK}}},
 		{9000, []Segment{
 			{Time: at(9000.02), Src: srv, Seq: 70, Ack: 401, Flags: flagSYN | flagACK},
-			{Time: at(9000.1), Seq: 401, Ack: 71, Flags: flagACK, Sent: PayloadH2Preface},
-			{Time: at(9001), Src: srv, Seq: 71, Ack: 450, Flags: flagACK, Sent: PayloadH2Settings},
+			{Time: at(9000.1), Seq: 401, Ack: 71, Flags: flagACK, Sent: backoff.PayloadH2Preface},
+			{Time: at(9001), Src: srv, Seq: 71, Ack: 450, Flags: flagACK, Sent: backoff.PayloadH2Settings},
 			{Time: at(29000.5), Seq: 450, Ack: 90, Flags: flagFIN | flagACK}}},
 		{15000, []Segment{{Time: at(15000.03), Src: srv, Seq: 9, Ack: 501, Flags: flagSYN | flagACK}}},
 	} {
@@ -54,7 +55,7 @@ func fateReport() Report {
 			tr.AddSegment(&s)
 		}
 	}
-	return NewReport(50052, DefaultPolicy(), tr.Peers(), CaptureInfo{Packets: 20, SYNs: uint64(tr.SYNs())})
+	return NewReport(50052, backoff.DefaultPolicy(), tr.Peers(), CaptureInfo{Packets: 20, SYNs: uint64(tr.SYNs())})
 }
 
 func TestFatesReportText(t *testing.T) {
@@ -109,8 +110,8 @@ func TestFatesReportJSON(t *testing.T) {
 	// The hand-written encoder writes the same bytes.
 	pr := r.Peers[0]
 	pr.Attempts = append(pr.Attempts,
-		AttemptReport{Ending: Ending{Fate: FateClosed, Accepted: -3, Duration: 2e15}},
-		AttemptReport{Ending: Ending{Fate: FateRefused, Duration: 123456789, ServerSent: "odd <name>"}},
+		AttemptReport{Ending: backoff.Ending{Fate: backoff.FateClosed, Accepted: -3, Duration: 2e15}},
+		AttemptReport{Ending: backoff.Ending{Fate: backoff.FateRefused, Duration: 123456789, ServerSent: "odd <name>"}},
 		AttemptReport{})
 	want2, _ := json.Marshal(pr)
 	got2, err := appendPeerJSON(nil, &pr, nil)
@@ -143,7 +144,7 @@ func TestFatesReportSYNOnly(t *testing.T) {
 		t.Errorf("JSON: want syn_only and 8 unknown fates:\n%s", b)
 	}
 	for _, a := range r.Peers[0].Attempts {
-		if a.Ending.Fate != FateUnknown {
+		if a.Ending.Fate != backoff.FateUnknown {
 			t.Errorf("fate %q, want unknown", a.Ending.Fate)
 		}
 	}
@@ -171,16 +172,16 @@ func TestMSText(t *testing.T) {
 // range of each time their fate has (one value when all are equal); one
 // that differs in its first bytes brings the table back.
 func TestFatesAlikeText(t *testing.T) {
-	closed := func(acc, dur time.Duration, client Payload) AttemptReport {
-		return AttemptReport{Ending: Ending{Fate: FateClosed, Accepted: acc, Duration: dur, ClientSent: client}}
+	closed := func(acc, dur time.Duration, client backoff.Payload) AttemptReport {
+		return AttemptReport{Ending: backoff.Ending{Fate: backoff.FateClosed, Accepted: acc, Duration: dur, ClientSent: client}}
 	}
-	unanswered := AttemptReport{Ending: Ending{Fate: FateUnanswered, Duration: 3 * time.Second}}
+	unanswered := AttemptReport{Ending: backoff.Ending{Fate: backoff.FateUnanswered, Duration: 3 * time.Second}}
 	tests := []struct {
 		name string
 		as   []AttemptReport
 		want string
 	}{
-		{"closed", []AttemptReport{closed(20*time.Microsecond, 200*time.Microsecond, PayloadH2Preface), closed(30*time.Microsecond, 250*time.Microsecond, PayloadH2Preface)},
+		{"closed", []AttemptReport{closed(20*time.Microsecond, 200*time.Microsecond, backoff.PayloadH2Preface), closed(30*time.Microsecond, 250*time.Microsecond, backoff.PayloadH2Preface)},
 			"  fates: all 2 closed by server, accepted after 0.020–0.030 ms, held 0.180–0.220 ms, ended at 0.200–0.250 ms; client sent http/2 preface, server sent nothing\n"},
 		{"unanswered", []AttemptReport{unanswered, unanswered, unanswered},
 			"  fates: all 3 unanswered, ended at 3000.000 ms; client sent nothing, server sent nothing\n"},
@@ -190,7 +191,7 @@ func TestFatesAlikeText(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", tt.name, got, tt.want)
 		}
 	}
-	mixed := []AttemptReport{closed(20*time.Microsecond, 200*time.Microsecond, PayloadH2Preface), closed(20*time.Microsecond, 200*time.Microsecond, PayloadTLSClientHello)}
+	mixed := []AttemptReport{closed(20*time.Microsecond, 200*time.Microsecond, backoff.PayloadH2Preface), closed(20*time.Microsecond, 200*time.Microsecond, backoff.PayloadTLSClientHello)}
 	if got := string(appendFatesText(nil, mixed)); !strings.HasPrefix(got, fateHead) || strings.Count(got, "\n") != 3 {
 		t.Errorf("mixed first bytes: want the table, got\n%s", got)
 	}
@@ -203,13 +204,13 @@ func TestTrackerClientSent(t *testing.T) {
 	tr.SetFatesKnown(true)
 	cli, srv := fateClient, fateServer
 	tr.Add(SYN{Time: trackStart, Src: cli, Dst: srv, Seq: 100})
-	if tr.ClientSent(PayloadH2Preface) {
+	if tr.ClientSent(backoff.PayloadH2Preface) {
 		t.Fatal("an attempt whose client sent nothing: ClientSent = true")
 	}
 	tr.AddSegment(&Segment{Time: trackStart.Add(time.Millisecond), Src: srv, Dst: cli, Seq: 7, Ack: 101, Flags: flagSYN | flagACK})
-	tr.AddSegment(&Segment{Time: trackStart.Add(2 * time.Millisecond), Src: cli, Dst: srv, Seq: 101, Ack: 8, Flags: flagACK, Sent: PayloadTLSClientHello})
-	if tr.ClientSent(PayloadH2Preface) || !tr.ClientSent(PayloadTLSClientHello) {
+	tr.AddSegment(&Segment{Time: trackStart.Add(2 * time.Millisecond), Src: cli, Dst: srv, Seq: 101, Ack: 8, Flags: flagACK, Sent: backoff.PayloadTLSClientHello})
+	if tr.ClientSent(backoff.PayloadH2Preface) || !tr.ClientSent(backoff.PayloadTLSClientHello) {
 		t.Errorf("ClientSent(preface) = %v, ClientSent(ClientHello) = %v; want false, true",
-			tr.ClientSent(PayloadH2Preface), tr.ClientSent(PayloadTLSClientHello))
+			tr.ClientSent(backoff.PayloadH2Preface), tr.ClientSent(backoff.PayloadTLSClientHello))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -19,26 +20,26 @@ func TestPayloadOf(t *testing.T) {
 		name       string
 		b          []byte
 		fromServer bool
-		want       Payload
+		want       backoff.Payload
 	}{
-		{"nothing", nil, false, PayloadNone},
-		{"tls client hello", hello, false, PayloadTLSClientHello},
-		{"tls client hello cut to its 6 bytes", hello[:6], false, PayloadTLSClientHello},
-		{"tls client hello cut before its type", hello[:5], false, PayloadOther},
-		{"tls server hello", serverHello, true, PayloadTLSServerHello},
-		{"tls alert is data", []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28}, true, PayloadOther},
-		{"tls record of version 2.x is data", []byte{0x16, 0x02, 0x00, 0x00, 0x10, 0x01}, false, PayloadOther},
-		{"http/2 preface", []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), false, PayloadH2Preface},
-		{"http/2 preface, 14 bytes", []byte("PRI * HTTP/2.0"), false, PayloadH2Preface},
-		{"http/2 preface cut short", []byte("PRI * HTTP/2"), false, PayloadOther},
-		{"http/2 settings from the server", settings, true, PayloadH2Settings},
-		{"http/2 settings ack", []byte{0, 0, 0, 4, 1, 0, 0, 0, 0}, true, PayloadH2Settings},
-		{"settings header from the client is data", settings, false, PayloadOther},
-		{"settings on a stream is data", []byte{0, 0, 0, 4, 0, 0, 0, 0, 1}, true, PayloadOther},
-		{"settings with other flags is data", []byte{0, 0, 0, 4, 4, 0, 0, 0, 0}, true, PayloadOther},
-		{"headers frame is data", []byte{0, 0, 5, 1, 4, 0, 0, 0, 1}, true, PayloadOther},
-		{"http/1.1 request is data", []byte("GET / HTTP/1.1\r\n"), false, PayloadOther},
-		{"one byte", []byte{0x16}, false, PayloadOther},
+		{"nothing", nil, false, backoff.PayloadNone},
+		{"tls client hello", hello, false, backoff.PayloadTLSClientHello},
+		{"tls client hello cut to its 6 bytes", hello[:6], false, backoff.PayloadTLSClientHello},
+		{"tls client hello cut before its type", hello[:5], false, backoff.PayloadOther},
+		{"tls server hello", serverHello, true, backoff.PayloadTLSServerHello},
+		{"tls alert is data", []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28}, true, backoff.PayloadOther},
+		{"tls record of version 2.x is data", []byte{0x16, 0x02, 0x00, 0x00, 0x10, 0x01}, false, backoff.PayloadOther},
+		{"http/2 preface", []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), false, backoff.PayloadH2Preface},
+		{"http/2 preface, 14 bytes", []byte("PRI * HTTP/2.0"), false, backoff.PayloadH2Preface},
+		{"http/2 preface cut short", []byte("PRI * HTTP/2"), false, backoff.PayloadOther},
+		{"http/2 settings from the server", settings, true, backoff.PayloadH2Settings},
+		{"http/2 settings ack", []byte{0, 0, 0, 4, 1, 0, 0, 0, 0}, true, backoff.PayloadH2Settings},
+		{"settings header from the client is data", settings, false, backoff.PayloadOther},
+		{"settings on a stream is data", []byte{0, 0, 0, 4, 0, 0, 0, 0, 1}, true, backoff.PayloadOther},
+		{"settings with other flags is data", []byte{0, 0, 0, 4, 4, 0, 0, 0, 0}, true, backoff.PayloadOther},
+		{"headers frame is data", []byte{0, 0, 5, 1, 4, 0, 0, 0, 1}, true, backoff.PayloadOther},
+		{"http/1.1 request is data", []byte("GET / HTTP/1.1\r\n"), false, backoff.PayloadOther},
+		{"one byte", []byte{0x16}, false, backoff.PayloadOther},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,7 +61,7 @@ const fateISN, fateServerISN = 1000, 5000
 
 // fateSeg is a segment ms after the first SYN; fromClient picks its
 // direction.
-func fateSeg(ms float64, fromClient bool, flags uint8, seq, ack uint32, sent Payload) Segment {
+func fateSeg(ms float64, fromClient bool, flags uint8, seq, ack uint32, sent backoff.Payload) Segment {
 	s := Segment{Time: trackStart.Add(time.Duration(ms * float64(time.Millisecond))), Src: fateServer, Dst: fateClient,
 		Seq: seq, Ack: ack, Flags: flags, Sent: sent}
 	if fromClient {
@@ -79,101 +80,101 @@ func TestFates(t *testing.T) {
 	syn := func(ms float64) SYN {
 		return SYN{Time: trackStart.Add(time.Duration(ms * float64(time.Millisecond))), Src: fateClient, Dst: fateServer, Seq: fateISN}
 	}
-	hello := fateSeg(0.1, true, flagACK|0x08, fateISN+1, fateServerISN+1, PayloadTLSClientHello)
+	hello := fateSeg(0.1, true, flagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadTLSClientHello)
 	tests := []struct {
 		name string
 		syns []SYN
 		segs []Segment
-		want Ending
+		want backoff.Ending
 	}{
 		{
 			name: "another attempt between",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(0.02), {Time: trackAt(1), Src: netip.MustParseAddrPort("10.0.0.1:1"), Dst: fateServer, Flags: flagSYN},
 				fateSeg(2, false, flagRST|flagACK, fateServerISN+1, fateISN+1, "")},
-			want: Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(2)},
+			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(2)},
 		},
 		{
 			name: "refused: RST-ACK answers the SYN",
 			syns: []SYN{syn(0)},
 			segs: []Segment{fateSeg(0.04, false, flagRST|flagACK, 0, fateISN+1, "")},
-			want: Ending{Fate: FateRefused, Duration: fms(0.04)},
+			want: backoff.Ending{Fate: backoff.FateRefused, Duration: fms(0.04)},
 		},
 		{
 			name: "refused after a retransmission",
 			syns: []SYN{syn(0), syn(1000)},
 			segs: []Segment{fateSeg(1000.05, false, flagRST|flagACK, 0, fateISN+1, "")},
-			want: Ending{Fate: FateRefused, Duration: fms(1000.05)},
+			want: backoff.Ending{Fate: backoff.FateRefused, Duration: fms(1000.05)},
 		},
 		{
 			name: "an RST that acknowledges another ISN does not refuse",
 			syns: []SYN{syn(0)},
 			segs: []Segment{fateSeg(0.04, false, flagRST|flagACK, 0, 77, "")},
-			want: Ending{Fate: FateUnanswered},
+			want: backoff.Ending{Fate: backoff.FateUnanswered},
 		},
 		{
 			name: "unanswered: only retransmissions",
 			syns: []SYN{syn(0), syn(1000), syn(3000)},
-			want: Ending{Fate: FateUnanswered, Duration: fms(3000)},
+			want: backoff.Ending{Fate: backoff.FateUnanswered, Duration: fms(3000)},
 		},
 		{
 			name: "closed by server: SYN-ACK, ClientHello, RST from the server",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(0.02), hello, fateSeg(0.2, false, flagRST|flagACK, fateServerISN+1, fateISN+100, "")},
-			want: Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(0.2), ClientSent: PayloadTLSClientHello},
+			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(0.2), ClientSent: backoff.PayloadTLSClientHello},
 		},
 		{
 			name: "closed by server with a FIN; the client's FIN after it does not change it",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(0.02), fateSeg(0.3, false, flagFIN|flagACK, fateServerISN+1, fateISN+1, ""),
 				fateSeg(0.4, true, flagFIN|flagACK, fateISN+1, fateServerISN+2, "")},
-			want: Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(0.3)},
+			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(0.3)},
 		},
 		{
 			name: "abandoned by client: its FIN first, at its connect timeout",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(0.02), hello, fateSeg(20000, true, flagFIN|flagACK, fateISN+518, fateServerISN+1, "")},
-			want: Ending{Fate: FateAbandoned, Accepted: fms(0.02), Duration: fms(20000), ClientSent: PayloadTLSClientHello},
+			want: backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(20000), ClientSent: backoff.PayloadTLSClientHello},
 		},
 		{
 			name: "abandoned by client: its RST answers a late SYN-ACK",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(1500), fateSeg(1500.01, true, flagRST, fateISN+1, 0, "")},
-			want: Ending{Fate: FateAbandoned, Accepted: fms(1500), Duration: fms(1500.01)},
+			want: backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(1500), Duration: fms(1500.01)},
 		},
 		{
 			name: "open at end",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(0.02), hello},
-			want: Ending{Fate: FateOpen, Accepted: fms(0.02), ClientSent: PayloadTLSClientHello},
+			want: backoff.Ending{Fate: backoff.FateOpen, Accepted: fms(0.02), ClientSent: backoff.PayloadTLSClientHello},
 		},
 		{
 			name: "both sides' first bytes: TLS, then HTTP/2 settings",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(0.02), hello,
-				fateSeg(1, false, flagACK|0x08, fateServerISN+1, fateISN+518, PayloadTLSServerHello),
-				fateSeg(2, false, flagACK|0x08, fateServerISN+2000, fateISN+600, PayloadH2Settings),
+				fateSeg(1, false, flagACK|0x08, fateServerISN+1, fateISN+518, backoff.PayloadTLSServerHello),
+				fateSeg(2, false, flagACK|0x08, fateServerISN+2000, fateISN+600, backoff.PayloadH2Settings),
 				fateSeg(3, false, flagFIN|flagACK, fateServerISN+2100, fateISN+600, "")},
-			want: Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(3), ClientSent: PayloadTLSClientHello, ServerSent: PayloadTLSServerHello},
+			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(3), ClientSent: backoff.PayloadTLSClientHello, ServerSent: backoff.PayloadTLSServerHello},
 		},
 		{
 			name: "a side's bytes not at its ISN+1 are not its first",
 			syns: []SYN{syn(0)},
-			segs: []Segment{synAck(0.02), fateSeg(0.1, true, flagACK|0x08, fateISN+300, fateServerISN+1, PayloadOther),
-				fateSeg(0.2, false, flagACK|0x08, fateServerISN+9, fateISN+1, PayloadOther)},
-			want: Ending{Fate: FateOpen, Accepted: fms(0.02)},
+			segs: []Segment{synAck(0.02), fateSeg(0.1, true, flagACK|0x08, fateISN+300, fateServerISN+1, backoff.PayloadOther),
+				fateSeg(0.2, false, flagACK|0x08, fateServerISN+9, fateISN+1, backoff.PayloadOther)},
+			want: backoff.Ending{Fate: backoff.FateOpen, Accepted: fms(0.02)},
 		},
 		{
 			name: "a SYN-ACK that acknowledges another ISN does not accept",
 			syns: []SYN{syn(0)},
 			segs: []Segment{fateSeg(0.02, false, flagSYN|flagACK, fateServerISN, 4242, "")},
-			want: Ending{Fate: FateUnanswered},
+			want: backoff.Ending{Fate: backoff.FateUnanswered},
 		},
 		{
 			name: "segments before the SYN belong to no attempt",
 			syns: []SYN{syn(10)},
 			segs: []Segment{synAck(5), fateSeg(6, false, flagRST|flagACK, 0, fateISN+1, "")},
-			want: Ending{Fate: FateUnanswered},
+			want: backoff.Ending{Fate: backoff.FateUnanswered},
 		},
 	}
 	for _, tt := range tests {
@@ -236,9 +237,9 @@ func TestFatesSegmentsBeforeTheirSYN(t *testing.T) {
 		} else {
 			tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
 		}
-		want := Ending{Fate: FateClosed, Accepted: fms(0.02), Duration: fms(0.2)}
+		want := backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(0.2)}
 		if !viaPortTracker {
-			want = Ending{Fate: FateUnanswered}
+			want = backoff.Ending{Fate: backoff.FateUnanswered}
 		}
 		got := tr.Peers()[0].Attempts[0].Ending
 		if got != want {
@@ -274,19 +275,19 @@ func testFatesReusedTuple(t *testing.T, slots int) {
 		{Time: at(1000.3), Src: fateServer, Dst: fateClient, Seq: 8, Ack: 901, Flags: flagFIN | flagACK},
 		// The third: its client bytes and FIN, after a SYN-ACK.
 		{Time: at(2600.1), Src: fateServer, Dst: fateClient, Seq: 50, Ack: 1701, Flags: flagSYN | flagACK},
-		{Time: at(2600.2), Src: fateClient, Dst: fateServer, Seq: 1701, Ack: 51, Flags: flagACK, Sent: PayloadH2Preface},
+		{Time: at(2600.2), Src: fateClient, Dst: fateServer, Seq: 1701, Ack: 51, Flags: flagACK, Sent: backoff.PayloadH2Preface},
 		{Time: at(2700), Src: fateClient, Dst: fateServer, Seq: 1730, Ack: 51, Flags: flagFIN | flagACK},
 	} {
 		tr.AddSegment(&s)
 	}
-	var got []Ending
+	var got []backoff.Ending
 	for _, a := range tr.List() {
 		got = append(got, a.Ending)
 	}
-	want := []Ending{
-		{Fate: FateRefused, Duration: fms(1000.5)},
-		{Fate: FateClosed, Accepted: fms(0.1), Duration: fms(0.3)},
-		{Fate: FateAbandoned, Accepted: fms(0.1), Duration: fms(100), ClientSent: PayloadH2Preface},
+	want := []backoff.Ending{
+		{Fate: backoff.FateRefused, Duration: fms(1000.5)},
+		{Fate: backoff.FateClosed, Accepted: fms(0.1), Duration: fms(0.3)},
+		{Fate: backoff.FateAbandoned, Accepted: fms(0.1), Duration: fms(100), ClientSent: backoff.PayloadH2Preface},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Endings (-want +got):\n%s", diff)
@@ -299,11 +300,11 @@ func TestFatesUnknown(t *testing.T) {
 	tr := NewTracker()
 	tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
 	tr.addSeg(synAck(0.02))
-	if got := tr.List()[0].Ending; got != (Ending{}) {
+	if got := tr.List()[0].Ending; got != (backoff.Ending{}) {
 		t.Errorf("List: Ending = %+v, want the zero Ending", got)
 	}
 	tr.SetFatesKnown(true)
-	want := Ending{Fate: FateOpen, Accepted: fms(0.02)}
+	want := backoff.Ending{Fate: backoff.FateOpen, Accepted: fms(0.02)}
 	if got := tr.List()[0].Ending; got != want {
 		t.Errorf("List after SetFatesKnown: Ending = %+v, want %+v", got, want)
 	}
@@ -322,7 +323,7 @@ func TestFatesAddAttempt(t *testing.T) {
 	tr.SetFatesKnown(true)
 	tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
 	tr.addSeg(synAck(0.02))
-	tr.addSeg(fateSeg(0.1, true, flagACK|0x08, fateISN+1, fateServerISN+1, PayloadTLSClientHello))
+	tr.addSeg(fateSeg(0.1, true, flagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadTLSClientHello))
 	held := tr.List()
 	tr2 := NewTracker()
 	tr2.SetFatesKnown(true)
@@ -333,18 +334,18 @@ func TestFatesAddAttempt(t *testing.T) {
 		t.Errorf("AddAttempt(List()) changed the attempts (-before +after):\n%s", diff)
 	}
 	tr2.addSeg(fateSeg(20000, true, flagFIN|flagACK, fateISN+518, fateServerISN+1, ""))
-	want := Ending{Fate: FateAbandoned, Accepted: fms(0.02), Duration: fms(20000), ClientSent: PayloadTLSClientHello}
+	want := backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(20000), ClientSent: backoff.PayloadTLSClientHello}
 	if got := tr2.List()[0].Ending; got != want {
 		t.Errorf("after its FIN: Ending = %+v, want %+v", got, want)
 	}
 
 	// Every fate survives the trip.
-	for _, e := range []Ending{
-		{Fate: FateRefused, Duration: fms(0.04)},
-		{Fate: FateUnanswered, Duration: fms(3000)},
-		{Fate: FateClosed, Accepted: fms(1), Duration: fms(2), ClientSent: PayloadH2Preface, ServerSent: PayloadH2Settings},
-		{Fate: FateAbandoned, Accepted: fms(1), Duration: fms(20000)},
-		{Fate: FateOpen, Accepted: fms(1), ServerSent: PayloadOther},
+	for _, e := range []backoff.Ending{
+		{Fate: backoff.FateRefused, Duration: fms(0.04)},
+		{Fate: backoff.FateUnanswered, Duration: fms(3000)},
+		{Fate: backoff.FateClosed, Accepted: fms(1), Duration: fms(2), ClientSent: backoff.PayloadH2Preface, ServerSent: backoff.PayloadH2Settings},
+		{Fate: backoff.FateAbandoned, Accepted: fms(1), Duration: fms(20000)},
+		{Fate: backoff.FateOpen, Accepted: fms(1), ServerSent: backoff.PayloadOther},
 	} {
 		tr := NewTracker()
 		tr.SetFatesKnown(true)
@@ -373,7 +374,7 @@ func TestFatesSegmentsBounded(t *testing.T) {
 			t.Fatalf("after %d segments, %d wait; the bound is %d", 2*i+3, tr.late.n, tr.segBatch)
 		}
 	}
-	want := Ending{Fate: FateAbandoned, Accepted: fms(0.02), Duration: fms(1)}
+	want := backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(1)}
 	if got := tr.List()[0].Ending; got != want {
 		t.Errorf("Ending = %+v, want %+v", got, want)
 	}
@@ -396,11 +397,11 @@ func TestFatesPushed(t *testing.T) {
 	pt.addSeg(synAck(2.01)) // the server answers it again
 	pt.addSeg(fateSeg(3, true, flagFIN|flagACK, fateISN+1, fateServerISN+1, ""))
 	pt.addSeg(Segment{Time: trackAt(4), Src: fateServer, Dst: other, Ack: 10, Flags: flagRST | flagACK})
-	var got []Ending
+	var got []backoff.Ending
 	for _, a := range pt.Tracker(50052).Peers()[0].Attempts {
 		got = append(got, a.Ending)
 	}
-	want := []Ending{{Fate: FateAbandoned, Accepted: fms(0.02), Duration: fms(3)}, {Fate: FateRefused, Duration: fms(3)}}
+	want := []backoff.Ending{{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(3)}, {Fate: backoff.FateRefused, Duration: fms(3)}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Endings (-want +got):\n%s", diff)
 	}
@@ -418,7 +419,7 @@ func TestFatesLateOfPushed(t *testing.T) {
 	tr.push(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
 	tr.push(SYN{Time: trackAt(1), Src: other, Dst: fateServer, Seq: 9}) // takes the slot
 	tr.addSeg(fateSeg(2, false, flagRST|flagACK, 0, fateISN+1, ""))     // waits
-	tr.addSeg(fateSeg(3, false, flagACK|0x08, 7, fateISN+1, PayloadOther))
+	tr.addSeg(fateSeg(3, false, flagACK|0x08, 7, fateISN+1, backoff.PayloadOther))
 	if tr.pushed.n != 2 || tr.late.n != 2 {
 		t.Fatalf("%d SYNs and %d segments wait, want 2 and 2", tr.pushed.n, tr.late.n)
 	}
@@ -426,8 +427,8 @@ func TestFatesLateOfPushed(t *testing.T) {
 	if tr.pushed.n != 0 {
 		t.Errorf("%d SYNs still wait once the segments were read", tr.pushed.n)
 	}
-	want := []Ending{{Fate: FateRefused, Duration: fms(2)}, {Fate: FateUnanswered}}
-	var got []Ending
+	want := []backoff.Ending{{Fate: backoff.FateRefused, Duration: fms(2)}, {Fate: backoff.FateUnanswered}}
+	var got []backoff.Ending
 	for _, a := range tr.List() {
 		got = append(got, a.Ending)
 	}
@@ -445,11 +446,11 @@ func TestPortTrackerSegments(t *testing.T) {
 	pt.addSeg(synAck(0.02))
 	pt.addSeg(fateSeg(0.1, true, flagFIN|flagACK, fateISN+1, fateServerISN+1, ""))
 	pt.SetFatesKnown(true)
-	want := Ending{Fate: FateAbandoned, Accepted: fms(0.02), Duration: fms(0.1)}
+	want := backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(0.1)}
 	if got := pt.Tracker(50052).List()[0].Ending; got != want {
 		t.Errorf("port 50052: Ending = %+v, want %+v", got, want)
 	}
-	if got := pt.Tracker(443).List()[0].Ending; got != (Ending{Fate: FateUnanswered}) {
+	if got := pt.Tracker(443).List()[0].Ending; got != (backoff.Ending{Fate: backoff.FateUnanswered}) {
 		t.Errorf("port 443: Ending = %+v, want unanswered", got)
 	}
 	if !pt.Tracker(9).FatesKnown() {
@@ -459,11 +460,11 @@ func TestPortTrackerSegments(t *testing.T) {
 
 func TestFateAcceptedEnded(t *testing.T) {
 	for _, tt := range []struct {
-		f               Fate
+		f               backoff.Fate
 		accepted, ended bool
 	}{
-		{FateUnknown, false, false}, {"", false, false}, {FateRefused, false, true}, {FateUnanswered, false, true},
-		{FateClosed, true, true}, {FateAbandoned, true, true}, {FateOpen, true, false},
+		{backoff.FateUnknown, false, false}, {"", false, false}, {backoff.FateRefused, false, true}, {backoff.FateUnanswered, false, true},
+		{backoff.FateClosed, true, true}, {backoff.FateAbandoned, true, true}, {backoff.FateOpen, true, false},
 	} {
 		if tt.f.Accepted() != tt.accepted || tt.f.Ended() != tt.ended {
 			t.Errorf("%q: Accepted %v Ended %v, want %v %v", tt.f, tt.f.Accepted(), tt.f.Ended(), tt.accepted, tt.ended)
@@ -480,8 +481,8 @@ func TestPayloadCodes(t *testing.T) {
 			t.Errorf("codeOf(%q) = %d (%q), want %d", p, c, c.payload(), i)
 		}
 	}
-	for _, p := range []Payload{"tls xxxxxx hello", "something else", "PRI * HTTP/2.1", "x"} {
-		if c := codeOf(p); c.payload() != PayloadOther {
+	for _, p := range []backoff.Payload{"tls xxxxxx hello", "something else", "PRI * HTTP/2.1", "x"} {
+		if c := codeOf(p); c.payload() != backoff.PayloadOther {
 			t.Errorf("codeOf(%q) = %q, want data", p, c.payload())
 		}
 	}
@@ -527,7 +528,7 @@ func TestFatesTablesGrow(t *testing.T) {
 	if len(tr.recent) != recentSlots || len(tr.seen) != seenSlots {
 		t.Errorf("100 001 attempts: table %d, set %d; want %d, %d", len(tr.recent), len(tr.seen), recentSlots, seenSlots)
 	}
-	if got := tr.List()[0].Ending; got != (Ending{Fate: FateOpen, Accepted: fms(0.02)}) {
+	if got := tr.List()[0].Ending; got != (backoff.Ending{Fate: backoff.FateOpen, Accepted: fms(0.02)}) {
 		t.Errorf("the first attempt's fate: %+v", got)
 	}
 }
@@ -577,7 +578,7 @@ func TestSegmentView(t *testing.T) {
 			}
 			byView.AddSegmentView(&v)
 			bySegment.AddSegment(&s)
-			want := Ending{Fate: FateOpen, Accepted: fms(0.02)}
+			want := backoff.Ending{Fate: backoff.FateOpen, Accepted: fms(0.02)}
 			if a, b := byView.List()[0].Ending, bySegment.List()[0].Ending; a != want || b != want {
 				t.Errorf("by view %+v, by segment %+v; want %+v", a, b, want)
 			}
@@ -603,7 +604,7 @@ func TestChainsEndings(t *testing.T) {
 		fromClient bool
 		flags      uint8
 		seq, ack   uint32
-		sent       Payload
+		sent       backoff.Payload
 	}
 	// Peer 10.0.0.1 in time order, peer 10.0.0.2 out of it (a rotated
 	// file read late); each attempt ends its own way.
@@ -615,9 +616,9 @@ func TestChainsEndings(t *testing.T) {
 	}{
 		{0, "10.0.0.1", 40000, []seg{{2, false, flagRST | flagACK, 0, 101, ""}}},
 		{10, "10.0.0.2", 40001, []seg{{12, false, flagSYN | flagACK, 7, 101, ""}}},
-		{20, "10.0.0.1", 40002, []seg{{22, false, flagSYN | flagACK, 7, 101, ""}, {23, false, flagACK | 0x08, 8, 101, PayloadH2Settings},
+		{20, "10.0.0.1", 40002, []seg{{22, false, flagSYN | flagACK, 7, 101, ""}, {23, false, flagACK | 0x08, 8, 101, backoff.PayloadH2Settings},
 			{25, false, flagRST | flagACK, 30, 101, ""}}},
-		{5, "10.0.0.2", 40003, []seg{{6, false, flagSYN | flagACK, 7, 101, ""}, {7, true, flagACK | 0x08, 101, 8, PayloadTLSClientHello},
+		{5, "10.0.0.2", 40003, []seg{{6, false, flagSYN | flagACK, 7, 101, ""}, {7, true, flagACK | 0x08, 101, 8, backoff.PayloadTLSClientHello},
 			{9, true, flagFIN | flagACK, 400, 8, ""}}},
 		{30, "10.0.0.1", 40004, nil},
 	}
@@ -643,7 +644,7 @@ func TestChainsEndings(t *testing.T) {
 		if cs.Len() != 2 {
 			t.Fatalf("%d chains, want 2", cs.Len())
 		}
-		seen := map[Fate]bool{}
+		seen := map[backoff.Fate]bool{}
 		for i := range cs.Len() {
 			got := cs.endings(i, nil)
 			if !known {
@@ -654,7 +655,7 @@ func TestChainsEndings(t *testing.T) {
 			}
 			as := byPeer[cs.Chain(i, nil).Peer]
 			slices.SortFunc(as, compareAttempts)
-			var want []Ending
+			var want []backoff.Ending
 			for _, a := range as {
 				want = append(want, a.Ending)
 				seen[a.Ending.Fate] = true
@@ -676,7 +677,7 @@ func TestChainsEndings(t *testing.T) {
 // this package gives and any other string an Ending may hold.
 func TestAppendNameJSON(t *testing.T) {
 	names := []string{"", "data ", "<data>", "da\"ta", "da\u2028ta", "\xff", "closed by server!", "tls client hellO"}
-	for _, f := range []Fate{FateUnknown, FateRefused, FateUnanswered, FateClosed, FateAbandoned, FateOpen} {
+	for _, f := range []backoff.Fate{backoff.FateUnknown, backoff.FateRefused, backoff.FateUnanswered, backoff.FateClosed, backoff.FateAbandoned, backoff.FateOpen} {
 		names = append(names, string(f))
 	}
 	for _, p := range payloadNames {

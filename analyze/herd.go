@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // The herd reading: how a capture's peers reconnect together. Jitter is in
@@ -156,8 +158,8 @@ type Offender struct {
 	// Waves counts the unexpected waves (not Expected) the peer was in.
 	Waves int `json:"waves"`
 	// Failed counts its failing intervals.
-	Failed  int     `json:"failed_intervals"`
-	Verdict Verdict `json:"verdict"`
+	Failed  int             `json:"failed_intervals"`
+	Verdict backoff.Verdict `json:"verdict"`
 }
 
 // herdPeer is what the reading needs of one peer.
@@ -165,12 +167,12 @@ type herdPeer struct {
 	addr    netip.Addr
 	times   []int64 // Unix ns, in time order
 	failed  int
-	verdict Verdict
+	verdict backoff.Verdict
 }
 
 // NewHerd reads the herd of peers, whose chains were judged against p in
 // mode m.
-func NewHerd(peers []PeerReport, p Policy, m RetryMode) Herd {
+func NewHerd(peers []PeerReport, p backoff.Policy, m backoff.RetryMode) Herd {
 	hp := make([]herdPeer, 0, len(peers))
 	for _, pr := range peers {
 		h := herdPeer{addr: pr.Peer, verdict: pr.Verdict, times: make([]int64, len(pr.Attempts))}
@@ -220,7 +222,7 @@ func (a *Audit) Herd() Herd {
 			if res.Intervals == nil {
 				run := a.run
 				run.Endings = a.chains.endings(p.index, nil)
-				res = VerifyRun(a.Policy, times, run)
+				res = backoff.VerifyRun(a.Policy, times, run)
 			}
 			for _, iv := range res.Intervals {
 				if !iv.OK {
@@ -240,7 +242,7 @@ type herdAt struct {
 	peer int32
 }
 
-func newHerd(peers []herdPeer, p Policy, m RetryMode) Herd {
+func newHerd(peers []herdPeer, p backoff.Policy, m backoff.RetryMode) Herd {
 	h := Herd{Waves: []Wave{}, Spread: []Spread{}, Offenders: []Offender{}, Rate: HerdRate{BucketMS: 1000, Counts: []int{}}}
 	var all []int64
 	maxLen := 0
@@ -381,22 +383,22 @@ func densest(at []herdAt) (Wave, int) {
 // §7.3). In the modes where each connection succeeds, the backoff resets
 // and the client comes back at once (docs/spec.md §7.3): nothing spreads
 // the attempts, every deviation is 0 and spread is false.
-func policySpread(p Policy, m RetryMode, ks int) (sds []float64, spread bool) {
+func policySpread(p backoff.Policy, m backoff.RetryMode, ks int) (sds []float64, spread bool) {
 	sds = make([]float64, ks)
-	if (Run{Mode: m}).succeeds() {
+	if (backoff.Run{Mode: m}).Succeeds() {
 		return sds, false
 	}
 	floor := 0.0
 	if m.Hangs() {
-		floor = ms(p.MinConnectTimeout)
+		floor = backoff.Millis(p.MinConnectTimeout)
 	}
-	variance, e := 0.0, p.first()
+	variance, e := 0.0, p.Expected(1)
 	for k := 1; k < ks; k++ {
 		if k > 1 {
 			variance += maxUniformVariance(floor, e*(1-p.Jitter), e*(1+p.Jitter))
 		}
 		sds[k] = math.Sqrt(variance)
-		e = p.next(e)
+		e = p.Next(e)
 	}
 	return sds, true
 }
@@ -424,7 +426,7 @@ func policyShare(sd float64) float64 {
 	if sd <= 0 {
 		return 1
 	}
-	return min(1, ms(HerdWindow)/(math.Sqrt(2*math.Pi)*sd))
+	return min(1, backoff.Millis(HerdWindow)/(math.Sqrt(2*math.Pi)*sd))
 }
 
 // spreadOf measures the spread of t_k − t_0 over the peers whose attempt k

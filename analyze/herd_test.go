@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -38,7 +39,7 @@ func herdChains(n, attempts int, start func(i int) time.Duration, gap func(i, k 
 // specGap is the spec's backoff before attempt k: E1 exactly, then
 // E_k·U(0.8, 1.2) (docs/spec.md §1.1).
 func specGap(r *rand.Rand) func(i, k int) time.Duration {
-	p := DefaultPolicy()
+	p := backoff.DefaultPolicy()
 	return func(_, k int) time.Duration {
 		e := p.Expected(k)
 		if k > 1 {
@@ -50,11 +51,11 @@ func specGap(r *rand.Rand) func(i, k int) time.Duration {
 
 // flatGap is a client without jitter: E_k exactly.
 func flatGap(_, k int) time.Duration {
-	return time.Duration(DefaultPolicy().Expected(k) * float64(time.Millisecond))
+	return time.Duration(backoff.DefaultPolicy().Expected(k) * float64(time.Millisecond))
 }
 
 func herdOf(chains []Chain) Herd {
-	return NewReport(50052, DefaultPolicy(), chains, CaptureInfo{}).Herd()
+	return NewReport(50052, backoff.DefaultPolicy(), chains, CaptureInfo{}).Herd()
 }
 
 // TestHerdRestartWave: 1000 peers whose server restarted, all failing
@@ -228,7 +229,7 @@ func TestHerdRate(t *testing.T) {
 			for _, o := range tt.offsets {
 				attempts = append(attempts, AttemptReport{Time: trackStart.Add(o)})
 			}
-			h := NewHerd([]PeerReport{{Peer: netip.MustParseAddr("10.0.0.2"), Attempts: attempts}}, DefaultPolicy(), RetryMode{})
+			h := NewHerd([]PeerReport{{Peer: netip.MustParseAddr("10.0.0.2"), Attempts: attempts}}, backoff.DefaultPolicy(), backoff.RetryMode{})
 			if h.Rate.BucketMS != tt.wantBucket || len(h.Rate.Counts) != tt.wantBuckets {
 				t.Errorf("bucket %d ms × %d, want %d ms × %d", h.Rate.BucketMS, len(h.Rate.Counts), tt.wantBucket, tt.wantBuckets)
 			}
@@ -253,8 +254,8 @@ func TestHerdRate(t *testing.T) {
 // connect timeout (docs/spec.md §7.3), so the early intervals, below it,
 // are not spread by the jitter; the first above it is.
 func TestHerdHangSpread(t *testing.T) {
-	p := DefaultPolicy()
-	sds, ok := policySpread(p, RetryMode{Kind: ModeHang}, 9)
+	p := backoff.DefaultPolicy()
+	sds, ok := policySpread(p, backoff.RetryMode{Kind: backoff.ModeHang}, 9)
 	if !ok {
 		t.Fatal("hang mode: no spread expected")
 	}
@@ -267,11 +268,11 @@ func TestHerdHangSpread(t *testing.T) {
 	if sds[7] <= 0 || sds[7] >= 50 || sds[8] < 1000 {
 		t.Errorf("expected sd at k=7, 8: %.3f, %.3f ms; want a little, then much more", sds[7], sds[8])
 	}
-	closeSDs, _ := policySpread(p, RetryMode{}, 3)
+	closeSDs, _ := policySpread(p, backoff.RetryMode{}, 3)
 	if want := 0.2 * 1600 / math.Sqrt(3); math.Abs(closeSDs[2]-want) > 1e-9 {
 		t.Errorf("close mode, k=2: expected sd %.6f ms, want %.6f", closeSDs[2], want)
 	}
-	if _, ok := policySpread(p, RetryMode{Kind: ModeGoaway}, 3); ok {
+	if _, ok := policySpread(p, backoff.RetryMode{Kind: backoff.ModeGoaway}, 3); ok {
 		t.Error("goaway: spread expected, want none (each success resets the backoff)")
 	}
 }
@@ -298,7 +299,7 @@ func TestMaxUniformVariance(t *testing.T) {
 // TestAuditHerd: an Audit reads the same herd as the report it builds.
 func TestAuditHerd(t *testing.T) {
 	tr := chainsTracker(3*auditBatch + 17)
-	a := NewAudit(50052, DefaultPolicy(), Run{}, tr.Chains(), chainsInfo)
+	a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), chainsInfo)
 	want := a.Report().Herd()
 	if diff := cmp.Diff(want, a.Herd(), cmpopts.EquateComparable(netip.Addr{})); diff != "" {
 		t.Errorf("Audit.Herd (-Report().Herd() +got):\n%s", diff)
@@ -333,7 +334,7 @@ func TestHerdJSON(t *testing.T) {
 		t.Errorf("read back (-want +got):\n%s", diff)
 	}
 
-	empty, err := json.Marshal(NewHerd(nil, DefaultPolicy(), RetryMode{}))
+	empty, err := json.Marshal(NewHerd(nil, backoff.DefaultPolicy(), backoff.RetryMode{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +362,7 @@ func ExampleHerd_WriteText() {
 		}
 		chains = append(chains, c)
 	}
-	r := NewReport(dst.Port(), DefaultPolicy(), chains, CaptureInfo{})
+	r := NewReport(dst.Port(), backoff.DefaultPolicy(), chains, CaptureInfo{})
 	r.Herd().WriteText(os.Stdout)
 	// Output:
 	// herd: 12 peers, 48 attempts over 5.171 s from 2025-01-02T03:04:05.000000000Z; peak 12 attempts in the second from +0.000 s

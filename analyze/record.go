@@ -99,6 +99,8 @@ import (
 	"io"
 	"net/netip"
 	"time"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // EventKind names a line of the record file.
@@ -162,26 +164,26 @@ type SessionParams struct {
 	MaxReconnectBackoffMS int32 `json:"max_reconnect_backoff_ms"`
 	// Policy is ReferencePolicy(MaxReconnectBackoffMS), with the server's
 	// MinConnectTimeout.
-	Policy Policy `json:"policy"`
+	Policy backoff.Policy `json:"policy"`
 	// Mode is what the retry port did during the session (docs/spec.md
 	// §7.1). A record written before modes existed has none: it reads as
 	// the zero RetryMode, close.
-	Mode RetryMode `json:"retry_mode"`
+	Mode backoff.RetryMode `json:"retry_mode"`
 }
 
 // SessionEnd is the outcome of a session.
 type SessionEnd struct {
-	Cause            string         `json:"cause"`
-	Verdict          Verdict        `json:"verdict"`
-	Passed           bool           `json:"passed"`
-	Reason           string         `json:"reason"`
-	Attempts         int            `json:"attempts"`
-	Dropped          int            `json:"dropped"`
-	VerifiedPeer     netip.Addr     `json:"verified_peer"`
-	VerifiedReason   VerifiedReason `json:"verified_reason"`
-	VerifiedAttempts int            `json:"verified_attempts"`
-	BackoffMS        []int32        `json:"backoff_ms"`
-	Foreign          []PeerCount    `json:"foreign"`
+	Cause            string          `json:"cause"`
+	Verdict          backoff.Verdict `json:"verdict"`
+	Passed           bool            `json:"passed"`
+	Reason           string          `json:"reason"`
+	Attempts         int             `json:"attempts"`
+	Dropped          int             `json:"dropped"`
+	VerifiedPeer     netip.Addr      `json:"verified_peer"`
+	VerifiedReason   VerifiedReason  `json:"verified_reason"`
+	VerifiedAttempts int             `json:"verified_attempts"`
+	BackoffMS        []int32         `json:"backoff_ms"`
+	Foreign          []PeerCount     `json:"foreign"`
 }
 
 // PeerCount is the number of connections one address made.

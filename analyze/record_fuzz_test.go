@@ -13,6 +13,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -31,16 +32,16 @@ func recordSeeds(t testing.TB) [][]byte {
 	for _, e := range []RecordEvent{
 		{Event: EventAccept, Time: t0, Peer: netip.MustParseAddrPort("[::1]:50000")}, // before any session
 		{Event: EventStart, Time: t0, Session: 2, Peer: netip.MustParseAddrPort("[::1]:40000"),
-			Params: &SessionParams{MaxReconnectBackoffMS: 2000, Policy: ReferencePolicy(2000)}},
+			Params: &SessionParams{MaxReconnectBackoffMS: 2000, Policy: backoff.ReferencePolicy(2000)}},
 		{Event: EventAccept, Time: t0.Add(time.Second + 7), Session: 2, Peer: netip.MustParseAddrPort("127.0.0.2:1")},
 		{Event: EventAccept, Time: t0.Add(2 * time.Second), Session: 2, Peer: netip.MustParseAddrPort("[::1]:2"), Overflow: true},
 		{Event: EventExpire, Time: t0.Add(15 * time.Minute), Session: 2, End: &SessionEnd{
-			Cause: CauseTimeout, Verdict: Overflow, Reason: "too many attempts: 1 kept, 1 more dropped (max attempts 1)",
+			Cause: CauseTimeout, Verdict: backoff.Overflow, Reason: "too many attempts: 1 kept, 1 more dropped (max attempts 1)",
 			Attempts: 1, Dropped: 1, VerifiedPeer: netip.MustParseAddr("::1"), VerifiedReason: VerifiedSolePeer,
 			VerifiedAttempts: 1, BackoffMS: []int32{}, Foreign: []PeerCount{{Addr: netip.MustParseAddr("127.0.0.2"), Attempts: 1}},
 		}},
 		{Event: EventExpire, Time: t0.Add(16 * time.Minute), Session: 3, End: &SessionEnd{
-			Cause: CauseClosed, Verdict: TooFew, Reason: "too few", VerifiedReason: VerifiedNone,
+			Cause: CauseClosed, Verdict: backoff.TooFew, Reason: "too few", VerifiedReason: VerifiedNone,
 		}},
 	} {
 		if err := WriteRecordEvent(&gen, e); err != nil {
@@ -86,7 +87,7 @@ func FuzzRecordFields(f *testing.F) {
 		at := time.Date(int(year%10000), 1, 1, 0, 0, 0, 0, time.UTC).
 			Add(time.Duration(yearSec%(365*86400))*time.Second + time.Duration(nsec%1e9))
 		ts := at.In(time.FixedZone("", int(offMin%(24*60))*60)).Format(time.RFC3339Nano)
-		sp := SessionParams{MaxReconnectBackoffMS: maxMS, Policy: Policy{
+		sp := SessionParams{MaxReconnectBackoffMS: maxMS, Policy: backoff.Policy{
 			BaseDelay: time.Duration(base), Multiplier: mult, Jitter: jitter, MaxDelay: time.Duration(capD),
 			MinConnectTimeout: 20 * time.Second, Tolerance: time.Duration(tol),
 		}}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -19,7 +20,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{
 			Event: EventStart, Time: t0, Session: 1,
 			Peer:   netip.MustParseAddrPort("127.0.0.1:40112"),
-			Params: &SessionParams{MaxReconnectBackoffMS: 0, Policy: ReferencePolicy(0)},
+			Params: &SessionParams{MaxReconnectBackoffMS: 0, Policy: backoff.ReferencePolicy(0)},
 		},
 		{Event: EventAccept, Time: t0.Add(210 * time.Millisecond), Session: 1, Peer: netip.MustParseAddrPort("127.0.0.1:40114")},
 		{Event: EventAccept, Time: t0.Add(1190*time.Millisecond + 7), Session: 1, Peer: netip.MustParseAddrPort("[::1]:40116"), Overflow: true},
@@ -28,14 +29,14 @@ func TestRecordRoundTrip(t *testing.T) {
 			Event: EventStop, Time: t0.Add(3 * time.Second), Session: 1,
 			Peer: netip.MustParseAddrPort("127.0.0.1:40112"),
 			End: &SessionEnd{
-				Cause: CauseStop, Verdict: Passed, Passed: true, Attempts: 2,
+				Cause: CauseStop, Verdict: backoff.Passed, Passed: true, Attempts: 2,
 				VerifiedPeer: netip.MustParseAddr("127.0.0.1"), VerifiedReason: VerifiedStartPeer, VerifiedAttempts: 2,
 				BackoffMS: []int32{980}, Foreign: []PeerCount{{Addr: netip.MustParseAddr("::1"), Attempts: 1}},
 			},
 		},
 		{
 			Event: EventExpire, Time: t0.Add(4 * time.Second), Session: 2,
-			End: &SessionEnd{Cause: CauseTimeout, Verdict: TooFew, Reason: "too few", VerifiedReason: VerifiedNone,
+			End: &SessionEnd{Cause: CauseTimeout, Verdict: backoff.TooFew, Reason: "too few", VerifiedReason: VerifiedNone,
 				BackoffMS: []int32{}, Foreign: []PeerCount{}},
 		},
 	}
@@ -71,7 +72,7 @@ func TestRecordLineFormat(t *testing.T) {
 	}
 
 	buf.Reset()
-	e = RecordEvent{Event: EventStop, Time: e.Time, Session: 3, End: &SessionEnd{Cause: CauseStop, Verdict: TooFew, VerifiedReason: VerifiedNone}}
+	e = RecordEvent{Event: EventStop, Time: e.Time, Session: 3, End: &SessionEnd{Cause: CauseStop, Verdict: backoff.TooFew, VerifiedReason: VerifiedNone}}
 	if err := WriteRecordEvent(&buf, e); err != nil {
 		t.Fatal(err)
 	}
@@ -249,9 +250,9 @@ func TestReadRecordEarlierNames(t *testing.T) {
 func TestRecordRetryMode(t *testing.T) {
 	const policy = `"policy":{"initial_backoff_ms":1000,"multiplier":1.6,"jitter":0.2,"max_backoff_ms":120000,"min_connect_timeout_ms":20000,"tolerance_ms":100}`
 	t0 := time.Date(2025, 1, 2, 15, 4, 5, 0, time.UTC)
-	start := func(m RetryMode) RecordEvent {
+	start := func(m backoff.RetryMode) RecordEvent {
 		return RecordEvent{Event: EventStart, Time: t0, Session: 1, Peer: netip.MustParseAddrPort("127.0.0.1:40112"),
-			Params: &SessionParams{Policy: ReferencePolicy(0), Mode: m}}
+			Params: &SessionParams{Policy: backoff.ReferencePolicy(0), Mode: m}}
 	}
 	tests := []struct {
 		name string
@@ -260,17 +261,17 @@ func TestRecordRetryMode(t *testing.T) {
 	}{
 		{
 			name: "close",
-			e:    start(RetryMode{}),
+			e:    start(backoff.RetryMode{}),
 			line: `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `,"retry_mode":"close"}}`,
 		},
 		{
 			name: "restart",
-			e:    start(RetryMode{Kind: ModeRestart, Down: 1500 * time.Millisecond}),
+			e:    start(backoff.RetryMode{Kind: backoff.ModeRestart, Down: 1500 * time.Millisecond}),
 			line: `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `,"retry_mode":"restart=1.5s"}}`,
 		},
 		{
 			name: "hang",
-			e:    start(RetryMode{Kind: ModeHang}),
+			e:    start(backoff.RetryMode{Kind: backoff.ModeHang}),
 			line: `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `,"retry_mode":"hang"}}`,
 		},
 		{
@@ -301,7 +302,7 @@ func TestRecordRetryMode(t *testing.T) {
 	// A start line written before modes existed reads as close.
 	old := `{"event":"start","time":"2025-01-02T15:04:05.000000000Z","session":1,"peer":"127.0.0.1:40112","params":{"max_reconnect_backoff_ms":0,` + policy + `}}` + "\n"
 	got, err := ReadRecord(strings.NewReader(old))
-	if err != nil || len(got) != 1 || !got[0].Params.Mode.Is(ModeClose) {
+	if err != nil || len(got) != 1 || !got[0].Params.Mode.Is(backoff.ModeClose) {
 		t.Errorf("start line without retry_mode read as %+v, %v; want close", got, err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // writerMaxAttempts is server.DefaultMaxAttempts, the bound on the
@@ -24,16 +26,16 @@ func TestRecordLineBoundFitsWriter(t *testing.T) {
 		a[14], a[15] = 0xf0|byte(i>>8), byte(i) // distinct, and no group shortened
 		foreign[i] = PeerCount{Addr: netip.AddrFrom16(a), Attempts: 1}
 	}
-	backoff := make([]int32, writerMaxAttempts-1)
-	for i := range backoff {
-		backoff[i] = -2147483648
+	backoffMS := make([]int32, writerMaxAttempts-1)
+	for i := range backoffMS {
+		backoffMS[i] = -2147483648
 	}
 	ends := map[string]*SessionEnd{
-		"all foreign": {Cause: CauseTimeout, Verdict: Overflow, Reason: "too many attempts", Attempts: writerMaxAttempts,
+		"all foreign": {Cause: CauseTimeout, Verdict: backoff.Overflow, Reason: "too many attempts", Attempts: writerMaxAttempts,
 			Dropped: 1 << 62, VerifiedReason: VerifiedNone, Foreign: foreign},
-		"longest chain": {Cause: CauseTimeout, Verdict: Failed, Reason: Verify(DefaultPolicy(), chain(-30*24*time.Hour)).Reason(),
+		"longest chain": {Cause: CauseTimeout, Verdict: backoff.Failed, Reason: backoff.Verify(backoff.DefaultPolicy(), chain(-30*24*time.Hour)).Reason(),
 			Attempts: writerMaxAttempts, Dropped: 1 << 62, VerifiedPeer: netip.MustParseAddr("fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
-			VerifiedReason: VerifiedStartPeer, VerifiedAttempts: writerMaxAttempts, BackoffMS: backoff},
+			VerifiedReason: VerifiedStartPeer, VerifiedAttempts: writerMaxAttempts, BackoffMS: backoffMS},
 	}
 	for name, end := range ends {
 		t.Run(name, func(t *testing.T) {

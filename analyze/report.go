@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // Report is what `audit pcap` prints, as text (WriteText) or as JSON. It is
@@ -95,9 +97,9 @@ import (
 //	"record":     RecordInfo: the record file a capture was read with
 //	"sessions":   [RecordSession]: each session of that record judged
 type Report struct {
-	Port   uint16    `json:"port"`
-	Policy Policy    `json:"policy"`
-	Mode   RetryMode `json:"retry_mode"`
+	Port   uint16            `json:"port"`
+	Policy backoff.Policy    `json:"policy"`
+	Mode   backoff.RetryMode `json:"retry_mode"`
 	// ModeInferred is set when Mode was read from the attempts' fates
 	// (InferMode) rather than given.
 	ModeInferred bool         `json:"retry_mode_inferred,omitempty"`
@@ -175,20 +177,20 @@ type PeerReport struct {
 	Peer netip.Addr `json:"peer"`
 	// Passed and Verdict are the reference reading (docs/spec.md §3 with the
 	// fixes of §4).
-	Passed  bool    `json:"passed"`
-	Verdict Verdict `json:"verdict"`
-	Reason  string  `json:"reason"`
+	Passed  bool            `json:"passed"`
+	Verdict backoff.Verdict `json:"verdict"`
+	Reason  string          `json:"reason"`
 	// Strict is the reading after the spec text, beside the reference's.
-	Strict Reading `json:"strict"`
+	Strict backoff.Reading `json:"strict"`
 	// ReferencePassed is what the C++ reference would have answered.
-	ReferencePassed bool            `json:"reference_passed"`
-	Retransmits     int             `json:"retransmits"`
-	Attempts        []AttemptReport `json:"attempts"`
-	Intervals       []Interval      `json:"intervals"`
-	BackoffMS       []int32         `json:"backoff_ms"`
-	Signatures      []Signature     `json:"signatures,omitempty"`
-	Recovery        *Recovery       `json:"recovery,omitempty"`
-	Reconnects      *Reconnects     `json:"reconnects,omitempty"`
+	ReferencePassed bool                `json:"reference_passed"`
+	Retransmits     int                 `json:"retransmits"`
+	Attempts        []AttemptReport     `json:"attempts"`
+	Intervals       []backoff.Interval  `json:"intervals"`
+	BackoffMS       []int32             `json:"backoff_ms"`
+	Signatures      []backoff.Signature `json:"signatures,omitempty"`
+	Recovery        *backoff.Recovery   `json:"recovery,omitempty"`
+	Reconnects      *backoff.Reconnects `json:"reconnects,omitempty"`
 }
 
 // AttemptReport is one attempt of a peer.
@@ -199,7 +201,7 @@ type AttemptReport struct {
 	Retransmits int       `json:"retransmits"`
 	// Ending is the attempt's fate (docs/spec.md §7); its Fate is
 	// FateUnknown when the capture could not show it.
-	Ending Ending `json:"-"`
+	Ending backoff.Ending `json:"-"`
 }
 
 // TimeLayout is the one time format of every report and of the record
@@ -222,37 +224,30 @@ func (t *reportTime) UnmarshalText(b []byte) error {
 }
 
 type attemptJSON struct {
-	Time        reportTime `json:"time"`
-	SrcPort     uint16     `json:"src_port"`
-	Seq         uint32     `json:"seq"`
-	Retransmits int        `json:"retransmits"`
-	Fate        Fate       `json:"fate"`
-	AcceptedMS  *float64   `json:"accepted_ms,omitempty"`
-	DurationMS  *float64   `json:"duration_ms,omitempty"`
-	ClientSent  Payload    `json:"client_sent,omitempty"`
-	ServerSent  Payload    `json:"server_sent,omitempty"`
+	Time        reportTime      `json:"time"`
+	SrcPort     uint16          `json:"src_port"`
+	Seq         uint32          `json:"seq"`
+	Retransmits int             `json:"retransmits"`
+	Fate        backoff.Fate    `json:"fate"`
+	AcceptedMS  *float64        `json:"accepted_ms,omitempty"`
+	DurationMS  *float64        `json:"duration_ms,omitempty"`
+	ClientSent  backoff.Payload `json:"client_sent,omitempty"`
+	ServerSent  backoff.Payload `json:"server_sent,omitempty"`
 }
 
-// fate is the Fate a report writes: an empty one is unknown.
-func (e Ending) fate() Fate {
-	if e.Fate == "" {
-		return FateUnknown
-	}
-	return e.Fate
-}
 
 // MarshalJSON writes the time in UTC with nanoseconds, and the fate's
 // times in milliseconds where the fate has them.
 func (a AttemptReport) MarshalJSON() ([]byte, error) {
 	e := a.Ending
 	j := attemptJSON{Time: reportTime(a.Time), SrcPort: a.SrcPort, Seq: a.Seq, Retransmits: a.Retransmits,
-		Fate: e.fate(), ClientSent: e.ClientSent, ServerSent: e.ServerSent}
+		Fate: e.ReportFate(), ClientSent: e.ClientSent, ServerSent: e.ServerSent}
 	if e.Fate.Accepted() {
-		v := ms(e.Accepted)
+		v := backoff.Millis(e.Accepted)
 		j.AcceptedMS = &v
 	}
 	if e.Fate.Ended() {
-		v := ms(e.Duration)
+		v := backoff.Millis(e.Duration)
 		j.DurationMS = &v
 	}
 	return json.Marshal(j)
@@ -264,7 +259,7 @@ func (a *AttemptReport) UnmarshalJSON(b []byte) error {
 	var j attemptJSON
 	err := json.Unmarshal(b, &j)
 	*a = AttemptReport{Time: time.Time(j.Time), SrcPort: j.SrcPort, Seq: j.Seq, Retransmits: j.Retransmits,
-		Ending: Ending{Fate: j.Fate, ClientSent: j.ClientSent, ServerSent: j.ServerSent}}
+		Ending: backoff.Ending{Fate: j.Fate, ClientSent: j.ClientSent, ServerSent: j.ServerSent}}
 	if j.AcceptedMS != nil {
 		a.Ending.Accepted = fromMS(*j.AcceptedMS)
 	}
@@ -294,11 +289,13 @@ type Summary struct {
 }
 
 // NewPeerReport verifies one chain against p.
-func NewPeerReport(p Policy, c Chain) PeerReport { return PeerReportOf(c, Verify(p, c.Times())) }
+func NewPeerReport(p backoff.Policy, c Chain) PeerReport {
+	return PeerReportOf(c, backoff.Verify(p, c.Times()))
+}
 
 // PeerReportOf is the report of a chain already verified: res is VerifyRun's
 // result over c's times.
-func PeerReportOf(c Chain, res Result) PeerReport {
+func PeerReportOf(c Chain, res backoff.Result) PeerReport {
 	pr := PeerReport{
 		Peer:            c.Peer,
 		Passed:          res.Reference.Passed,
@@ -310,17 +307,17 @@ func PeerReportOf(c Chain, res Result) PeerReport {
 		Attempts:        make([]AttemptReport, len(c.Attempts)),
 		Intervals:       res.Intervals,
 		BackoffMS:       res.BackoffMS,
-		Signatures:      Signatures(res),
+		Signatures:      backoff.Signatures(res),
 		Recovery:        res.Recovery,
 		Reconnects:      res.Reconnects,
 	}
 	if pr.Intervals == nil {
-		pr.Intervals = []Interval{}
+		pr.Intervals = []backoff.Interval{}
 		pr.BackoffMS = []int32{}
 	}
 	for i, a := range c.Attempts {
 		pr.Attempts[i] = AttemptReport{Time: a.Time, SrcPort: a.Src.Port(), Seq: a.Seq, Retransmits: a.Retransmits, Ending: a.Ending}
-		pr.Attempts[i].Ending.Fate = a.Ending.fate()
+		pr.Attempts[i].Ending.Fate = a.Ending.ReportFate()
 	}
 	return pr
 }
@@ -329,7 +326,7 @@ func PeerReportOf(c Chain, res Result) PeerReport {
 // capture are counted from the chains; the other members are kept as given.
 // Peers are ordered failing first (failed, then too few attempts, then
 // passed), by address within each group.
-func NewReport(port uint16, p Policy, chains []Chain, capture CaptureInfo) Report {
+func NewReport(port uint16, p backoff.Policy, chains []Chain, capture CaptureInfo) Report {
 	peers := make([]PeerReport, len(chains))
 	for i, c := range chains {
 		peers[i] = NewPeerReport(p, c)
@@ -340,7 +337,7 @@ func NewReport(port uint16, p Policy, chains []Chain, capture CaptureInfo) Repor
 // NewReportOf is the report of peers already verified against p: it orders
 // them as NewReport does, counts their attempts and retransmits into
 // capture, and sums them up.
-func NewReportOf(port uint16, p Policy, peers []PeerReport, capture CaptureInfo) Report {
+func NewReportOf(port uint16, p backoff.Policy, peers []PeerReport, capture CaptureInfo) Report {
 	r := Report{Port: port, Policy: p, Capture: capture, Peers: peers}
 	if r.Peers == nil {
 		r.Peers = []PeerReport{}
@@ -363,7 +360,7 @@ func NewReportOf(port uint16, p Policy, peers []PeerReport, capture CaptureInfo)
 
 // peerOrder is the order of a report's peers: failing first (failed, then
 // too few attempts, then passed), by address within each group.
-func peerOrder(v1 Verdict, a1 netip.Addr, v2 Verdict, a2 netip.Addr) int {
+func peerOrder(v1 backoff.Verdict, a1 netip.Addr, v2 backoff.Verdict, a2 netip.Addr) int {
 	return cmp.Or(cmp.Compare(verdictRank(v1), verdictRank(v2)), a1.Compare(a2))
 }
 
@@ -374,23 +371,23 @@ func peerOrder(v1 Verdict, a1 netip.Addr, v2 Verdict, a2 netip.Addr) int {
 // (and then the whole document); NewReport builds a Report from one.
 type Audit struct {
 	Port   uint16
-	Policy Policy
-	Mode   RetryMode
+	Policy backoff.Policy
+	Mode   backoff.RetryMode
 	// ModeInferred: Mode was read from the fates (InferMode).
 	ModeInferred bool
 	Capture      CaptureInfo
 	// Summary counts the peers the audit lists (see Only).
 	Summary Summary
 
-	run  Run   // what every chain is verified in
-	herd *Herd // written after the summary when set (WithHerd)
+	run  backoff.Run // what every chain is verified in
+	herd *Herd       // written after the summary when set (WithHerd)
 
 	chains chainSource
 	peers  []auditPeer // in report order
 	// results holds, by chain index, the Verify result of the chains
 	// whose intervals fit keptIntervals, so that writing them does not
 	// verify them again; the others (nil Intervals) are verified again.
-	results []Result
+	results []backoff.Result
 	fits    bool // Summary.FitsCapMS is looked for
 }
 
@@ -401,12 +398,12 @@ type auditPeer struct {
 	index     int // of its chain
 	attempts  int
 	retrans   int
-	verdict   Verdict
+	verdict   backoff.Verdict
 	passed    bool
 	refPassed bool
-	strict    Reading
+	strict    backoff.Reading
 	maxJitter float64  // the largest |jitter_pct| of its intervals
-	fit       capRange // for a failing peer: the lower caps it could fit
+	fit       backoff.CapRange // for a failing peer: the lower caps it could fit
 }
 
 // chainSource is where an Audit reads chains: a []Chain, or a Tracker's
@@ -421,7 +418,7 @@ type chainSource interface {
 	times(i int, buf []time.Time) (netip.Addr, []time.Time, int)
 	// endings returns chain i's fates in time order (in buf's array), nil
 	// when none are known.
-	endings(i int, buf []Ending) []Ending
+	endings(i int, buf []backoff.Ending) []backoff.Ending
 }
 
 type chainSlice []Chain
@@ -438,7 +435,7 @@ func (cs chainSlice) times(i int, buf []time.Time) (netip.Addr, []time.Time, int
 	}
 	return c.Peer, buf, retrans
 }
-func (cs chainSlice) endings(i int, _ []Ending) []Ending { return cs[i].Endings() }
+func (cs chainSlice) endings(i int, _ []backoff.Ending) []backoff.Ending { return cs[i].Endings() }
 
 // NewAudit verifies every chain of cs against p in run (VerifyRun) and
 // orders the peers as NewReport does. It holds cs: adding SYNs to its
@@ -446,7 +443,7 @@ func (cs chainSlice) endings(i int, _ []Ending) []Ending { return cs[i].Endings(
 //
 // It also looks for a lower cap that every failing peer fits
 // (Summary.FitsCapMS).
-func NewAudit(port uint16, p Policy, run Run, cs *Chains, capture CaptureInfo) *Audit {
+func NewAudit(port uint16, p backoff.Policy, run backoff.Run, cs *Chains, capture CaptureInfo) *Audit {
 	a := newAudit(port, p, run, cs, capture)
 	a.fits = true
 	a.Summary.FitsCapMS = a.fitCap()
@@ -457,7 +454,7 @@ func NewAudit(port uint16, p Policy, run Run, cs *Chains, capture CaptureInfo) *
 // than one goroutine costs more than it saves.
 const auditBatch = 512
 
-func newAudit(port uint16, p Policy, run Run, cs chainSource, capture CaptureInfo) *Audit {
+func newAudit(port uint16, p backoff.Policy, run backoff.Run, cs chainSource, capture CaptureInfo) *Audit {
 	n := cs.Len()
 	a := &Audit{Port: port, Policy: p, Mode: run.Mode, run: run, Capture: capture, chains: cs, peers: make([]auditPeer, n)}
 	a.Capture.Attempts, a.Capture.Retransmits = 0, 0
@@ -470,7 +467,7 @@ func newAudit(port uint16, p Policy, run Run, cs chainSource, capture CaptureInf
 	// Chains are independent: a large capture's are verified on every
 	// core, each goroutine on its own share of a.peers.
 	workers := max(1, min(runtime.GOMAXPROCS(0), n/auditBatch))
-	a.results = make([]Result, n)
+	a.results = make([]backoff.Result, n)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -488,15 +485,15 @@ func newAudit(port uint16, p Policy, run Run, cs chainSource, capture CaptureInf
 				// Verified again when written in full: keeping every
 				// Result would hold every interval, which is what an
 				// Audit avoids.
-				res := VerifyRun(p, times, run)
+				res := backoff.VerifyRun(p, times, run)
 				if kept+len(res.Intervals) <= budget {
 					kept += len(res.Intervals)
 					a.results[i] = res
 				}
 				ap.verdict, ap.passed = res.Reference.Verdict, res.Reference.Passed
 				ap.refPassed, ap.strict, ap.maxJitter = res.ReferencePassed, res.Strict, maxJitter(res.Intervals)
-				if ap.verdict == Failed {
-					ap.fit = capRangeOf(p, res.Intervals, res.Reference.FirstFailure, &plateau)
+				if ap.verdict == backoff.Failed {
+					ap.fit = backoff.CapRangeOf(p, res.Intervals, res.Reference.FirstFailure, &plateau)
 				}
 				a.peers[i] = ap
 			}
@@ -571,7 +568,7 @@ func (a *Audit) peerReport(i int, c Chain) PeerReport {
 	}
 	run := a.run
 	run.Endings = c.Endings()
-	return PeerReportOf(c, VerifyRun(a.Policy, c.Times(), run))
+	return PeerReportOf(c, backoff.VerifyRun(a.Policy, c.Times(), run))
 }
 
 // writeBatch is how many peers a goroutine of writePeers formats at a time.
@@ -796,7 +793,7 @@ func (a *Audit) WithHerd() *Audit {
 	return a
 }
 
-func maxJitter(ivs []Interval) float64 {
+func maxJitter(ivs []backoff.Interval) float64 {
 	m := 0.0
 	for _, iv := range ivs {
 		m = max(m, math.Abs(iv.JitterPct))
@@ -804,13 +801,13 @@ func maxJitter(ivs []Interval) float64 {
 	return m
 }
 
-func verdictRank(v Verdict) int {
+func verdictRank(v backoff.Verdict) int {
 	switch v {
-	case Failed:
+	case backoff.Failed:
 		return 0
-	case TooFew:
+	case backoff.TooFew:
 		return 1
-	case Passed:
+	case backoff.Passed:
 		return 3
 	}
 	return 2 // any other failing verdict
@@ -825,12 +822,12 @@ func summarize(peers []PeerReport) Summary {
 }
 
 // count adds a peer of the reference reading passed and verdict v.
-func (s *Summary) count(passed bool, v Verdict) {
+func (s *Summary) count(passed bool, v backoff.Verdict) {
 	s.Peers++
 	switch {
 	case passed:
 		s.Passed++
-	case v == TooFew:
+	case v == backoff.TooFew:
 		s.TooFew++
 	default:
 		s.Failed++
@@ -905,7 +902,7 @@ func (r Report) WriteText(w io.Writer) error {
 	if s := r.Session; s != nil {
 		if s.Dropped > 0 {
 			fmt.Fprintf(bw, "%d more attempts than the session's maximum of %d were counted, not kept: the verdict is %s\n",
-				s.Dropped, s.MaxAttempts, Overflow)
+				s.Dropped, s.MaxAttempts, backoff.Overflow)
 		}
 		if s.OutsideDropped > 0 {
 			fmt.Fprintf(bw, "%d older attempts outside any session were counted, not kept: the cross-check does not list them\n",
@@ -978,7 +975,7 @@ func (r Report) writeRecordText(bw *bufio.Writer, peers func([]PeerReport)) {
 	}
 }
 
-func writeTextHeader(w *bufio.Writer, port uint16, p Policy, m RetryMode, inferred bool, c CaptureInfo) {
+func writeTextHeader(w *bufio.Writer, port uint16, p backoff.Policy, m backoff.RetryMode, inferred bool, c CaptureInfo) {
 	writeCaptureLine(w, port, c)
 	text := modeText(p, m)
 	if inferred && text != "" {
@@ -989,9 +986,9 @@ func writeTextHeader(w *bufio.Writer, port uint16, p Policy, m RetryMode, inferr
 
 // modeText is what a report's policy line adds for a retry mode other than
 // the interop test's.
-func modeText(p Policy, m RetryMode) string {
+func modeText(p backoff.Policy, m backoff.RetryMode) string {
 	switch {
-	case m.Is(ModeClose):
+	case m.Is(backoff.ModeClose):
 		return ""
 	case m.Hangs():
 		return fmt.Sprintf("; retry mode %v, connect timeout %v", m, p.MinConnectTimeout)
@@ -1077,8 +1074,8 @@ func appendFatesText(b []byte, as []AttemptReport) []byte {
 	known, alike := false, true
 	for i := range as {
 		e, f := &as[i].Ending, &as[0].Ending
-		known = known || e.fate() != FateUnknown
-		alike = alike && e.fate() == f.fate() && e.ClientSent == f.ClientSent && e.ServerSent == f.ServerSent
+		known = known || e.ReportFate() != backoff.FateUnknown
+		alike = alike && e.ReportFate() == f.ReportFate() && e.ClientSent == f.ClientSent && e.ServerSent == f.ServerSent
 	}
 	switch {
 	case !known:
@@ -1095,7 +1092,7 @@ func appendFatesText(b []byte, as []AttemptReport) []byte {
 		b = append(b, ' ')
 		b = appendPadded(b, strconv.AppendUint(num[:0], uint64(as[i].SrcPort), 10), 6)
 		b = append(b, "  "...)
-		b = appendLeft(b, string(e.fate()), 19)
+		b = appendLeft(b, string(e.ReportFate()), 19)
 		b = append(b, ' ')
 		accepted, ended := e.Fate.Accepted(), e.Fate.Ended()
 		b = appendPadded(b, msText(num[:0], e.Accepted, accepted), 12)
@@ -1116,16 +1113,16 @@ func appendFatesText(b []byte, as []AttemptReport) []byte {
 // alike: the fate, the range of each time it has, and the first bytes.
 func appendFatesAlike(b []byte, as []AttemptReport) []byte {
 	e := &as[0].Ending
-	b = fmt.Appendf(b, "  fates: all %d %s", len(as), e.fate())
+	b = fmt.Appendf(b, "  fates: all %d %s", len(as), e.ReportFate())
 	accepted, ended := e.Fate.Accepted(), e.Fate.Ended()
 	if accepted {
-		b = appendMSRange(b, ", accepted after ", as, func(e *Ending) time.Duration { return e.Accepted })
+		b = appendMSRange(b, ", accepted after ", as, func(e *backoff.Ending) time.Duration { return e.Accepted })
 	}
 	if accepted && ended {
-		b = appendMSRange(b, ", held ", as, func(e *Ending) time.Duration { return e.Duration - e.Accepted })
+		b = appendMSRange(b, ", held ", as, func(e *backoff.Ending) time.Duration { return e.Duration - e.Accepted })
 	}
 	if ended {
-		b = appendMSRange(b, ", ended at ", as, func(e *Ending) time.Duration { return e.Duration })
+		b = appendMSRange(b, ", ended at ", as, func(e *backoff.Ending) time.Duration { return e.Duration })
 	}
 	client, server := string(e.ClientSent), string(e.ServerSent)
 	if client == "" {
@@ -1140,7 +1137,7 @@ func appendFatesAlike(b []byte, as []AttemptReport) []byte {
 // appendMSRange appends label and the range of what over the
 // attempts, in milliseconds ("0.020–0.029 ms", or one value when all are
 // equal).
-func appendMSRange(b []byte, label string, as []AttemptReport, what func(*Ending) time.Duration) []byte {
+func appendMSRange(b []byte, label string, as []AttemptReport, what func(*backoff.Ending) time.Duration) []byte {
 	lo, hi := what(&as[0].Ending), what(&as[0].Ending)
 	for i := range as {
 		d := what(&as[i].Ending)
@@ -1154,7 +1151,7 @@ func appendMSRange(b []byte, label string, as []AttemptReport, what func(*Ending
 }
 
 // sentText names a side's first bytes, "-" for none.
-func sentText(p Payload) string {
+func sentText(p backoff.Payload) string {
 	if p == "" {
 		return "-"
 	}
@@ -1180,7 +1177,7 @@ func msText(b []byte, d time.Duration, ok bool) []byte {
 	case !ok:
 		return append(b, '-')
 	case d == math.MinInt64:
-		return strconv.AppendFloat(b, ms(d), 'f', 3, 64)
+		return strconv.AppendFloat(b, backoff.Millis(d), 'f', 3, 64)
 	case d < 0:
 		b = append(b, '-')
 		d = -d
@@ -1202,7 +1199,7 @@ var intervalHead = fmt.Sprintf("  %3s %13s %12s %17s %9s  %s\n", "k", "measured 
 //
 // would, window being fmt.Sprintf("%.1f–%.1f", min, max), at a tenth of
 // the cost: failing peers have thousands of rows.
-func appendIntervalRow(b []byte, iv Interval) []byte {
+func appendIntervalRow(b []byte, iv backoff.Interval) []byte {
 	var num [64]byte
 	b = append(b, "  "...)
 	b = appendPadded(b, strconv.AppendInt(num[:0], int64(iv.K), 10), 3)
@@ -1236,7 +1233,7 @@ func appendIntervalRow(b []byte, iv Interval) []byte {
 // AppendStrictNote appends what the strict reading (docs/spec.md §3.7)
 // says of interval iv where it differs from the reference's verdict:
 // ", strict: fails" or ", strict: ok".
-func AppendStrictNote(b []byte, iv Interval) []byte {
+func AppendStrictNote(b []byte, iv backoff.Interval) []byte {
 	switch {
 	case iv.OK && !iv.StrictOK:
 		b = append(b, ", strict: fails"...)
@@ -1264,9 +1261,9 @@ func (p PeerReport) header() peerHeader {
 type peerHeader struct {
 	peer              netip.Addr
 	attempts, retrans int
-	verdict           Verdict
+	verdict           backoff.Verdict
 	reason            string
-	strict            Reading
+	strict            backoff.Reading
 	passed, refPassed bool
 }
 
@@ -1286,11 +1283,11 @@ func appendPeerHeader(b []byte, h peerHeader) []byte {
 	b = AppendPlural(b, h.retrans, "retransmit")
 	b = append(b, ", "...)
 	b = append(b, h.verdict...)
-	if h.reason != "" && h.verdict != TooFew {
+	if h.reason != "" && h.verdict != backoff.TooFew {
 		b = append(b, ": "...)
 		b = append(b, h.reason...)
 	}
-	if h.verdict != TooFew {
+	if h.verdict != backoff.TooFew {
 		b = append(b, "; strict: "...)
 		b = append(b, h.strict.Verdict...)
 		if h.strict.FirstFailure > 0 {
@@ -1392,7 +1389,7 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 		return appendEndingJSON(b, &a.Ending), nil
 	})
 	b = append(b, `,"intervals":`...)
-	b, err := appendJSONList(b, p.Intervals, func(b []byte, iv *Interval) ([]byte, error) {
+	b, err := appendJSONList(b, p.Intervals, func(b []byte, iv *backoff.Interval) ([]byte, error) {
 		return appendIntervalJSON(b, iv, windows)
 	})
 	if err != nil {
@@ -1430,9 +1427,9 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 
 // appendEndingJSON appends an attempt's fate members, as
 // AttemptReport.MarshalJSON writes them, and the attempt's closing brace.
-func appendEndingJSON(b []byte, e *Ending) []byte {
+func appendEndingJSON(b []byte, e *backoff.Ending) []byte {
 	b = append(b, `,"fate":`...)
-	b = appendNameJSON(b, string(e.fate()))
+	b = appendNameJSON(b, string(e.ReportFate()))
 	if e.Fate.Accepted() {
 		b = append(b, `,"accepted_ms":`...)
 		b = AppendMS(b, e.Accepted)
@@ -1457,10 +1454,10 @@ func appendEndingJSON(b []byte, e *Ending) []byte {
 // a fifth of what the fates added to the 2 M-packet bench capture's JSON
 // report; any other (an Ending read back from a record) is escaped.
 func appendNameJSON(b []byte, s string) []byte {
-	switch Fate(s) {
-	case FateUnknown, FateRefused, FateUnanswered, FateClosed, FateAbandoned, FateOpen:
+	switch backoff.Fate(s) {
+	case backoff.FateUnknown, backoff.FateRefused, backoff.FateUnanswered, backoff.FateClosed, backoff.FateAbandoned, backoff.FateOpen:
 	default:
-		if p := Payload(s); p == PayloadNone || codeOf(p).payload() != p {
+		if p := backoff.Payload(s); p == backoff.PayloadNone || codeOf(p).payload() != p {
 			return appendJSONString(b, s)
 		}
 	}
@@ -1476,7 +1473,7 @@ func AppendMS(b []byte, d time.Duration) []byte {
 	if ns := int64(d); ns > -1e15 && ns < 1e15 {
 		return appendWholeNS(b, ns)
 	}
-	b, _ = appendJSONFloat(b, ms(d)) // finite: no error
+	b, _ = appendJSONFloat(b, backoff.Millis(d)) // finite: no error
 	return b
 }
 
@@ -1499,12 +1496,12 @@ func appendJSONList[T any](b []byte, list []T, item func([]byte, *T) ([]byte, er
 	return append(b, ']'), nil
 }
 
-func appendIntervalJSON(b []byte, iv *Interval, windows *windowText) ([]byte, error) {
+func appendIntervalJSON(b []byte, iv *backoff.Interval, windows *windowText) ([]byte, error) {
 	b = append(b, `{"k":`...)
 	b = strconv.AppendInt(b, int64(iv.K), 10)
 	b = append(b, `,"measured_ms":`...)
 	var err1, err2 error
-	if ns := int64(iv.Measured); ns != 0 && ns > -1e15 && ns < 1e15 && iv.MeasuredMS == ms(iv.Measured) {
+	if ns := int64(iv.Measured); ns != 0 && ns > -1e15 && ns < 1e15 && iv.MeasuredMS == backoff.Millis(iv.Measured) {
 		b = appendWholeNS(b, ns)
 	} else {
 		b, err1 = appendJSONFloat(b, iv.MeasuredMS)
@@ -1533,7 +1530,7 @@ func appendIntervalJSON(b []byte, iv *Interval, windows *windowText) ([]byte, er
 
 // appendWindowJSON appends an interval's expected value and window:
 // `,"expected_ms":E,"min_ms":MIN,"max_ms":MAX`.
-func appendWindowJSON(b []byte, iv *Interval) ([]byte, error) {
+func appendWindowJSON(b []byte, iv *backoff.Interval) ([]byte, error) {
 	b = append(b, `,"expected_ms":`...)
 	b, err1 := appendJSONFloat(b, iv.ExpectedMS)
 	b = append(b, `,"min_ms":`...)
@@ -1547,13 +1544,13 @@ func appendWindowJSON(b []byte, iv *Interval) ([]byte, error) {
 // first windowTextK intervals, which depend on k alone: formatting floats
 // is most of the cost of a report's JSON.
 type windowText struct {
-	iv []Interval // p.Check(k, 0), from k = 1
+	iv []backoff.Interval // p.Check(k, 0), from k = 1
 	b  [][]byte
 }
 
 const windowTextK = 64
 
-func newWindowText(p Policy) *windowText {
+func newWindowText(p backoff.Policy) *windowText {
 	w := &windowText{}
 	for k := 1; k <= windowTextK; k++ {
 		iv := p.Check(k, 0)
@@ -1567,7 +1564,7 @@ func newWindowText(p Policy) *windowText {
 }
 
 // text is the JSON of iv's window, or nil when it is not one held.
-func (w *windowText) text(iv *Interval) []byte {
+func (w *windowText) text(iv *backoff.Interval) []byte {
 	if w == nil || iv.K < 1 || iv.K > len(w.iv) {
 		return nil
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
 
@@ -47,7 +48,7 @@ func sampleReport() Report {
 	// Connected once.
 	add("10.0.0.9:42000", 300)
 	chains := tr.Peers()
-	return NewReport(50052, DefaultPolicy(), chains, CaptureInfo{
+	return NewReport(50052, backoff.DefaultPolicy(), chains, CaptureInfo{
 		Packets: 42, SYNs: uint64(tr.SYNs()),
 		Skipped: map[string]uint64{"not IP": 3},
 		Files:   []FileInfo{{Path: "x.pcap", Format: "pcap", Bytes: 4096, Packets: 42, SYNs: uint64(tr.SYNs())}},
@@ -227,7 +228,7 @@ var chainsInfo = CaptureInfo{Packets: 99, Files: []FileInfo{{Path: "x.pcap", For
 // wantReport builds a report the plain way: every chain's PeerReport,
 // sorted failing first.
 func wantReport(tr *Tracker) Report {
-	r := Report{Port: 50052, Policy: DefaultPolicy(), Capture: chainsInfo, Peers: []PeerReport{}}
+	r := Report{Port: 50052, Policy: backoff.DefaultPolicy(), Capture: chainsInfo, Peers: []PeerReport{}}
 	r.Capture.Skipped = map[string]uint64{}
 	for _, c := range tr.Peers() {
 		r.Peers = append(r.Peers, NewPeerReport(r.Policy, c))
@@ -262,11 +263,11 @@ func TestAudit(t *testing.T) {
 		t.Run(fmt.Sprint(n, " peers"), func(t *testing.T) {
 			tr := chainsTracker(n)
 			// NewReport does not look for a lower cap; NewAudit does.
-			if diff := cmp.Diff(wantReport(tr), NewReport(50052, DefaultPolicy(), tr.Peers(), chainsInfo), netipOpt); diff != "" {
+			if diff := cmp.Diff(wantReport(tr), NewReport(50052, backoff.DefaultPolicy(), tr.Peers(), chainsInfo), netipOpt); diff != "" {
 				t.Fatalf("NewReport (-want +got):\n%s", diff)
 			}
 			want := withChainsFit(wantReport(tr))
-			a := NewAudit(50052, DefaultPolicy(), Run{}, tr.Chains(), chainsInfo)
+			a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), chainsInfo)
 			if diff := cmp.Diff(want, a.Report(), netipOpt); diff != "" {
 				t.Fatalf("Report (-want +got):\n%s", diff)
 			}
@@ -282,7 +283,7 @@ func TestAudit(t *testing.T) {
 			if err := json.Unmarshal(js.Bytes(), &back); err != nil {
 				t.Fatalf("WriteJSON is not a JSON report: %v\n%s", err, js.Bytes())
 			}
-			ignore := cmpopts.IgnoreFields(Interval{}, "Measured") // not in JSON
+			ignore := cmpopts.IgnoreFields(backoff.Interval{}, "Measured") // not in JSON
 			if diff := cmp.Diff(want, back, ignore, netipOpt, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("WriteJSON read back (-want +got):\n%s", diff)
 			}
@@ -322,7 +323,7 @@ func TestAudit(t *testing.T) {
 // TestAuditTextBrief pins the text of a report of more than TablesUpTo
 // peers: failing peers in full, passing peers one line each.
 func TestAuditTextBrief(t *testing.T) {
-	a := NewAudit(50052, DefaultPolicy(), Run{}, chainsTracker(TablesUpTo+5).Chains(), chainsInfo)
+	a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, chainsTracker(TablesUpTo+5).Chains(), chainsInfo)
 	var buf bytes.Buffer
 	if err := a.WriteText(&buf, false); err != nil {
 		t.Fatal(err)
@@ -332,7 +333,7 @@ func TestAuditTextBrief(t *testing.T) {
 
 func TestAuditOnly(t *testing.T) {
 	tr := chainsTracker(40)
-	a := NewAudit(50052, DefaultPolicy(), Run{}, tr.Chains(), chainsInfo)
+	a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), chainsInfo)
 	only := a.Only(netip.MustParseAddr("::ffff:10.9.0.2"), netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.99.0.1"))
 	want := withChainsFit(wantReport(tr).Only(netip.MustParseAddr("10.9.0.2"), netip.MustParseAddr("10.9.0.1")))
 	if diff := cmp.Diff(want, only.Report(), netipOpt); diff != "" {
@@ -349,16 +350,16 @@ func TestAppendPeerJSON(t *testing.T) {
 	prs := append([]PeerReport(nil), sampleReport().Peers...)
 	odd := prs[0]
 	odd.Reason = "a <tag> & \"quote\" \\ \t\x01 \u2028 – é \xff"
-	odd.Verdict = Overflow
-	odd.Strict = Reading{}
+	odd.Verdict = backoff.Overflow
+	odd.Strict = backoff.Reading{}
 	odd.Attempts = nil
 	odd.BackoffMS = nil
-	ivs := []Interval{}
+	ivs := []backoff.Interval{}
 	for _, f := range []float64{0, math.Copysign(0, -1), 1e-7, -1e-7, 1e-6, 1e14, 1e15 - 1, 1e15, 1e15 + 2, -1e15, 999999999999999.9, 1e20, 1e21, -1e21, 123.456, 700, -3, 1300, 4096, 1.0 / 3, -17.5, 4096.000001, 1e300, math.SmallestNonzeroFloat64} {
-		ivs = append(ivs, Interval{K: 7, MeasuredMS: f, BackoffMS: -3, ExpectedMS: f, MinMS: -f, MaxMS: f * 3, OK: true, Outcome: Late, JitterPct: f, StrictOK: true})
+		ivs = append(ivs, backoff.Interval{K: 7, MeasuredMS: f, BackoffMS: -3, ExpectedMS: f, MinMS: -f, MaxMS: f * 3, OK: true, Outcome: backoff.Late, JitterPct: f, StrictOK: true})
 	}
 	odd.Intervals = ivs
-	empty := PeerReport{Peer: netip.MustParseAddr("2001:db8::1"), Attempts: []AttemptReport{}, Intervals: []Interval{}, BackoffMS: []int32{}}
+	empty := PeerReport{Peer: netip.MustParseAddr("2001:db8::1"), Attempts: []AttemptReport{}, Intervals: []backoff.Interval{}, BackoffMS: []int32{}}
 	zoned := empty
 	zoned.Peer = netip.MustParseAddr("fe80::1%<eth0>&é")
 	prs = append(prs, odd, empty, zoned, PeerReport{})
@@ -379,7 +380,7 @@ func TestAppendPeerJSON(t *testing.T) {
 		}
 	}
 	bad := prs[0]
-	bad.Intervals = []Interval{{JitterPct: math.NaN()}}
+	bad.Intervals = []backoff.Interval{{JitterPct: math.NaN()}}
 	if _, err := appendPeerJSON(nil, &bad, nil); err == nil {
 		t.Error("NaN: no error, want encoding/json's")
 	}
@@ -401,7 +402,7 @@ func TestAppendTime(t *testing.T) {
 
 func TestAppendIntervalRow(t *testing.T) {
 	for _, f := range []float64{0, math.Copysign(0, -1), 0.004, -0.005, 1.25, -43.75, 999.9999, 1180.25, 123456789.123, -1e9, math.Inf(1), math.NaN()} {
-		iv := Interval{K: 12, MeasuredMS: f, ExpectedMS: f, MinMS: -f, MaxMS: f, JitterPct: f, Outcome: Early, StrictOK: true}
+		iv := backoff.Interval{K: 12, MeasuredMS: f, ExpectedMS: f, MinMS: -f, MaxMS: f, JitterPct: f, Outcome: backoff.Early, StrictOK: true}
 		verdict := string(iv.Outcome) + ", strict: ok"
 		window := fmt.Sprintf("%.1f–%.1f", iv.MinMS, iv.MaxMS)
 		want := fmt.Sprintf("  %3d %13.3f %12.1f %17s %+8.2f%%  %s\n", iv.K, iv.MeasuredMS, iv.ExpectedMS, window, iv.JitterPct, verdict)
@@ -423,7 +424,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 // writePeers stops at the first error, its own or the writer's, and leaves
 // no goroutine blocked.
 func TestWritePeersError(t *testing.T) {
-	a := NewAudit(50052, DefaultPolicy(), Run{}, chainsTracker(20*writeBatch).Chains(), chainsInfo)
+	a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, chainsTracker(20*writeBatch).Chains(), chainsInfo)
 	before := runtime.NumGoroutine()
 	errBad := errors.New("bad peer")
 	err := a.writePeers(io.Discard, func(b []byte, i int, c func() Chain) ([]byte, error) {
@@ -467,7 +468,7 @@ func TestFileInfoJSON(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			info := CaptureInfo{Files: []FileInfo{tt.file}}
-			a := NewAudit(50052, DefaultPolicy(), Run{}, NewTracker().Chains(), info)
+			a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, NewTracker().Chains(), info)
 			var js bytes.Buffer
 			if err := a.WriteJSON(&js); err != nil {
 				t.Fatal(err)
@@ -537,9 +538,9 @@ func TestAppendPeerJSONVerified(t *testing.T) {
 	// Every mode's model, so the members a run adds (term, signatures,
 	// recovery, reconnects) are held to encoding/json too.
 	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	runs := []Run{{}, {Mode: RetryMode{Kind: ModeHang}, End: t1.Add(time.Hour)}, {Mode: RetryMode{Kind: ModeGoaway}},
-		{Mode: RetryMode{Kind: ModeRestart, Down: time.Minute}, Back: t1.Add(10 * time.Minute)}}
-	for i, p := range []Policy{DefaultPolicy(), ReferencePolicy(3000), ReferencePolicy(500), hangPolicy(3 * time.Second)} {
+	runs := []backoff.Run{{}, {Mode: backoff.RetryMode{Kind: backoff.ModeHang}, End: t1.Add(time.Hour)}, {Mode: backoff.RetryMode{Kind: backoff.ModeGoaway}},
+		{Mode: backoff.RetryMode{Kind: backoff.ModeRestart, Down: time.Minute}, Back: t1.Add(10 * time.Minute)}}
+	for i, p := range []backoff.Policy{backoff.DefaultPolicy(), backoff.ReferencePolicy(3000), backoff.ReferencePolicy(500), hangPolicy(3 * time.Second)} {
 		windows := newWindowText(p)
 		for j := range 200 {
 			run := runs[(i+j)%len(runs)]
@@ -551,7 +552,7 @@ func TestAppendPeerJSONVerified(t *testing.T) {
 				at = at.Add(time.Duration(rng.Int64N(int64(200 * time.Second))))
 				c.Attempts = append(c.Attempts, Attempt{Time: at, Src: netip.AddrPortFrom(c.Peer, uint16(40000+k))})
 			}
-			pr := PeerReportOf(c, VerifyRun(p, c.Times(), run))
+			pr := PeerReportOf(c, backoff.VerifyRun(p, c.Times(), run))
 			want, err := json.Marshal(pr)
 			if err != nil {
 				t.Fatal(err)

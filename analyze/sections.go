@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"cmp"
 	"fmt"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // Sections are what a reading beyond one capture's SYNs adds to a Report:
@@ -127,10 +129,10 @@ func (l LiveInfo) StatsLine() string {
 
 // ServerVerdict is what the server's Stop answered for the session.
 type ServerVerdict struct {
-	Passed    bool    `json:"passed"`
-	BackoffMS []int32 `json:"backoff_ms"`
-	Verdict   Verdict `json:"verdict"`
-	Reason    string  `json:"reason"`
+	Passed    bool            `json:"passed"`
+	BackoffMS []int32         `json:"backoff_ms"`
+	Verdict   backoff.Verdict `json:"verdict"`
+	Reason    string          `json:"reason"`
 }
 
 // NewServerVerdict is the verdict of a session's end.
@@ -176,7 +178,7 @@ type OutsideSession struct {
 type RecordSession struct {
 	Session SessionInfo `json:"session"`
 	// Policy is what the session was judged against.
-	Policy     Policy         `json:"policy"`
+	Policy     backoff.Policy `json:"policy"`
 	Server     *ServerVerdict `json:"server,omitempty"`
 	CrossCheck *CrossCheck    `json:"crosscheck"`
 	// peer is the index of the session's chain in the report's peers, -1
@@ -245,7 +247,7 @@ func sessionFailure(n int, chain *PeerReport, hasServer bool, sv *ServerVerdict)
 	if chain != nil {
 		kernelFailed, kernelReason = !chain.Passed, chain.Reason
 	}
-	if sv != nil && sv.Verdict == NotJudged {
+	if sv != nil && sv.Verdict == backoff.NotJudged {
 		hasServer = false // the kernel's verdict is the session's
 	}
 	serverFailed := hasServer && (sv == nil || !sv.Passed)

@@ -3,16 +3,18 @@ package analyze
 import (
 	"strings"
 	"testing"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // A server that could not see the attempts (refuse, restart) leaves the
 // session's verdict to the kernel's: it neither fails a session whose
 // chain passed nor is said to have passed beside one that failed.
 func TestFailuresServerNotJudged(t *testing.T) {
-	notJudged := &ServerVerdict{Verdict: NotJudged, Reason: "refuse mode: …"}
-	failed := &ServerVerdict{Verdict: Failed, Reason: "interval 2: late"}
-	pass := PeerReport{Passed: true, Verdict: Passed}
-	fail := PeerReport{Verdict: Failed, Reason: "interval 1: 3000 ms is late"}
+	notJudged := &ServerVerdict{Verdict: backoff.NotJudged, Reason: "refuse mode: …"}
+	failed := &ServerVerdict{Verdict: backoff.Failed, Reason: "interval 2: late"}
+	pass := PeerReport{Passed: true, Verdict: backoff.Passed}
+	fail := PeerReport{Verdict: backoff.Failed, Reason: "interval 1: 3000 ms is late"}
 	for _, tt := range []struct {
 		chain PeerReport
 		sv    *ServerVerdict

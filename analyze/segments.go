@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // Segment is a TCP segment of a connection attempt other than its SYN: a
@@ -22,7 +24,7 @@ type Segment struct {
 	Flags uint8
 	// Sent names the segment's first bytes (PayloadOf); PayloadNone when
 	// it carries none.
-	Sent Payload
+	Sent backoff.Payload
 }
 
 // SegmentView is a Segment as a capture source finds it in a packet: the
@@ -38,7 +40,7 @@ type SegmentView struct {
 	Nsec             int32
 	// Flags and Sent are a Segment's.
 	Flags uint8
-	Sent  Payload
+	Sent  backoff.Payload
 	// Payload is the bytes the segment carries, as far as they were
 	// captured, a slice of the packet; PayloadLen is how many it carries,
 	// as its IP header declares them: more than len(Payload) when the

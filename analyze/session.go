@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // Summarize counts peers by verdict, as a report's summary does.
@@ -47,16 +49,16 @@ func InSession(t, start, end time.Time) bool {
 // Overflowed gives r the verdict of a session that kept its maximum of
 // attempts and only counted the rest: its list is incomplete, so no
 // reading of it can pass. The reason says so.
-func Overflowed(r Result, kept, dropped, maxAttempts int) (Result, string) {
-	r.Reference = Reading{Verdict: Overflow}
-	r.Strict = Reading{Verdict: Overflow}
+func Overflowed(r backoff.Result, kept, dropped, maxAttempts int) (backoff.Result, string) {
+	r.Reference = backoff.Reading{Verdict: backoff.Overflow}
+	r.Strict = backoff.Reading{Verdict: backoff.Overflow}
 	return r, fmt.Sprintf("too many attempts: %d kept, %d more dropped (max attempts %d)", kept, dropped, maxAttempts)
 }
 
 // Overflowed gives p the verdict of a session that kept its maximum of
 // attempts (see Overflowed).
 func (p *PeerReport) Overflowed(kept, dropped, maxAttempts int) {
-	var r Result
+	var r backoff.Result
 	r, p.Reason = Overflowed(r, kept, dropped, maxAttempts)
 	p.Passed, p.Verdict, p.Strict = false, r.Reference.Verdict, r.Strict
 }

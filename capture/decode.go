@@ -8,6 +8,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // Skip reasons a Decoder reports. They are constants so that counting them
@@ -149,7 +150,7 @@ func (d *Decoder) viewOf(v *analyze.SegmentView, ip, tcp []byte, sec int64, nsec
 	v.SrcPort, v.DstPort = binary.BigEndian.Uint16(tcp), binary.BigEndian.Uint16(tcp[2:])
 	v.Seq, v.Ack, v.Flags = binary.BigEndian.Uint32(tcp[4:]), binary.BigEndian.Uint32(tcp[8:]), tcp[13]
 	v.Sec, v.Nsec = sec, nsec
-	v.Sent = analyze.PayloadNone
+	v.Sent = backoff.PayloadNone
 	data, n := dataOf(ip, tcp)
 	v.Payload, v.PayloadLen = data, n
 	if len(data) > 0 {

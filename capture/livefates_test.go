@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
 
@@ -89,9 +90,9 @@ func TestLiveFates(t *testing.T) {
 		t.Fatal("the closed port accepted")
 	}
 
-	want := []analyze.Fate{analyze.FateClosed, analyze.FateAbandoned, analyze.FateRefused}
-	fates := func(as []analyze.Attempt) []analyze.Fate {
-		var fs []analyze.Fate
+	want := []backoff.Fate{backoff.FateClosed, backoff.FateAbandoned, backoff.FateRefused}
+	fates := func(as []analyze.Attempt) []backoff.Fate {
+		var fs []backoff.Fate
 		for _, a := range as {
 			fs = append(fs, a.Ending.Fate)
 		}
@@ -114,7 +115,7 @@ func TestLiveFates(t *testing.T) {
 	if diff := cmp.Diff(want, fates(got)); diff != "" {
 		t.Fatalf("fates (-want +got):\n%s", diff)
 	}
-	if e := got[1].Ending; e.ClientSent != analyze.PayloadH2Preface || e.ServerSent != "" || e.Duration < 50*time.Millisecond {
+	if e := got[1].Ending; e.ClientSent != backoff.PayloadH2Preface || e.ServerSent != "" || e.Duration < 50*time.Millisecond {
 		t.Errorf("abandoned attempt: %+v; want the client's preface, nothing from the server, 50 ms or more", e)
 	}
 
@@ -135,8 +136,8 @@ func TestLiveFates(t *testing.T) {
 	}
 }
 
-func endings(as []analyze.Attempt) []analyze.Ending {
-	var es []analyze.Ending
+func endings(as []analyze.Attempt) []backoff.Ending {
+	var es []backoff.Ending
 	for _, a := range as {
 		es = append(es, a.Ending)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/h2"
 )
 
@@ -102,7 +103,7 @@ type Sessions struct {
 	n    int
 	open bool
 	// policy is the open session's, for the reason of a failed Stop.
-	policy analyze.Policy
+	policy backoff.Policy
 }
 
 // Event turns one call into the event of a record; ok is false for a call
@@ -111,9 +112,9 @@ func (s *Sessions) Event(c Call) (e analyze.RecordEvent, ok bool) {
 	switch {
 	case c.Kind == Start && (c.Status == "" || c.Status == "OK"):
 		s.n++
-		s.open, s.policy = true, analyze.ReferencePolicy(c.MaxMS)
+		s.open, s.policy = true, backoff.ReferencePolicy(c.MaxMS)
 		return analyze.RecordEvent{Event: analyze.EventStart, Time: c.Time, Session: s.n, Peer: c.Caller,
-			Params: &analyze.SessionParams{MaxReconnectBackoffMS: c.MaxMS, Policy: analyze.ReferencePolicy(c.MaxMS)}}, true
+			Params: &analyze.SessionParams{MaxReconnectBackoffMS: c.MaxMS, Policy: backoff.ReferencePolicy(c.MaxMS)}}, true
 	case c.Kind == Stop && s.open && c.Status == "OK" && c.Info != nil:
 		s.open = false
 		return analyze.RecordEvent{Event: analyze.EventStop, Time: c.Time, Session: s.n, Peer: c.Caller, End: End(c.Info, s.policy)}, true
@@ -147,8 +148,8 @@ func ServerSessions(calls []Call) []analyze.ServerSession {
 // End is the outcome of a session judged by p as its Stop answered it.
 // The answer names no verified peer: it is chosen from the kernel's
 // attempts (analyze.ServerSession.ChoosePeerFromKernel).
-func End(info *h2.ReconnectInfo, p analyze.Policy) *analyze.SessionEnd {
-	end := &analyze.SessionEnd{Cause: analyze.CauseStop, Passed: info.Passed, Verdict: analyze.Passed,
+func End(info *h2.ReconnectInfo, p backoff.Policy) *analyze.SessionEnd {
+	end := &analyze.SessionEnd{Cause: analyze.CauseStop, Passed: info.Passed, Verdict: backoff.Passed,
 		BackoffMS: slices.Clone(info.BackoffMs), Foreign: []analyze.PeerCount{}}
 	if end.BackoffMS == nil {
 		end.BackoffMS = []int32{}
@@ -160,9 +161,9 @@ func End(info *h2.ReconnectInfo, p analyze.Policy) *analyze.SessionEnd {
 	switch {
 	case info.Passed:
 	case len(end.BackoffMS) == 0:
-		end.Verdict, end.Reason = analyze.TooFew, "Stop answered passed=false with no interval"
+		end.Verdict, end.Reason = backoff.TooFew, "Stop answered passed=false with no interval"
 	default:
-		end.Verdict, end.Reason = analyze.Failed, "Stop answered passed=false"
+		end.Verdict, end.Reason = backoff.Failed, "Stop answered passed=false"
 		if r := analyze.VerifyBackoff(p, end.BackoffMS).Reason(); r != "" {
 			end.Reason += "; over its backoff_ms, " + r
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/h2"
 )
@@ -38,8 +39,8 @@ func TestEventsOfRecording(t *testing.T) {
 	stop := time.Date(2026, 12, 1, 18, 13, 43, 118724925, time.UTC)
 	want := []analyze.ServerSession{{
 		Number: 1, Start: start, Peer: caller, EndTime: stop, BackoffOnly: true,
-		Params: analyze.SessionParams{MaxReconnectBackoffMS: 2000, Policy: analyze.ReferencePolicy(2000)},
-		End: &analyze.SessionEnd{Cause: analyze.CauseStop, Verdict: analyze.Failed, BackoffMS: []int32{0},
+		Params: analyze.SessionParams{MaxReconnectBackoffMS: 2000, Policy: backoff.ReferencePolicy(2000)},
+		End: &analyze.SessionEnd{Cause: analyze.CauseStop, Verdict: backoff.Failed, BackoffMS: []int32{0},
 			Reason:   "Stop answered passed=false; over its backoff_ms, interval 1: 0 ms is early (expected 1000 ms, window 700–1300 ms)",
 			Attempts: 2, VerifiedAttempts: 2, Foreign: []analyze.PeerCount{}},
 	}}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
@@ -84,7 +85,7 @@ func prefacePorts(pt *analyze.PortTracker) []uint16 {
 	}
 	var out []uint16
 	for _, pc := range ports {
-		if pt.Tracker(pc.Port).ClientSent(analyze.PayloadH2Preface) {
+		if pt.Tracker(pc.Port).ClientSent(backoff.PayloadH2Preface) {
 			out = append(out, pc.Port)
 		}
 	}

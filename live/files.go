@@ -10,6 +10,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 )
 
@@ -23,11 +24,11 @@ type FilesConfig struct {
 	// Policy judges the peers. With a record or a control port it judges
 	// every session only when PolicySet (a policy flag was given);
 	// otherwise each session's own Start does.
-	Policy    analyze.Policy
+	Policy    backoff.Policy
 	PolicySet bool
 	// Mode is what the retry port did; unless ModeSet, it is read from the
 	// attempts' fates (Chains.InferMode).
-	Mode    analyze.RetryMode
+	Mode    backoff.RetryMode
 	ModeSet bool
 	// Peers keeps only these client addresses in the report.
 	Peers []string
@@ -136,7 +137,7 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 	if !cfg.ModeSet {
 		cfg.Mode, inferred = cs.InferMode(cfg.Policy)
 	}
-	aud := analyze.NewAudit(port, cfg.Policy, analyze.Run{Mode: cfg.Mode}, cs, info).Only(peers...)
+	aud := analyze.NewAudit(port, cfg.Policy, backoff.Run{Mode: cfg.Mode}, cs, info).Only(peers...)
 	aud.ModeInferred = inferred
 	if cfg.Herd {
 		aud = aud.WithHerd()

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 const realCapture = "../testdata/real-grpc-go.pcap"
@@ -19,7 +19,7 @@ func TestAuditFilesStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := FilesConfig{Policy: analyze.DefaultPolicy(), JSON: true}
+	cfg := FilesConfig{Policy: backoff.DefaultPolicy(), JSON: true}
 	var fromFile, fromStdin, errOut bytes.Buffer
 	want, err := AuditFiles(context.Background(), []string{realCapture}, cfg, &fromFile, &errOut)
 	if err != nil {
@@ -49,7 +49,7 @@ func TestAuditFilesBadStdin(t *testing.T) {
 		{[]string{"-", realCapture, "-"}, FilesConfig{}, "standard input (-) named twice"},
 		{[]string{"-"}, FilesConfig{Control: 8080}, "--control_port with standard input (-)"},
 	} {
-		tt.cfg.Policy = analyze.DefaultPolicy()
+		tt.cfg.Policy = backoff.DefaultPolicy()
 		_, err := AuditFiles(context.Background(), tt.files, tt.cfg, &bytes.Buffer{}, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: error %v; want %q", tt.files, err, tt.want)
@@ -63,7 +63,7 @@ func TestAuditFilesInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var errOut bytes.Buffer
-	_, err := AuditFiles(ctx, []string{realCapture, realCapture}, FilesConfig{Policy: analyze.DefaultPolicy(), Control: 8080}, &bytes.Buffer{}, &errOut)
+	_, err := AuditFiles(ctx, []string{realCapture, realCapture}, FilesConfig{Policy: backoff.DefaultPolicy(), Control: 8080}, &bytes.Buffer{}, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "no TCP SYN") {
 		t.Errorf("error %v; want nothing to audit", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // The record follower notices a file truncated or replaced under it and
@@ -23,7 +24,7 @@ func TestTailRecordReopens(t *testing.T) {
 	path := filepath.Join(dir, "run.jsonl")
 	start := func(n int, port uint16) []byte {
 		var b bytes.Buffer
-		p := analyze.DefaultPolicy()
+		p := backoff.DefaultPolicy()
 		analyze.WriteRecordEvent(&b, analyze.RecordEvent{Event: analyze.EventStart, Time: time.Now(), Session: n,
 			Peer: netip.MustParseAddrPort("127.0.0.1:40000"), RetryPort: port,
 			Params: &analyze.SessionParams{Policy: p}})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/server"
 )
@@ -77,8 +78,8 @@ type Outcome struct {
 // policy is what a sniff-only session is judged against: the cap of
 // --max_reconnect_backoff_ms and the connect timeout of
 // --min_connect_timeout_ms.
-func (c Config) policy() analyze.Policy {
-	p := analyze.ReferencePolicy(c.MaxMS)
+func (c Config) policy() backoff.Policy {
+	p := backoff.ReferencePolicy(c.MaxMS)
 	if c.Server.MinConnectTimeout > 0 {
 		p.MinConnectTimeout = c.Server.MinConnectTimeout
 	}
@@ -87,7 +88,7 @@ func (c Config) policy() analyze.Policy {
 
 // maxAttempts is what one session keeps, the server's --max_attempts: the
 // kernel's list of a session is capped as the server's is, and later
-// attempts are counted and make the verdict analyze.Overflow, as there.
+// attempts are counted and make the verdict backoff.Overflow, as there.
 func (c Config) maxAttempts() int {
 	if c.Server.MaxAttempts > 0 {
 		return c.Server.MaxAttempts
@@ -529,7 +530,7 @@ func (a *liveAuditor) addSYN(s analyze.SYN) {
 		if a.sess.dropped == 1 && !a.cfg.JSON { // later ones are only counted: a flood must not flood the output
 			fmt.Fprintf(a.out, "attempt %s  %-22s not kept: session %d holds its maximum of %d attempts; "+
 				"later ones are counted and the verdict will be %s\n",
-				at.Time.UTC().Format(analyze.TimeLayout), analyze.UnmapPort(at.Src), a.sess.number, a.sess.maxAttempts, analyze.Overflow)
+				at.Time.UTC().Format(analyze.TimeLayout), analyze.UnmapPort(at.Src), a.sess.number, a.sess.maxAttempts, backoff.Overflow)
 		}
 	default:
 		a.tr.AddAttempt(at)
@@ -749,7 +750,7 @@ type liveItem struct {
 	flags uint8
 	ack   uint32
 	syn   analyze.SYN
-	sent  analyze.Payload
+	sent  backoff.Payload
 	event *analyze.RecordEvent
 	text  string
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // RecordOptions say how to read a capture with a server's record file.
@@ -17,10 +18,10 @@ type RecordOptions struct {
 	Port uint16
 	// Policy, when set, judges every session instead of the policy of its
 	// Start line.
-	Policy *analyze.Policy
+	Policy *backoff.Policy
 	// DefaultPolicy is the report's policy when Policy is nil: the one a
 	// capture without a record would be judged by.
-	DefaultPolicy analyze.Policy
+	DefaultPolicy backoff.Policy
 	// Herd ends the report with the herd of every chain of the capture
 	// (not only the sessions' verified peers).
 	Herd bool
@@ -57,7 +58,7 @@ func AuditRecord(opt RecordOptions, chains []analyze.Chain, capInfo analyze.Capt
 // record file, or the server's control port. rec is the report's record
 // section, p its policy.
 func auditSessions(opt RecordOptions, all []analyze.ServerSession, chains []analyze.Chain, capInfo analyze.CaptureInfo,
-	rec *analyze.RecordInfo, p analyze.Policy) (analyze.Report, error) {
+	rec *analyze.RecordInfo, p backoff.Policy) (analyze.Report, error) {
 	source := "--record " + opt.Path
 	if rec.ControlPort != 0 {
 		source = fmt.Sprintf("control port %d", rec.ControlPort)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // liveSession is one session as the auditor follows it: from the server's
@@ -25,10 +26,10 @@ type liveSession struct {
 	start     time.Time
 	startPeer netip.AddrPort
 	maxMS     int32
-	policy    analyze.Policy
+	policy    backoff.Policy
 	// mode is what the retry port did (docs/spec.md §7.1), and back when
 	// a restarted port listened again.
-	mode analyze.RetryMode
+	mode backoff.RetryMode
 	back time.Time
 	// backoffOnly marks a session read from the server's control port:
 	// its list is only its Stop's backoff_ms (analyze.ServerSession).
@@ -40,7 +41,7 @@ type liveSession struct {
 	endTime time.Time
 	cause   string
 	// maxAttempts caps the attempts the session keeps; dropped counts
-	// the later ones, which make its verdict analyze.Overflow.
+	// the later ones, which make its verdict backoff.Overflow.
 	maxAttempts, dropped int
 	// captureEnd is when the capture stopped while the session was open
 	// (a capture error), captureEndCause why.
@@ -48,7 +49,7 @@ type liveSession struct {
 	captureEndCause string
 	// serverResult is the in-process server's own reading of the session,
 	// when it kept every attempt (see analyze.CrossInput.Server).
-	serverResult *analyze.Result
+	serverResult *backoff.Result
 	// outsideDropped counts the attempts outside any session that were
 	// forgotten before this report (see OutsideKeep).
 	outsideDropped int
@@ -65,14 +66,14 @@ type peerProgress struct {
 
 func newServerSession(e analyze.RecordEvent, maxAttempts int) *liveSession {
 	s := &liveSession{number: e.Session, server: true, start: e.Time, startPeer: e.Peer, maxAttempts: maxAttempts,
-		peer: e.Peer.Addr().Unmap(), policy: analyze.DefaultPolicy(), seen: map[netip.Addr]peerProgress{}}
+		peer: e.Peer.Addr().Unmap(), policy: backoff.DefaultPolicy(), seen: map[netip.Addr]peerProgress{}}
 	if e.Params != nil {
 		s.maxMS, s.policy, s.mode = e.Params.MaxReconnectBackoffMS, e.Params.Policy, e.Params.Mode
 	}
 	return s
 }
 
-func newSniffSession(number int, p analyze.Policy, mode analyze.RetryMode, maxAttempts int, first analyze.Attempt) *liveSession {
+func newSniffSession(number int, p backoff.Policy, mode backoff.RetryMode, maxAttempts int, first analyze.Attempt) *liveSession {
 	return &liveSession{number: number, start: first.Time, policy: p, mode: mode, maxAttempts: maxAttempts,
 		peer: first.Src.Addr().Unmap(), seen: map[netip.Addr]peerProgress{}}
 }
@@ -182,7 +183,7 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 		c := analyze.Chain{Peer: chain, Attempts: as}
 		// The model of the session's mode (docs/spec.md §7.3); the run
 		// ends with the session, or where the capture stopped.
-		res := analyze.VerifyRun(s.policy, c.Times(), analyze.Run{Mode: s.mode, End: s.runEnd(), Endings: c.Endings(), Back: s.back})
+		res := backoff.VerifyRun(s.policy, c.Times(), backoff.Run{Mode: s.mode, End: s.runEnd(), Endings: c.Endings(), Back: s.back})
 		input.Kernel = &res
 		peers = append(peers, analyze.PeerReportOf(c, res))
 	}
@@ -196,7 +197,7 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 		i := slices.IndexFunc(r.Peers, func(p analyze.PeerReport) bool { return p.Peer == chain })
 		if i < 0 {
 			r.Peers = append(r.Peers, analyze.PeerReport{Peer: chain, Attempts: []analyze.AttemptReport{},
-				Intervals: []analyze.Interval{}, BackoffMS: []int32{}})
+				Intervals: []backoff.Interval{}, BackoffMS: []int32{}})
 			i = len(r.Peers) - 1
 		}
 		r.Peers[i].Overflowed(len(inside), s.dropped, s.maxAttempts)

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/pb"
 	"github.com/backoff-audit/audit/server/internal/loadgen"
 )
@@ -518,7 +519,7 @@ func TestFloodOneSession(t *testing.T) {
 	if growth > floodHeapBound {
 		t.Errorf("heap grew by %d MiB over %d connections, bound %d MiB", growth>>20, res.Conns, floodHeapBound>>20)
 	}
-	if info.GetPassed() || end.Verdict != analyze.Overflow || end.Attempts != floodMaxAttempts || int64(end.Dropped) != accepts.Load()-floodMaxAttempts {
+	if info.GetPassed() || end.Verdict != backoff.Overflow || end.Attempts != floodMaxAttempts || int64(end.Dropped) != accepts.Load()-floodMaxAttempts {
 		t.Errorf("end %+v (passed %v): want overflow, %d kept, %d dropped", end, info.GetPassed(), floodMaxAttempts, accepts.Load()-floodMaxAttempts)
 	}
 	if accepts.Load() != int64(res.Conns) || overflow.Load() != accepts.Load()-floodMaxAttempts || rec.lines.Load() != accepts.Load()+2 {

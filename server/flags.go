@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // Flags are the settings `audit server` and `audit live` take on their
@@ -18,7 +18,7 @@ type Flags struct {
 	SessionTimeout         time.Duration
 	MaxAttempts            int
 	MaxWaiting             int
-	RetryMode              analyze.RetryMode
+	RetryMode              backoff.RetryMode
 	MinConnectTimeoutMS    int
 	MaxHeld                int
 	TLSCert, TLSKey        string

@@ -30,13 +30,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
 )
 
-func mode(t *testing.T, s string) analyze.RetryMode {
+func mode(t *testing.T, s string) backoff.RetryMode {
 	t.Helper()
-	m, err := analyze.ParseRetryMode(s)
+	m, err := backoff.ParseRetryMode(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,17 +92,17 @@ func TestStartLineCarriesModeAndMinConnectTimeout(t *testing.T) {
 		cfg  Config
 		want analyze.SessionParams
 	}{
-		{name: "defaults", want: analyze.SessionParams{Policy: analyze.ReferencePolicy(0)}},
-		{name: "close spelt out", cfg: Config{Mode: analyze.RetryMode{Kind: analyze.ModeClose}},
-			want: analyze.SessionParams{Policy: analyze.ReferencePolicy(0)}},
+		{name: "defaults", want: analyze.SessionParams{Policy: backoff.ReferencePolicy(0)}},
+		{name: "close spelt out", cfg: Config{Mode: backoff.RetryMode{Kind: backoff.ModeClose}},
+			want: analyze.SessionParams{Policy: backoff.ReferencePolicy(0)}},
 		{
 			name: "hang, 3 s",
-			cfg:  Config{Mode: analyze.RetryMode{Kind: analyze.ModeHang}, MinConnectTimeout: 3 * time.Second},
-			want: analyze.SessionParams{Policy: func() analyze.Policy {
-				p := analyze.ReferencePolicy(0)
+			cfg:  Config{Mode: backoff.RetryMode{Kind: backoff.ModeHang}, MinConnectTimeout: 3 * time.Second},
+			want: analyze.SessionParams{Policy: func() backoff.Policy {
+				p := backoff.ReferencePolicy(0)
 				p.MinConnectTimeout = 3 * time.Second
 				return p
-			}(), Mode: analyze.RetryMode{Kind: analyze.ModeHang}},
+			}(), Mode: backoff.RetryMode{Kind: backoff.ModeHang}},
 		},
 	}
 	for _, tt := range tests {
@@ -131,7 +132,7 @@ func TestStartLineCarriesModeAndMinConnectTimeout(t *testing.T) {
 
 // TestNewRefusesBadModes: a mode ParseRetryMode would not give is an error.
 func TestNewRefusesBadModes(t *testing.T) {
-	for _, m := range []analyze.RetryMode{{Kind: "sleep"}, {Kind: analyze.ModeRestart}, {Kind: analyze.ModeHang, Down: time.Second}} {
+	for _, m := range []backoff.RetryMode{{Kind: "sleep"}, {Kind: backoff.ModeRestart}, {Kind: backoff.ModeHang, Down: time.Second}} {
 		s, err := New(Config{RetryAddr: "127.0.0.1:0", Mode: m})
 		if err == nil {
 			s.Close()
@@ -182,7 +183,7 @@ func TestRefuseMode(t *testing.T) {
 				}
 				info := h.stop()
 				stop := h.waitEvent(analyze.EventStop)
-				if info.Passed || stop.End.Passed || stop.End.Verdict != analyze.NotJudged || stop.End.Reason != refuseReason || stop.End.Attempts != 0 {
+				if info.Passed || stop.End.Passed || stop.End.Verdict != backoff.NotJudged || stop.End.Reason != refuseReason || stop.End.Attempts != 0 {
 					t.Errorf("session %d: passed %v, end %+v; want not passed, no attempt, reason %q",
 						id, info.Passed, stop.End, refuseReason)
 				}
@@ -195,7 +196,7 @@ func TestRefuseMode(t *testing.T) {
 					t.Fatalf("retry port moved from %d to %d", port, got)
 				}
 				ss, _ := h.s.Session(id)
-				if !ss.Params.Mode.Is(analyze.ModeRefuse) {
+				if !ss.Params.Mode.Is(backoff.ModeRefuse) {
 					t.Errorf("session %d: mode %v, want refuse", id, ss.Params.Mode)
 				}
 			}
@@ -301,11 +302,11 @@ func TestHangHoldsUpToMaxHeld(t *testing.T) {
 		t.Errorf("session: %d not held, %d attempts, %d abandoned; want %d, %d, 0",
 			ss.NotHeld, ss.End.Attempts, ss.Abandoned, dialers-maxHeld, dialers)
 	}
-	fates := map[analyze.Fate]int{}
+	fates := map[backoff.Fate]int{}
 	for _, e := range ss.Endings {
 		fates[e.Fate]++
 	}
-	if want := (map[analyze.Fate]int{analyze.FateOpen: maxHeld, analyze.FateClosed: dialers - maxHeld}); !cmp.Equal(fates, want) {
+	if want := (map[backoff.Fate]int{backoff.FateOpen: maxHeld, backoff.FateClosed: dialers - maxHeld}); !cmp.Equal(fates, want) {
 		t.Errorf("endings by fate %v, want %v", fates, want)
 	}
 	h.s.mu.Lock()
@@ -356,9 +357,9 @@ func TestHangEndings(t *testing.T) {
 	h.waitEvent(analyze.EventAccept)
 	h.stop()
 	ss, _ := h.s.Session(1)
-	want := []analyze.Ending{
-		{Fate: analyze.FateAbandoned, Duration: 20 * time.Second, ClientSent: analyze.PayloadTLSClientHello},
-		{Fate: analyze.FateOpen},
+	want := []backoff.Ending{
+		{Fate: backoff.FateAbandoned, Duration: 20 * time.Second, ClientSent: backoff.PayloadTLSClientHello},
+		{Fate: backoff.FateOpen},
 	}
 	if diff := cmp.Diff(want, ss.Endings); diff != "" {
 		t.Errorf("endings (-want +got):\n%s", diff)
@@ -406,7 +407,7 @@ func TestHangVerdict(t *testing.T) {
 		if !info.Passed || len(info.BackoffMs) != 1 || info.BackoffMs[0] != 3000 {
 			t.Errorf("Stop: passed %v, backoff_ms %v (%s); want passed, [3000]", info.Passed, info.BackoffMs, ss.End.Reason)
 		}
-		if ivs := ss.Result.Intervals; len(ivs) != 1 || ivs[0].Term != analyze.TermConnectTimeout {
+		if ivs := ss.Result.Intervals; len(ivs) != 1 || ivs[0].Term != backoff.TermConnectTimeout {
 			t.Errorf("intervals %+v; want one set by the connect timeout", ivs)
 		}
 	})
@@ -445,7 +446,7 @@ func TestHangEnds(t *testing.T) {
 			t.Error("held connection open after the session timed out")
 		}
 		ss, _ := h.s.Session(1)
-		if diff := cmp.Diff([]analyze.Ending{{Fate: analyze.FateOpen}}, ss.Endings); diff != "" {
+		if diff := cmp.Diff([]backoff.Ending{{Fate: backoff.FateOpen}}, ss.Endings); diff != "" {
 			t.Errorf("endings (-want +got):\n%s", diff)
 		}
 	})
@@ -503,7 +504,7 @@ func TestRestartMode(t *testing.T) {
 		h.retry("127.0.0.1")
 		info := h.stop()
 		ss, _ := h.s.Session(1)
-		if ss.End.Verdict != analyze.NotJudged || info.Passed || !strings.Contains(ss.End.Reason, "saw only the 2 attempts after the port came back") {
+		if ss.End.Verdict != backoff.NotJudged || info.Passed || !strings.Contains(ss.End.Reason, "saw only the 2 attempts after the port came back") {
 			t.Errorf("restart verdict %q passed %v (%s); want not judged: the server saw only the attempts after the return", ss.End.Verdict, info.Passed, ss.End.Reason)
 		}
 		if !ss.Back.Equal(back.Time) || ss.End.Attempts != 2 || len(info.BackoffMs) != 1 || info.BackoffMs[0] != 1000 {

@@ -2,7 +2,7 @@
 // interop test (docs/spec.md §1): grpc.testing.ReconnectService on a control port
 // and a retry port that accepts and closes every connection, recording when
 // each arrived and from where. It fixes the C++ reference's bugs (docs/spec.md §4)
-// and verifies each session with analyze.Verify, the one verifier the packet
+// and verifies each session with backoff.Verify, the one verifier the packet
 // auditor also runs. During a session the retry port may instead fail
 // attempts in other ways, its retry mode (docs/spec.md §7.1; Config.Mode).
 //
@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -64,7 +65,7 @@ type Config struct {
 	// Default DefaultSessionTimeout.
 	SessionTimeout time.Duration
 	// MaxAttempts bounds the connections a session keeps; later ones are
-	// counted, written to Record, and make the verdict analyze.Overflow.
+	// counted, written to Record, and make the verdict backoff.Overflow.
 	// Default DefaultMaxAttempts.
 	MaxAttempts int
 	// KeepSessions is how many finished sessions Session can still return.
@@ -91,11 +92,11 @@ type Config struct {
 	// Mode is what the retry port does during a session (docs/spec.md §7.1);
 	// outside sessions it accepts and closes. The zero value is close.
 	// refuse and restart need Linux.
-	Mode analyze.RetryMode
+	Mode backoff.RetryMode
 	// MinConnectTimeout is MIN_CONNECT_TIMEOUT in the sessions' policy
-	// (analyze.Policy.MinConnectTimeout): the least time a client gives
+	// (backoff.Policy.MinConnectTimeout): the least time a client gives
 	// one attempt, which bounds how long an attempt hangs in hang mode.
-	// Default analyze.DefaultMinConnectTimeout.
+	// Default backoff.DefaultMinConnectTimeout.
 	MinConnectTimeout time.Duration
 	// MaxHeld bounds the connections hang mode holds open at once; beyond
 	// it a connection is accepted, stamped and closed, and counted in
@@ -186,7 +187,7 @@ type Server struct {
 
 	// mode is Config.Mode, its zero value spelt ModeClose; tlsConf the
 	// TLS configuration of the settings-close and goaway modes.
-	mode    analyze.RetryMode
+	mode    backoff.RetryMode
 	tlsConf *tls.Config
 	// handshakeTimeout bounds each connection of those modes.
 	handshakeTimeout time.Duration
@@ -246,7 +247,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxWaiting = DefaultMaxWaiting
 	}
 	if cfg.MinConnectTimeout <= 0 {
-		cfg.MinConnectTimeout = analyze.DefaultMinConnectTimeout
+		cfg.MinConnectTimeout = backoff.DefaultMinConnectTimeout
 	}
 	if cfg.MaxHeld <= 0 {
 		cfg.MaxHeld = DefaultMaxHeld

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
 )
@@ -26,28 +27,28 @@ func TestVerdict(t *testing.T) {
 		maxMS       int32
 		gaps        []time.Duration // nil: a single connection
 		wantPassed  bool
-		wantVerdict analyze.Verdict
+		wantVerdict backoff.Verdict
 		wantBackoff []int32
 	}{
 		{
 			name: "spec backoff passes", gaps: ms(1000, 1600, 2560, 4096, 6553),
-			wantPassed: true, wantVerdict: analyze.Passed, wantBackoff: []int32{1000, 1600, 2560, 4096, 6553},
+			wantPassed: true, wantVerdict: backoff.Passed, wantBackoff: []int32{1000, 1600, 2560, 4096, 6553},
 		},
 		{
 			name: "edges of the windows pass", gaps: ms(700, 1300+1600-1000, 1948),
-			wantPassed: true, wantVerdict: analyze.Passed, wantBackoff: []int32{700, 1900, 1948},
+			wantPassed: true, wantVerdict: backoff.Passed, wantBackoff: []int32{700, 1900, 1948},
 		},
 		{
 			name: "early second interval fails", gaps: ms(1000, 1179, 2560),
-			wantVerdict: analyze.Failed, wantBackoff: []int32{1000, 1179, 2560},
+			wantVerdict: backoff.Failed, wantBackoff: []int32{1000, 1179, 2560},
 		},
 		{
 			name: "sub-millisecond is floored", gaps: []time.Duration{1300*time.Millisecond + 999*time.Microsecond},
-			wantPassed: true, wantVerdict: analyze.Passed, wantBackoff: []int32{1300},
+			wantPassed: true, wantVerdict: backoff.Passed, wantBackoff: []int32{1300},
 		},
 		{
 			name: "one connection is too few", gaps: nil,
-			wantVerdict: analyze.TooFew, wantBackoff: []int32{},
+			wantVerdict: backoff.TooFew, wantBackoff: []int32{},
 		},
 	}
 	for _, tt := range tests {
@@ -59,7 +60,7 @@ func TestVerdict(t *testing.T) {
 			end := h.waitEvent(analyze.EventStop).End
 			got := struct {
 				Passed  bool
-				Verdict analyze.Verdict
+				Verdict backoff.Verdict
 				Backoff []int32
 				Wire    []int32
 			}{info.GetPassed(), end.Verdict, end.BackoffMS, info.GetBackoffMs()}
@@ -157,7 +158,7 @@ func TestForeignChainNotInVerdict(t *testing.T) {
 	info := h.stop()
 	end := *h.waitEvent(analyze.EventStop).End
 	want := analyze.SessionEnd{
-		Cause: analyze.CauseStop, Verdict: analyze.Passed, Passed: true, Attempts: 4,
+		Cause: analyze.CauseStop, Verdict: backoff.Passed, Passed: true, Attempts: 4,
 		VerifiedPeer: netip.MustParseAddr("127.0.0.1"), VerifiedReason: analyze.VerifiedStartPeer, VerifiedAttempts: 3,
 		BackoffMS: []int32{1000, 1600},
 		Foreign:   []analyze.PeerCount{{Addr: netip.MustParseAddr("127.0.0.2"), Attempts: 1}},
@@ -325,7 +326,7 @@ func TestOverflow(t *testing.T) {
 	h.chain("127.0.0.1", ms(1000, 1600, 2560, 4096)...)
 	info := h.stop()
 	end := h.waitEvent(analyze.EventStop).End
-	if info.GetPassed() || end.Verdict != analyze.Overflow || end.Attempts != 3 || end.Dropped != 2 {
+	if info.GetPassed() || end.Verdict != backoff.Overflow || end.Attempts != 3 || end.Dropped != 2 {
 		t.Errorf("end %+v, passed %v; want overflow with 3 kept and 2 dropped", end, info.GetPassed())
 	}
 	ss, _ := h.s.Session(1)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // Session is the full record of a finished session.
@@ -28,24 +29,24 @@ type Session struct {
 	// End is the outcome as written to the record: verdict, the chosen
 	// chain and why, the foreign chains with their counts.
 	End analyze.SessionEnd
-	// Result is analyze.VerifyRun over the verified peer's chain
+	// Result is backoff.VerifyRun over the verified peer's chain
 	// (End.VerifiedPeer) in the session's mode, with Endings and Back; its
 	// Reference reading is Verdict Overflow when End.Dropped > 0.
-	Result analyze.Result
+	Result backoff.Result
 
 	// The mode is Params.Mode; the fields below say what it did
 	// (docs/spec.md §7.1).
 
 	// Endings, in hang mode, is how each of the verified peer's kept
 	// attempts ended, in the order of Times(End.VerifiedPeer):
-	// analyze.FateAbandoned when the client closed the held connection,
+	// backoff.FateAbandoned when the client closed the held connection,
 	// Duration the time from the accept stamp to the server seeing the
-	// close; analyze.FateOpen when it was still held at the session's end
-	// (Duration zero); analyze.FateClosed when the server closed it at
+	// close; backoff.FateOpen when it was still held at the session's end
+	// (Duration zero); backoff.FateClosed when the server closed it at
 	// once because MaxHeld connections were held. ClientSent names the
 	// first bytes the client sent on it. The server sees no SYN, so
 	// Accepted is zero. Nil in the other modes.
-	Endings []analyze.Ending
+	Endings []backoff.Ending
 	// Back, in restart mode, is when the retry port listened again;
 	// zero when the session ended before it did.
 	Back time.Time
@@ -95,7 +96,7 @@ type session struct {
 	done   chan struct{} // closed when the session ends
 	// endings, in hang mode, is every kept attempt's ending, by its index
 	// in Accepts.
-	endings []analyze.Ending
+	endings []backoff.Ending
 }
 
 type chainState struct {
@@ -117,7 +118,7 @@ func (s *Server) accepted(peer netip.AddrPort) *heldConn {
 	t := s.now().Round(0)
 	sess := s.cur
 	e := analyze.RecordEvent{Event: analyze.EventAccept, Time: t, Peer: peer}
-	var iv *analyze.Interval
+	var iv *backoff.Interval
 	if sess != nil {
 		e.Session = sess.ID
 		if len(sess.Accepts) >= s.cfg.MaxAttempts {
@@ -226,7 +227,7 @@ func (s *Server) flushOutside() {
 // When the server is closing it gives the token back and returns nil, and
 // so it does with an error when the retry port would not stop listening.
 func (s *Server) begin(peer netip.AddrPort, maxMS int32) (*session, error) {
-	if s.mode.Is(analyze.ModeRefuse) || s.mode.Is(analyze.ModeRestart) {
+	if s.mode.Is(backoff.ModeRefuse) || s.mode.Is(backoff.ModeRestart) {
 		// The port stops listening before the session starts, under the
 		// lock that orders accepts with sessions: what completed before
 		// is taken first, as outside any session (docs/spec.md §7.1).
@@ -245,7 +246,7 @@ func (s *Server) begin(peer netip.AddrPort, maxMS int32) (*session, error) {
 		return nil, nil
 	}
 	s.lastID++
-	policy := analyze.ReferencePolicy(maxMS)
+	policy := backoff.ReferencePolicy(maxMS)
 	policy.MinConnectTimeout = s.cfg.MinConnectTimeout
 	sess := &session{
 		Session: Session{
@@ -278,7 +279,7 @@ func (s *Server) watch(sess *session) {
 	t := time.NewTimer(s.cfg.SessionTimeout)
 	defer t.Stop()
 	var back <-chan time.Time
-	if m := sess.Params.Mode; m.Is(analyze.ModeRestart) {
+	if m := sess.Params.Mode; m.Is(backoff.ModeRestart) {
 		bt := time.NewTimer(m.Down)
 		defer bt.Stop()
 		back = bt.C
@@ -402,20 +403,20 @@ func (s *Server) verdict(sess *session) {
 	// The model of docs/spec.md §7.3: the mode, and in hang mode each
 	// attempt's ending, set each interval's window; a hung last attempt
 	// the client never gave up on fails the chain. In close mode it is
-	// analyze.Verify.
-	r := analyze.VerifyRun(sess.Params.Policy, times, analyze.Run{
+	// backoff.Verify.
+	r := backoff.VerifyRun(sess.Params.Policy, times, backoff.Run{
 		Mode: sess.Params.Mode, End: sess.Ended, Endings: sess.Endings, Back: sess.Back,
 	})
 	end.Reason = r.Reason()
 	switch m := sess.Params.Mode; {
-	case m.Is(analyze.ModeRefuse):
-		r.Reference = analyze.Reading{Verdict: analyze.NotJudged}
+	case m.Is(backoff.ModeRefuse):
+		r.Reference = backoff.Reading{Verdict: backoff.NotJudged}
 		end.Reason = refuseReason
-	case m.Is(analyze.ModeRestart):
+	case m.Is(backoff.ModeRestart):
 		// The attempts refused while the port was down are not in the
 		// list, so the first interval seen is interval k of a chain
 		// whose k the server cannot know.
-		r.Reference = analyze.Reading{Verdict: analyze.NotJudged}
+		r.Reference = backoff.Reading{Verdict: backoff.NotJudged}
 		end.Reason = fmt.Sprintf("restart mode: the server accepted nothing for %v, so it saw only the %d attempts after the port came back; "+
 			"audit live judges the whole chain from the kernel's SYNs", m.Down, len(times))
 	}
@@ -464,25 +465,25 @@ func (s *Server) logEnd(ss Session) {
 		"verified_attempts", end.VerifiedAttempts, "attempts", end.Attempts, "dropped", end.Dropped,
 		"foreign_chains", len(end.Foreign), "backoff_ms", end.BackoffMS}
 	switch m := ss.Params.Mode; m.Kind {
-	case analyze.ModeHang:
+	case backoff.ModeHang:
 		open := 0
 		for _, e := range ss.Endings {
-			if e.Fate == analyze.FateOpen {
+			if e.Fate == backoff.FateOpen {
 				open++
 			}
 		}
 		args = append(args, "retry_mode", m.String(), "abandoned", ss.Abandoned,
 			"verified_open_at_end", open, "not_held", ss.NotHeld)
-	case analyze.ModeRestart:
+	case backoff.ModeRestart:
 		back := "never (the session ended first)"
 		if !ss.Back.IsZero() {
 			back = ss.Back.Sub(ss.Started).String()
 		}
 		args = append(args, "retry_mode", m.String(), "port_back_after", back)
-	case analyze.ModeSettingsClose, analyze.ModeGoaway:
+	case backoff.ModeSettingsClose, backoff.ModeGoaway:
 		args = append(args, "retry_mode", m.String(), "handshakes", ss.Handshakes,
 			"handshake_errors", ss.HandshakeErrors, "not_held", ss.NotHeld)
-	case analyze.ModeRefuse:
+	case backoff.ModeRefuse:
 		args = append(args, "retry_mode", m.String())
 	}
 	s.log.Log(context.Background(), lvl, "session ended", args...)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/live"
 )
@@ -356,7 +357,7 @@ func TestBrowserRowMatchesGo(t *testing.T) {
 		htmlreport.AddChain(tr, fmt.Sprintf("10.5.0.%d", i+1), htmlreport.Start.Add(time.Duration(i)*time.Second),
 			htmlreport.MsDur(1000.25), htmlreport.MsDur(1700.5+float64(i)), htmlreport.MsDur(2400), htmlreport.MsDur(4000), htmlreport.MsDur(6000))
 	}
-	r := analyze.NewReport(50052, analyze.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{})
+	r := analyze.NewReport(50052, backoff.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{})
 	// Every kind of column in one row: ok ones, a late one, and one after
 	// a connection that succeeded. Such a chain does not pass; it is
 	// called passing here so that it is a row.
@@ -364,8 +365,8 @@ func TestBrowserRowMatchesGo(t *testing.T) {
 	if !p.Passed || r.Summary.Passed != len(r.Peers) {
 		t.Fatalf("peer %s: %s; want every peer passing", p.Peer, p.Verdict)
 	}
-	p.Intervals[2].OK, p.Intervals[2].Outcome = false, analyze.Late
-	p.Intervals[4].Term = analyze.TermReset
+	p.Intervals[2].OK, p.Intervals[2].Outcome = false, backoff.Late
+	p.Intervals[4].Term = backoff.TermReset
 	path := writePage(t, r, r.Herd())
 
 	tb := newTab(t, 1200, 900)
@@ -465,7 +466,7 @@ func realReport(t *testing.T) analyze.Report {
 	}
 	tr := pt.Tracker(port)
 	info.SYNs = uint64(tr.SYNs())
-	r, err := live.AuditRecord(live.RecordOptions{Path: record, Port: port, DefaultPolicy: analyze.DefaultPolicy()}, tr.Peers(), info)
+	r, err := live.AuditRecord(live.RecordOptions{Path: record, Port: port, DefaultPolicy: backoff.DefaultPolicy()}, tr.Peers(), info)
 	if err != nil {
 		t.Fatal(err)
 	}

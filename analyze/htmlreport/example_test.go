@@ -8,6 +8,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // A capture's audit as a page: the report of every peer and the herd
@@ -20,7 +21,7 @@ func ExampleWrite() {
 		start = start.Add(gap)
 		tr.Add(analyze.SYN{Time: start, Src: netip.AddrPortFrom(dst.Addr(), uint16(40000+i)), Dst: dst, Seq: uint32(i)})
 	}
-	a := analyze.NewAudit(dst.Port(), analyze.DefaultPolicy(), analyze.Run{}, tr.Chains(), analyze.CaptureInfo{})
+	a := analyze.NewAudit(dst.Port(), backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), analyze.CaptureInfo{})
 	f, err := os.Create("report.html")
 	if err != nil {
 		log.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // attemptFate is what the page shows of an attempt's fate (docs/spec.md
@@ -14,7 +15,7 @@ import (
 // This is the one place that reads fates from an AttemptReport.
 func attemptFate(a analyze.AttemptReport) (fate string, durationMS float64, ok bool) {
 	e := a.Ending
-	if e.Fate == "" || e.Fate == analyze.FateUnknown {
+	if e.Fate == "" || e.Fate == backoff.FateUnknown {
 		return "", 0, false
 	}
 	if e.Fate.Ended() {

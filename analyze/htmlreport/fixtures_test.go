@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 var (
@@ -56,7 +57,7 @@ func mixedReport() (analyze.Report, analyze.Herd) {
 		addChain(tr, netip.AddrFrom4([4]byte{10, 1, 0, byte(i + 1)}).String(), fixtureStart.Add(20*time.Second+time.Duration(i)*time.Millisecond),
 			msDur(1000), msDur(1600), msDur(2560), msDur(4096))
 	}
-	r := analyze.NewReport(retryPort.Port(), analyze.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{
+	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{
 		Packets: 1234, SYNs: uint64(tr.SYNs()), Skipped: map[string]uint64{"not IP": 2},
 		Files: []analyze.FileInfo{{Path: "mixed.pcap", Format: "pcap (ns)", Bytes: 99999, Packets: 1234, SYNs: uint64(tr.SYNs())}},
 	})
@@ -77,7 +78,7 @@ func mixedReport() (analyze.Report, analyze.Herd) {
 	r.CrossCheck = &cc
 	r.Session = &analyze.SessionInfo{Number: 1, Start: in.Start.Format(analyze.TimeLayout), End: in.End.Format(analyze.TimeLayout),
 		Cause: "stop", StartPeer: mixedLate + ":40000", VerifiedPeer: mixedLate}
-	r.Server = &analyze.ServerVerdict{Passed: false, BackoffMS: []int32{1350, 2200, 2690}, Verdict: analyze.Failed, Reason: "interval 1: 1350 ms is late"}
+	r.Server = &analyze.ServerVerdict{Passed: false, BackoffMS: []int32{1350, 2200, 2690}, Verdict: backoff.Failed, Reason: "interval 1: 1350 ms is late"}
 	return r, r.Herd()
 }
 
@@ -87,7 +88,7 @@ func mixedReport() (analyze.Report, analyze.Herd) {
 // hundred retransmitted.
 func bigTracker(n int) *analyze.Tracker {
 	r := rand.New(rand.NewPCG(1, uint64(n)))
-	p := analyze.DefaultPolicy()
+	p := backoff.DefaultPolicy()
 	tr := analyze.NewTracker()
 	for i := range n {
 		src := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
@@ -126,6 +127,6 @@ func bigTracker(n int) *analyze.Tracker {
 // bigAudit is the audit of bigTracker(n), as `audit pcap` makes it.
 func bigAudit(n int) *analyze.Audit {
 	tr := bigTracker(n)
-	return analyze.NewAudit(retryPort.Port(), analyze.DefaultPolicy(), analyze.Run{}, tr.Chains(),
+	return analyze.NewAudit(retryPort.Port(), backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(),
 		analyze.CaptureInfo{Packets: uint64(tr.SYNs()), SYNs: uint64(tr.SYNs())})
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 var (
@@ -111,7 +112,7 @@ func newPage(r analyze.Report, h analyze.Herd) *page {
 	if s := r.Session; s != nil {
 		if s.Dropped > 0 {
 			pg.Drops = append(pg.Drops, fmt.Sprintf("%d more attempts than the session's maximum of %d were counted, not kept: the verdict is %s",
-				s.Dropped, s.MaxAttempts, analyze.Overflow))
+				s.Dropped, s.MaxAttempts, backoff.Overflow))
 		}
 		if s.OutsideDropped > 0 {
 			pg.Drops = append(pg.Drops, fmt.Sprintf("%d older attempts outside any session were counted, not kept", s.OutsideDropped))
@@ -141,11 +142,11 @@ func appendPeerID(b []byte, i int) []byte { return strconv.AppendInt(append(b, "
 
 // verdictMark is a verdict's mark and class: ✓ passed, ✗ failed, and !
 // for any other failing verdict (too few attempts, too many).
-func verdictMark(v analyze.Verdict) (mark, class string) {
+func verdictMark(v backoff.Verdict) (mark, class string) {
 	switch v {
-	case analyze.Passed:
+	case backoff.Passed:
 		return "✓", "pass"
-	case analyze.Failed:
+	case backoff.Failed:
 		return "✗", "fail"
 	}
 	return "!", "few"

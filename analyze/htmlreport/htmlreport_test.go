@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 var update = flag.Bool("update", false, "rewrite the screenshots in testdata/")
@@ -178,7 +179,7 @@ func TestWriteSmall(t *testing.T) {
 	for i := range analyze.TablesUpTo {
 		addChain(tr, fmt.Sprintf("10.3.0.%d", i+1), fixtureStart.Add(time.Duration(i)*time.Second), msDur(1000), msDur(1700))
 	}
-	r := analyze.NewReport(retryPort.Port(), analyze.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{})
+	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{})
 	_, doc := writePage(t, r, r.Herd())
 	if a, rows := len(find(doc, byClass("article", "peer"))), len(find(doc, byClass("details", "row"))); a != analyze.TablesUpTo || rows != 0 {
 		t.Errorf("%d peers in full, %d rows; want %d and none", a, rows, analyze.TablesUpTo)
@@ -187,7 +188,7 @@ func TestWriteSmall(t *testing.T) {
 
 // TestWriteEmpty: a report without peers is still a page.
 func TestWriteEmpty(t *testing.T) {
-	r := analyze.NewReport(retryPort.Port(), analyze.DefaultPolicy(), nil, analyze.CaptureInfo{})
+	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), nil, analyze.CaptureInfo{})
 	b, doc := writePage(t, r, r.Herd())
 	if len(find(doc, byClass("article", "peer")))+len(find(doc, byClass("details", "row"))) != 0 {
 		t.Error("peers on the page of a report without any")
@@ -233,9 +234,9 @@ func TestWriteEscapes(t *testing.T) {
 	for i := range analyze.TablesUpTo + 1 {
 		addChain(tr, fmt.Sprintf("10.4.0.%d", i+1), fixtureStart, msDur(1000), msDur(1700))
 	}
-	r := analyze.NewReport(retryPort.Port(), analyze.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{})
-	r.Peers[0].Passed, r.Peers[0].Verdict, r.Peers[0].Reason = false, analyze.Failed, evil
-	r.Peers[1].Signatures = []analyze.Signature{{Name: "n", Seen: "s", Detail: evil}}
+	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{})
+	r.Peers[0].Passed, r.Peers[0].Verdict, r.Peers[0].Reason = false, backoff.Failed, evil
+	r.Peers[1].Signatures = []backoff.Signature{{Name: "n", Seen: "s", Detail: evil}}
 	b, doc := writePage(t, r, r.Herd())
 	if bytes.Contains(b, []byte("<script>alert")) {
 		t.Fatal("the page holds the report's text unescaped")
@@ -375,13 +376,13 @@ func TestAttemptFateWired(t *testing.T) {
 	v := reflect.ValueOf(&a).Elem()
 	switch {
 	case hasField(typ, "Ending"):
-		v.FieldByName("Ending").FieldByName("Fate").SetString(string(analyze.FateRefused))
+		v.FieldByName("Ending").FieldByName("Fate").SetString(string(backoff.FateRefused))
 	case hasField(typ, "Fate"):
-		v.FieldByName("Fate").SetString(string(analyze.FateRefused))
+		v.FieldByName("Fate").SetString(string(backoff.FateRefused))
 	default:
 		t.Skip("analyze.AttemptReport carries no fate yet: the page shows none")
 	}
-	if f, _, ok := attemptFate(a); !ok || f != string(analyze.FateRefused) {
+	if f, _, ok := attemptFate(a); !ok || f != string(backoff.FateRefused) {
 		t.Errorf("attemptFate of a refused attempt = %q, %v; read the fate in fate.go", f, ok)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // peerBatch is how many peers a goroutine of writePeers formats at a time.
@@ -54,7 +55,7 @@ type formatter struct {
 }
 
 // appendWindow appends ",expected,min,max" of iv, the i-th interval shown.
-func (f *formatter) appendWindow(b []byte, i int, iv *analyze.Interval) []byte {
+func (f *formatter) appendWindow(b []byte, i int, iv *backoff.Interval) []byte {
 	w := &f.windows[i]
 	key := [3]float64{iv.ExpectedMS, iv.MinMS, iv.MaxMS}
 	if w.b != nil && w.key == key {
@@ -114,7 +115,7 @@ func appendHeadline(b []byte, i int, p *analyze.PeerReport, link bool) []byte {
 	b = analyze.AppendPlural(b, len(p.Attempts), "attempt")
 	b = append(b, " · "...)
 	b = analyze.AppendPlural(b, p.Retransmits, "retransmit")
-	if p.Verdict != analyze.TooFew {
+	if p.Verdict != backoff.TooFew {
 		b = append(b, " · strict: "...)
 		b = appendEsc(b, string(p.Strict.Verdict))
 		if p.Strict.FirstFailure > 0 {
@@ -262,23 +263,23 @@ func (f *formatter) appendPeerData(b []byte, p *analyze.PeerReport) []byte {
 	return append(b, '}')
 }
 
-func outcomeCode(o analyze.Outcome) int {
+func outcomeCode(o backoff.Outcome) int {
 	switch o {
-	case analyze.Early:
+	case backoff.Early:
 		return 1
-	case analyze.Late:
+	case backoff.Late:
 		return 2
 	}
 	return 0
 }
 
-func termCode(t analyze.Term) int {
+func termCode(t backoff.Term) int {
 	switch t {
-	case analyze.TermBackoff:
+	case backoff.TermBackoff:
 		return 1
-	case analyze.TermConnectTimeout:
+	case backoff.TermConnectTimeout:
 		return 2
-	case analyze.TermReset:
+	case backoff.TermReset:
 		return 3
 	}
 	return 0
@@ -316,7 +317,7 @@ func chartIvs(p *analyze.PeerReport, marks map[int]string) []chartIv {
 	for j := range ivs {
 		iv := &p.Intervals[j]
 		ivs[j] = chartIv{measured: iv.MeasuredMS, expected: iv.ExpectedMS, lo: iv.MinMS, hi: iv.MaxMS,
-			ok: iv.OK, reset: iv.Term == analyze.TermReset, words: outcomeWords(iv), mark: marks[iv.K]}
+			ok: iv.OK, reset: iv.Term == backoff.TermReset, words: outcomeWords(iv), mark: marks[iv.K]}
 	}
 	return ivs
 }
@@ -324,11 +325,11 @@ func chartIvs(p *analyze.PeerReport, marks map[int]string) []chartIv {
 // outcomeWords says why a failing interval failed: its outcome, its whole
 // ms (what the verdict compares, docs/spec.md §3.1) and the bound it
 // crossed. script.js words a row's intervals the same way.
-func outcomeWords(iv *analyze.Interval) string {
+func outcomeWords(iv *backoff.Interval) string {
 	switch iv.Outcome {
-	case analyze.Early:
+	case backoff.Early:
 		return string(appendRound(fmt.Appendf(nil, "early: %d ms < ", iv.BackoffMS), iv.MinMS)) + " ms"
-	case analyze.Late:
+	case backoff.Late:
 		return string(appendRound(fmt.Appendf(nil, "late: %d ms > ", iv.BackoffMS), iv.MaxMS)) + " ms"
 	}
 	return string(iv.Outcome)
@@ -359,7 +360,7 @@ func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
 	b = append(b, `</tr></thead><tbody>`...)
 	shown := min(len(p.Attempts), maxShown+1)
 	for j, a := range p.Attempts[:shown] {
-		var iv *analyze.Interval
+		var iv *backoff.Interval
 		if j > 0 && j-1 < len(p.Intervals) {
 			iv = &p.Intervals[j-1]
 		}
@@ -426,12 +427,12 @@ func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
 
 // appendIntervalCells appends an interval's cells: k, measured, expected,
 // window, jitter, verdict.
-func appendIntervalCells(b []byte, iv *analyze.Interval) []byte {
+func appendIntervalCells(b []byte, iv *backoff.Interval) []byte {
 	b = append(b, `<td>`...)
 	b = strconv.AppendInt(b, int64(iv.K), 10)
 	b = append(b, `</td><td>`...)
 	b = appendFixed(b, iv.MeasuredMS, 3)
-	if iv.Term == analyze.TermReset {
+	if iv.Term == backoff.TermReset {
 		return append(b, `</td><td colspan="3"></td><td class="vd">○ reset: after a connection that succeeded, not judged</td>`...)
 	}
 	b = append(b, `</td><td>`...)
@@ -464,7 +465,7 @@ func appendIntervalCells(b []byte, iv *analyze.Interval) []byte {
 func maxJitter(p *analyze.PeerReport) float64 {
 	m := 0.0
 	for _, iv := range p.Intervals {
-		if iv.Term != analyze.TermReset {
+		if iv.Term != backoff.TermReset {
 			m = max(m, math.Abs(iv.JitterPct))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // controlRun is what testdata/make-control-capture.sh wrote beside each
@@ -57,7 +58,7 @@ func TestPcapControlPort(t *testing.T) {
 				t.Fatalf("%d sessions, want 1", len(rep.Sessions))
 			}
 			s := rep.Sessions[0]
-			if s.Session.MaxMS != run.MaxMS || s.Policy.MaxDelay != analyze.ReferencePolicy(run.MaxMS).MaxDelay {
+			if s.Session.MaxMS != run.MaxMS || s.Policy.MaxDelay != backoff.ReferencePolicy(run.MaxMS).MaxDelay {
 				t.Errorf("session cap %d ms, policy %v; want the Start's %d ms", s.Session.MaxMS, s.Policy, run.MaxMS)
 			}
 			if s.Server == nil || s.Server.Passed != run.Stop.Passed {

@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
 
@@ -244,9 +245,9 @@ func printedBackoffs(t *testing.T, out string) []int32 {
 
 // checkChain re-verifies the record's accept times and holds them to the
 // server's answer: the same backoffs, each within its window of p.
-func checkChain(t *testing.T, p analyze.Policy, end analyze.SessionEnd, times []time.Time) analyze.Result {
+func checkChain(t *testing.T, p backoff.Policy, end analyze.SessionEnd, times []time.Time) backoff.Result {
 	t.Helper()
-	res := analyze.Verify(p, times)
+	res := backoff.Verify(p, times)
 	if diff := cmp.Diff(end.BackoffMS, res.BackoffMS, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("backoff_ms: server's answer vs its recorded accepts (-stop +accepts):\n%s", diff)
 	}
@@ -267,10 +268,10 @@ func TestE2EGoClientPasses(t *testing.T) {
 	t.Logf("audit client:\n%s", out)
 
 	end, times := s.session(t)
-	if !end.Passed || end.Verdict != analyze.Passed {
+	if !end.Passed || end.Verdict != backoff.Passed {
 		t.Errorf("server verdict %q (passed=%v, reason %q), want passed", end.Verdict, end.Passed, end.Reason)
 	}
-	p := analyze.ReferencePolicy(2000)
+	p := backoff.ReferencePolicy(2000)
 	res := checkChain(t, p, end, times)
 	// 10 s holds at least 1000 + 1920 + 3·2400 ms of backoff: ≥ 4 intervals.
 	if len(res.Intervals) < 4 {
@@ -313,14 +314,14 @@ func TestE2EGoClientWrongPolicy(t *testing.T) {
 	}
 
 	end, times := s.session(t)
-	if end.Passed || end.Verdict != analyze.Failed {
+	if end.Passed || end.Verdict != backoff.Failed {
 		t.Errorf("server verdict %q (passed=%v), want failed", end.Verdict, end.Passed)
 	}
 	if !strings.HasPrefix(end.Reason, "interval 1: ") {
 		t.Errorf("server reason %q, want it to name interval 1", end.Reason)
 	}
-	res := checkChain(t, analyze.ReferencePolicy(2000), end, times)
-	if res.Reference.FirstFailure != 1 || res.Intervals[0].Outcome != analyze.Early {
+	res := checkChain(t, backoff.ReferencePolicy(2000), end, times)
+	if res.Reference.FirstFailure != 1 || res.Intervals[0].Outcome != backoff.Early {
 		t.Errorf("re-verified: first failure %d (%v), want interval 1 early", res.Reference.FirstFailure, res.Intervals)
 	}
 }
@@ -368,7 +369,7 @@ func TestInteropPythonPasses(t *testing.T) {
 	if diff := cmp.Diff(end.BackoffMS, r.BackoffMS, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("backoff_ms (-record +client):\n%s", diff)
 	}
-	res := checkChain(t, analyze.ReferencePolicy(2000), end, times)
+	res := checkChain(t, backoff.ReferencePolicy(2000), end, times)
 	// 8 s holds at least 1200 + 1920 + 2400 ms of backoff: ≥ 3 intervals.
 	if len(res.Intervals) < 3 || !res.Passed() {
 		t.Errorf("re-verified: %d intervals, %s %s; want ≥ 3, passed", len(res.Intervals), res.Reference.Verdict, res.Reason())

@@ -25,7 +25,8 @@ func TestImportGraph(t *testing.T) {
 		forbidden []string // import path prefixes that must not be reached
 		onlyStd   bool     // standard library only
 	}{
-		{pkg: "analyze", onlyStd: true},
+		{pkg: "analyze", forbidden: []string{"github.com/gopacket/", "google.golang.org/grpc", module + "/capture", module + "/server"}},
+		{pkg: "backoff", onlyStd: true},
 		{pkg: "pb", forbidden: []string{module + "/analyze", module + "/server", module + "/capture", module + "/interop", "github.com/gopacket/"}},
 		{pkg: "server", forbidden: []string{module + "/capture", module + "/interop", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "capture", forbidden: []string{module + "/server", module + "/pb", module + "/interop", "google.golang.org/grpc"}},

@@ -30,6 +30,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/interop"
@@ -330,7 +331,7 @@ func TestLiveEndToEnd(t *testing.T) {
 	if len(offline.Peers) != 1 {
 		t.Fatalf("audit pcap peers %+v; want 127.0.0.1", offline.Peers)
 	}
-	ignore := cmpopts.IgnoreFields(analyze.Interval{}, "Measured") // not in JSON
+	ignore := cmpopts.IgnoreFields(backoff.Interval{}, "Measured") // not in JSON
 	if diff := cmp.Diff(rep.Peers[0], offline.Peers[0], netipEq, ignore); diff != "" {
 		t.Errorf("kernel verdict: live vs audit pcap of --write (-live +pcap):\n%s", diff)
 	}
@@ -524,13 +525,13 @@ func TestLiveMaxAttempts(t *testing.T) {
 	runLiveClient(t, r.control, r.retry, 4500*time.Millisecond) // 4 or 5 attempts
 	reps, _ := r.reports(t, 1)
 	rep := reps[0]
-	if rep.Server == nil || rep.Server.Verdict != analyze.Overflow || rep.Server.Passed {
-		t.Fatalf("server verdict %+v; want %q", rep.Server, analyze.Overflow)
+	if rep.Server == nil || rep.Server.Verdict != backoff.Overflow || rep.Server.Passed {
+		t.Fatalf("server verdict %+v; want %q", rep.Server, backoff.Overflow)
 	}
-	if len(rep.Peers) != 1 || rep.Peers[0].Verdict != analyze.Overflow || len(rep.Peers[0].Attempts) != maxAttempts ||
+	if len(rep.Peers) != 1 || rep.Peers[0].Verdict != backoff.Overflow || len(rep.Peers[0].Attempts) != maxAttempts ||
 		rep.Session.Dropped < 1 || rep.Session.MaxAttempts != maxAttempts {
 		t.Fatalf("kernel peers %+v, session %+v; want %d attempts kept, the rest dropped, verdict %q",
-			rep.Peers, rep.Session, maxAttempts, analyze.Overflow)
+			rep.Peers, rep.Session, maxAttempts, backoff.Overflow)
 	}
 	cc := rep.CrossCheck
 	if len(cc.Pairs) != maxAttempts || len(cc.KernelOnly) != 0 || len(cc.ServerOnly) != 0 {
@@ -546,10 +547,10 @@ func TestLiveMaxAttempts(t *testing.T) {
 
 // verdictOf is a peer's verdict without its timestamps.
 func verdictOf(p analyze.PeerReport) (v struct {
-	Verdict  analyze.Verdict
+	Verdict  backoff.Verdict
 	Ports    []uint16
 	Seqs     []uint32
-	Outcomes []analyze.Outcome
+	Outcomes []backoff.Outcome
 }) {
 	v.Verdict = p.Verdict
 	for _, a := range p.Attempts {

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/live"
@@ -61,7 +62,7 @@ func checkControlSession(t *testing.T, rep liveJSON, maxMS int32, passed bool, b
 		// On loopback an app delay is a few ms (docs/spec.md §6.4), tens
 		// on a busy machine: the shift stays within the tolerance the
 		// verifier allows for it, far below an interval's length.
-		if tol := float64(analyze.DefaultPolicy().Tolerance) / float64(time.Millisecond); !iv.InKernel || !iv.InServer || iv.ServerMS != backoffMS[i] || iv.KernelMS != kernel.MeasuredMS ||
+		if tol := float64(backoff.DefaultPolicy().Tolerance) / float64(time.Millisecond); !iv.InKernel || !iv.InServer || iv.ServerMS != backoffMS[i] || iv.KernelMS != kernel.MeasuredMS ||
 			iv.ShiftMS < -tol || iv.ShiftMS > tol || iv.KernelOK != iv.ServerOK {
 			t.Errorf("interval %d: %+v; want kernel %.3f ms beside the server's %d ms, within %.0f ms, same verdict",
 				i+1, iv, kernel.MeasuredMS, backoffMS[i], tol)

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/live"
 )
 
@@ -25,8 +25,8 @@ func TestLiveFates(t *testing.T) {
 	}
 	for i, a := range rep.Peers[0].Attempts {
 		e := a.Ending
-		if e.Fate != analyze.FateClosed || e.Accepted <= 0 || e.Duration < e.Accepted ||
-			e.ClientSent != analyze.PayloadTLSClientHello || e.ServerSent != "" {
+		if e.Fate != backoff.FateClosed || e.Accepted <= 0 || e.Duration < e.Accepted ||
+			e.ClientSent != backoff.PayloadTLSClientHello || e.ServerSent != "" {
 			t.Errorf("attempt %d: %+v; want closed by server after a SYN-ACK, a TLS ClientHello from the client, nothing from the server", i+1, e)
 		}
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/live"
@@ -296,7 +297,7 @@ func TestLiveFaults(t *testing.T) {
 				t.Errorf("libpcap counters %+v; want %d received (each SYN and its RST), none lost", rep.Live.LiveStats, 2*tt.syns)
 			}
 			for _, a := range rep.Peers[0].Attempts {
-				if a.Ending.Fate != analyze.FateRefused {
+				if a.Ending.Fate != backoff.FateRefused {
 					t.Errorf("attempt from port %d: fate %q, want refused", a.SrcPort, a.Ending.Fate)
 				}
 			}
@@ -308,7 +309,7 @@ func TestLiveFaults(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &offline); err != nil || len(offline.Peers) != 1 {
 				t.Fatalf("audit pcap (exit %d): %v, %d peers\n%s\n%s", pcode, err, len(offline.Peers), out, errb)
 			}
-			ignore := cmpopts.IgnoreFields(analyze.Interval{}, "Measured") // not in JSON
+			ignore := cmpopts.IgnoreFields(backoff.Interval{}, "Measured") // not in JSON
 			if diff := cmp.Diff(rep.Peers[0], offline.Peers[0], netipEq, ignore); diff != "" {
 				t.Errorf("kernel verdict: live report vs audit pcap of --write (-live +pcap):\n%s", diff)
 			}
@@ -431,9 +432,9 @@ func TestLiveFlood(t *testing.T) {
 		t.Errorf("kept %d attempts, dropped %d of %d SYNs, max_attempts %d; want %d kept, the rest dropped",
 			rep.Capture.Attempts, rep.Session.Dropped, rep.Capture.SYNs, rep.Session.MaxAttempts, maxAttempts)
 	}
-	if len(rep.Peers) != 1 || rep.Peers[0].Verdict != analyze.Overflow || rep.Peers[0].Passed ||
+	if len(rep.Peers) != 1 || rep.Peers[0].Verdict != backoff.Overflow || rep.Peers[0].Passed ||
 		rep.Summary.PassedAll || rep.Summary.Failed != 1 {
-		t.Fatalf("peers %+v, summary %+v; want the chain's verdict %q, failed", rep.Peers, rep.Summary, analyze.Overflow)
+		t.Fatalf("peers %+v, summary %+v; want the chain's verdict %q, failed", rep.Peers, rep.Summary, backoff.Overflow)
 	}
 	if want := fmt.Sprintf("%d kept, %d more dropped", maxAttempts, rep.Session.Dropped); !strings.Contains(rep.Peers[0].Reason, want) {
 		t.Errorf("reason %q does not say %q", rep.Peers[0].Reason, want)

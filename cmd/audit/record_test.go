@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // recordRun is one session as a capture and a record file both hold it:
@@ -41,7 +42,7 @@ func (r recordRun) write(t *testing.T, dir string) (capPath, recPath string) {
 	}
 	var syns []analyze.SYN
 	var rec bytes.Buffer
-	p := analyze.ReferencePolicy(r.maxMS)
+	p := backoff.ReferencePolicy(r.maxMS)
 	ev := func(e analyze.RecordEvent) {
 		e.Time = e.Time.Add(r.day)
 		if err := analyze.WriteRecordEvent(&rec, e); err != nil {
@@ -59,9 +60,9 @@ func (r recordRun) write(t *testing.T, dir string) (capPath, recPath string) {
 		// The server stamps each accept 200 µs after its SYN.
 		ev(analyze.RecordEvent{Event: analyze.EventAccept, Time: tm.Add(200 * time.Microsecond), Session: 1, Peer: src})
 	}
-	var verdict analyze.Verdict = analyze.Passed
+	var verdict backoff.Verdict = backoff.Passed
 	if !r.serverPassed {
-		verdict = analyze.Failed
+		verdict = backoff.Failed
 	}
 	ev(analyze.RecordEvent{Event: analyze.EventStop, Time: times[len(times)-1].Add(time.Second), Session: 1,
 		Peer: netip.AddrPortFrom(client, 40000),

@@ -1,4 +1,4 @@
-package analyze
+package backoff
 
 import (
 	"fmt"
@@ -43,15 +43,15 @@ func Signatures(r Result) []Signature {
 // when such an interval failed and every one of them fits that shape.
 func sleptAfter(r Result) (Signature, bool) {
 	p := r.Policy
-	tol := ms(p.Tolerance)
+	tol := Millis(p.Tolerance)
 	failed, fits, first, firstHeld := false, 0, 0, 0.0
 	for _, iv := range r.Intervals {
 		if iv.Term != TermBackoff && iv.Term != TermConnectTimeout {
 			continue
 		}
-		held := ms(p.MinConnectTimeout)
+		held := Millis(p.MinConnectTimeout)
 		if i := iv.K - 1; i < len(r.Run.Endings) && r.Run.Endings[i].Fate == FateAbandoned {
-			held = ms(r.Run.Endings[i].Duration)
+			held = Millis(r.Run.Endings[i].Duration)
 		}
 		e := p.Expected(iv.K)
 		rest := iv.MeasuredMS - held
@@ -91,13 +91,13 @@ func firstJittered(r Result) (Signature, bool) {
 	}
 	if len(r.Run.Endings) > 0 {
 		p := r.Policy
-		if rest := iv.MeasuredMS - ms(r.Run.Endings[0].Duration); math.Abs(rest-ms(p.BaseDelay)) <= ms(p.Tolerance) {
+		if rest := iv.MeasuredMS - Millis(r.Run.Endings[0].Duration); math.Abs(rest-Millis(p.BaseDelay)) <= Millis(p.Tolerance) {
 			return Signature{}, false
 		}
 	}
 	return Signature{Name: SigFirstJittered, Seen: seenCoreJava, Detail: fmt.Sprintf(
 		"interval 1 is %.0f ms (%+.1f %%): jittered, where the spec's first backoff is exactly %.0f ms",
-		iv.MeasuredMS, iv.JitterPct, ms(r.Policy.BaseDelay))}, true
+		iv.MeasuredMS, iv.JitterPct, Millis(r.Policy.BaseDelay))}, true
 }
 
 // compounding: each interval is the previous measured one times the
@@ -113,14 +113,14 @@ func firstJittered(r Result) (Signature, bool) {
 // tolerance before the multiplier and the jitter apply.
 func compounding(r Result) (Signature, bool) {
 	p := r.Policy
-	tol := ms(p.Tolerance)
+	tol := Millis(p.Tolerance)
 	steps, failed := 0, 0
 	for i := 1; i < len(r.Intervals); i++ {
 		prev, iv := r.Intervals[i-1], r.Intervals[i]
 		if prev.Term != "" || iv.Term != "" {
 			return Signature{}, false
 		}
-		if iv.ExpectedMS >= ms(p.MaxDelay) {
+		if iv.ExpectedMS >= Millis(p.MaxDelay) {
 			break
 		}
 		lo := (prev.MeasuredMS - tol) * p.Multiplier * (1 - p.Jitter)
@@ -146,13 +146,13 @@ func compounding(r Result) (Signature, bool) {
 // plus the tolerance without the client giving up on it.
 func noConnectTimeout(r Result) (Signature, bool) {
 	p := r.Policy
-	t := ms(p.MinConnectTimeout)
+	t := Millis(p.MinConnectTimeout)
 	for i, en := range r.Run.Endings {
 		if i >= r.Attempts || en.Fate != FateAbandoned {
 			continue
 		}
-		due := max(t, p.Expected(i+1)*(1+p.Jitter)) + ms(p.Tolerance)
-		if held := ms(en.Duration); held > due {
+		due := max(t, p.Expected(i+1)*(1+p.Jitter)) + Millis(p.Tolerance)
+		if held := Millis(en.Duration); held > due {
 			return Signature{Name: SigNoConnTimeout, Seen: seenJS, Detail: fmt.Sprintf(
 				"attempt %d hung for %.0f ms before the client gave up, beyond its connect deadline of %.0f ms", i+1, held, due)}, true
 		}

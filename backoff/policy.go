@@ -1,11 +1,15 @@
-// Package analyze is the backoff arithmetic of gRPC's connection backoff
-// interop test: the policy of doc/connection-backoff.md and the one verifier
-// (docs/spec.md §3) that both the reference server's Stop and the packet auditor
-// run. It imports only the standard library and takes timestamps, never a
-// clock, so anyone can read and test it in one sitting.
+// Package backoff is the arithmetic of gRPC's connection backoff: the
+// policy of doc/connection-backoff.md, the one verifier of the interop test
+// (docs/spec.md §3) that the reference server's Stop, the interop client's
+// own check and the packet auditor all run, and the model of a run of
+// attempts with their fates that judges every retry-port mode
+// (docs/spec.md §7): what each interval's window is, which known deviations
+// a chain matches, and which lower cap a failing fleet fits. It imports
+// only the standard library and takes timestamps, never a clock, so anyone
+// can read and test it in one sitting.
 //
 // Spec: https://github.com/grpc/grpc/blob/master/doc/connection-backoff.md
-package analyze
+package backoff
 
 import (
 	"encoding/json"
@@ -106,18 +110,18 @@ func (p Policy) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ms converts a duration to float64 milliseconds; whole milliseconds convert
+// Millis converts a duration to float64 milliseconds; whole milliseconds convert
 // exactly, which keeps the reference arithmetic bit for bit.
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // first returns E1, the expected first backoff in ms.
-func (p Policy) first() float64 { return ms(p.BaseDelay) }
+func (p Policy) first() float64 { return Millis(p.BaseDelay) }
 
-// next returns the expected backoff after e: multiplied, then capped, in
+// Next returns the expected backoff after e: multiplied, then capped, in
 // float64 and in that order (docs/spec.md §3.2).
-func (p Policy) next(e float64) float64 {
+func (p Policy) Next(e float64) float64 {
 	e *= p.Multiplier
-	if c := ms(p.MaxDelay); e > c {
+	if c := Millis(p.MaxDelay); e > c {
 		e = c
 	}
 	return e
@@ -127,7 +131,7 @@ func (p Policy) next(e float64) float64 {
 func (p Policy) Expected(k int) float64 {
 	e := p.first()
 	for i := 1; i < k; i++ {
-		e = p.next(e)
+		e = p.Next(e)
 	}
 	return e
 }
@@ -144,12 +148,12 @@ type policyJSON struct {
 // MarshalJSON writes the policy in milliseconds, the unit of the reports.
 func (p Policy) MarshalJSON() ([]byte, error) {
 	return json.Marshal(policyJSON{
-		InitialBackoffMS:    ms(p.BaseDelay),
+		InitialBackoffMS:    Millis(p.BaseDelay),
 		Multiplier:          p.Multiplier,
 		Jitter:              p.Jitter,
-		MaxBackoffMS:        ms(p.MaxDelay),
-		MinConnectTimeoutMS: ms(p.MinConnectTimeout),
-		ToleranceMS:         ms(p.Tolerance),
+		MaxBackoffMS:        Millis(p.MaxDelay),
+		MinConnectTimeoutMS: Millis(p.MinConnectTimeout),
+		ToleranceMS:         Millis(p.Tolerance),
 	})
 }
 

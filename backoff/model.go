@@ -1,4 +1,4 @@
-package analyze
+package backoff
 
 import (
 	"fmt"
@@ -66,14 +66,14 @@ type Reconnects struct {
 	TightLoop bool `json:"tight_loop"`
 }
 
-// hung reports whether attempt i hung until the client's connect timeout:
+// Hung reports whether attempt i hung until the client's connect timeout:
 // the server never answered it, or accepted it and sent nothing while it
 // lasted at least the connect timeout (less the tolerance), whoever closed
 // it in the end (the server closes what it holds when a session ends).
 // Fates decide where the wire shows them; otherwise the mode does. A
 // connection that ended sooner (refused, closed at once, a TLS handshake
 // the client failed) failed at once.
-func (r Run) hung(i int, p Policy) bool {
+func (r Run) Hung(i int, p Policy) bool {
 	if i < len(r.Endings) {
 		switch e := r.Endings[i]; e.Fate {
 		case FateUnanswered, FateOpen:
@@ -88,9 +88,9 @@ func (r Run) hung(i int, p Policy) bool {
 	return r.Mode.Hangs()
 }
 
-// succeeds reports whether the connections of this mode succeed before
+// Succeeds reports whether the connections of this mode succeed before
 // they close, so that each one resets the client's backoff.
-func (r Run) succeeds() bool {
+func (r Run) Succeeds() bool {
 	return r.Mode.Kind == ModeSettingsClose || r.Mode.Kind == ModeGoaway
 }
 
@@ -114,9 +114,9 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 		d := times[k].Sub(times[k-1])
 		var iv Interval
 		switch {
-		case run.succeeds():
+		case run.Succeeds():
 			iv = p.reset(k, d)
-		case run.hung(k-1, p):
+		case run.Hung(k-1, p):
 			iv = p.checkHung(k, e, d)
 		default:
 			iv = p.check(k, e, d)
@@ -126,7 +126,7 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 		if !iv.OK {
 			r.ReferencePassed = false
 		}
-		e = p.next(e)
+		e = p.Next(e)
 	}
 	if len(times) > 0 {
 		r.Tail = p.tail(times, run, e)
@@ -136,7 +136,7 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 	if !run.Back.IsZero() {
 		r.Recovery = p.recovery(times, run.Back, r.Intervals)
 	}
-	if run.succeeds() && len(times) > 1 {
+	if run.Succeeds() && len(times) > 1 {
 		r.Reconnects = p.reconnects(times, r.Intervals)
 	}
 	return r
@@ -146,9 +146,9 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 // the connect timeout: its window is the reference's, each bound raised to
 // at least the connect timeout.
 func (p Policy) checkHung(k int, e float64, d time.Duration) Interval {
-	t := ms(p.MinConnectTimeout)
+	t := Millis(p.MinConnectTimeout)
 	iv := p.check(k, max(e, t), d)
-	tol := ms(p.Tolerance)
+	tol := Millis(p.Tolerance)
 	iv.MinMS = max(t, e*(1-p.Jitter)) - tol
 	iv.MaxMS = max(t, e*(1+p.Jitter)) + tol
 	iv.Term = TermBackoff
@@ -177,7 +177,7 @@ func (p Policy) checkHung(k int, e float64, d time.Duration) Interval {
 // reset reports gap d as interval k after a connection that succeeded:
 // backoff began anew, so nothing bounds it.
 func (p Policy) reset(k int, d time.Duration) Interval {
-	measured := ms(d)
+	measured := Millis(d)
 	return Interval{K: k, Measured: d, MeasuredMS: measured, BackoffMS: floorMS(d),
 		ExpectedMS: 0, MinMS: 0, MaxMS: measured, OK: true, StrictOK: true, Outcome: OK, Term: TermReset}
 }
@@ -188,20 +188,20 @@ func (p Policy) reset(k int, d time.Duration) Interval {
 // client never gave up on it, or never came back after it did.
 func (p Policy) tail(times []time.Time, run Run, e float64) string {
 	last := len(times) - 1
-	if run.End.IsZero() || !run.hung(last, p) || run.succeeds() {
+	if run.End.IsZero() || !run.Hung(last, p) || run.Succeeds() {
 		return ""
 	}
-	due := max(ms(p.MinConnectTimeout), e*(1+p.Jitter)) + ms(p.Tolerance)
-	waited := ms(run.End.Sub(times[last]))
+	due := max(Millis(p.MinConnectTimeout), e*(1+p.Jitter)) + Millis(p.Tolerance)
+	waited := Millis(run.End.Sub(times[last]))
 	if waited <= due {
 		return ""
 	}
 	if last < len(run.Endings) && run.Endings[last].Fate == FateAbandoned {
 		return fmt.Sprintf("no attempt after attempt %d: the client gave up on it after %.0f ms, then waited %.0f ms in all without trying again (due by %.0f ms)",
-			last+1, ms(run.Endings[last].Duration), waited, due)
+			last+1, Millis(run.Endings[last].Duration), waited, due)
 	}
 	return fmt.Sprintf("the client never gave up on a hung connection: attempt %d was still waiting after %.0f ms, beyond its connect timeout of %.0f ms (due by %.0f ms)",
-		last+1, waited, ms(p.MinConnectTimeout), due)
+		last+1, waited, Millis(p.MinConnectTimeout), due)
 }
 
 // recovery finds the first attempt after back and what the backoff owed
@@ -212,10 +212,10 @@ func (p Policy) recovery(times []time.Time, back time.Time, ivs []Interval) *Rec
 		return nil
 	}
 	iv := ivs[i-1]
-	from := ms(back.Sub(times[i-1]))
+	from := Millis(back.Sub(times[i-1]))
 	return &Recovery{
 		Attempt: i,
-		AfterMS: ms(times[i].Sub(back)),
+		AfterMS: Millis(times[i].Sub(back)),
 		OwedMS:  iv.ExpectedMS - from,
 		MinMS:   iv.MinMS - from,
 		MaxMS:   iv.MaxMS - from,
@@ -225,7 +225,7 @@ func (p Policy) recovery(times []time.Time, back time.Time, ivs []Interval) *Rec
 
 // reconnects measures the rate of a chain of successful connections.
 func (p Policy) reconnects(times []time.Time, ivs []Interval) *Reconnects {
-	span := ms(times[len(times)-1].Sub(times[0]))
+	span := Millis(times[len(times)-1].Sub(times[0]))
 	ds := make([]float64, len(ivs))
 	for i, iv := range ivs {
 		ds[i] = iv.MeasuredMS
@@ -235,48 +235,9 @@ func (p Policy) reconnects(times []time.Time, ivs []Interval) *Reconnects {
 	if len(ds)%2 == 0 {
 		med = (ds[len(ds)/2-1] + med) / 2
 	}
-	rc := &Reconnects{MedianMS: med, TightLoop: med < p.first()*(1-p.Jitter)-ms(p.Tolerance)}
+	rc := &Reconnects{MedianMS: med, TightLoop: med < p.first()*(1-p.Jitter)-Millis(p.Tolerance)}
 	if span > 0 {
 		rc.PerSecond = float64(len(ivs)) * 1000 / span
 	}
 	return rc
-}
-
-// InferMode reads what the retry port did from the fates of the chains'
-// attempts, for a capture read without --retry_mode: the most common of
-// refused (refuse), hung (hang: as VerifyRun reads a hung attempt, with
-// p's connect timeout), succeeded then closed (settings-close: the server
-// sent a TLS ServerHello or SETTINGS; a GOAWAY inside TLS cannot be told
-// apart) and closed at once (close). ok is false when no fate is known.
-func (c *Chains) InferMode(p Policy) (m RetryMode, ok bool) {
-	var refused, hung, succeeded, closed int
-	var buf []Ending
-	for i := range c.Len() {
-		buf = c.endings(i, buf)
-		run := Run{Endings: buf}
-		for k, e := range buf {
-			switch {
-			case e.Fate == "" || e.Fate == FateUnknown:
-			case e.Fate == FateRefused:
-				refused++
-			case run.hung(k, p):
-				hung++
-			case e.ServerSent == PayloadTLSServerHello || e.ServerSent == PayloadH2Settings:
-				succeeded++
-			default:
-				closed++
-			}
-		}
-	}
-	switch most := max(refused, hung, succeeded, closed); {
-	case most == 0:
-		return RetryMode{}, false
-	case most == refused:
-		return RetryMode{Kind: ModeRefuse}, true
-	case most == hung:
-		return RetryMode{Kind: ModeHang}, true
-	case most == succeeded:
-		return RetryMode{Kind: ModeSettingsClose}, true
-	}
-	return RetryMode{}, true
 }

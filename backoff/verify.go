@@ -1,4 +1,4 @@
-package analyze
+package backoff
 
 import (
 	"fmt"
@@ -118,8 +118,8 @@ func (p Policy) Check(k int, d time.Duration) Interval {
 func (p Policy) check(k int, e float64, d time.Duration) Interval {
 	b := floorMS(d)
 	backoff := float64(b)
-	measured := ms(d)
-	tol := ms(p.Tolerance)
+	measured := Millis(d)
+	tol := Millis(p.Tolerance)
 	// The same operations in the same order as ReconnectServiceImpl::Verify,
 	// so every bound is the reference's to the last bit.
 	lo := e*(1-p.Jitter) - tol

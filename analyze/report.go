@@ -235,7 +235,6 @@ type attemptJSON struct {
 	ServerSent  backoff.Payload `json:"server_sent,omitempty"`
 }
 
-
 // MarshalJSON writes the time in UTC with nanoseconds, and the fate's
 // times in milliseconds where the fate has them.
 func (a AttemptReport) MarshalJSON() ([]byte, error) {
@@ -402,7 +401,7 @@ type auditPeer struct {
 	passed    bool
 	refPassed bool
 	strict    backoff.Reading
-	maxJitter float64  // the largest |jitter_pct| of its intervals
+	maxJitter float64          // the largest |jitter_pct| of its intervals
 	fit       backoff.CapRange // for a failing peer: the lower caps it could fit
 }
 

@@ -57,7 +57,6 @@ type Ending struct {
 	ClientSent, ServerSent Payload
 }
 
-
 // ReportFate is the Fate a report writes: an empty one is unknown.
 func (e Ending) ReportFate() Fate {
 	if e.Fate == "" {

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 // The cross-check of a server known only by its answer: a ReconnectService
@@ -46,17 +48,17 @@ type IntervalPair struct {
 // verified peer (its list has no addresses), the peer ChooseVerifiedPeer
 // chooses among the addresses whose SYNs fall in the session, and writes
 // it into s.End. A session without an End is left as it is.
-func (s *ServerSession) ChoosePeerFromKernel(kernel []Attempt) {
+func (s *ServerSession) ChoosePeerFromKernel(kernel []attempt.Attempt) {
 	if s.End == nil || s.End.VerifiedPeer.IsValid() {
 		return
 	}
-	var in []Attempt
+	var in []attempt.Attempt
 	for _, a := range kernel {
 		if InSession(a.Time, s.Start, s.EndTime) {
 			in = append(in, a)
 		}
 	}
-	slices.SortFunc(in, compareAttempts)
+	slices.SortFunc(in, attempt.Compare)
 	var connected []netip.Addr
 	for _, a := range in {
 		if p := a.Src.Addr().Unmap(); !slices.Contains(connected, p) {
@@ -104,7 +106,7 @@ func VerifyBackoff(p backoff.Policy, backoffMS []int32) backoff.Result {
 // backoff_ms[k-1]. A list whose length is not the chain's less one is a
 // disagreement (one side has an attempt the other lacks), and the
 // intervals are then compared in order only as far as both go.
-func NewBackoffCrossCheck(in CrossInput, kernel []Attempt, backoffMS []int32) CrossCheck {
+func NewBackoffCrossCheck(in CrossInput, kernel []attempt.Attempt, backoffMS []int32) CrossCheck {
 	c := CrossCheck{VerifiedPeer: in.VerifiedPeer, Tolerance: in.Policy.Tolerance, ServerSide: ServerSideBackoff,
 		Pairs: []Pair{}, Disagreements: []Disagreement{}}
 	inside := SessionAttempts(in, kernel)
@@ -115,10 +117,10 @@ func NewBackoffCrossCheck(in CrossInput, kernel []Attempt, backoffMS []int32) Cr
 		}
 	}
 	sorted := slices.Clone(kernel)
-	slices.SortFunc(sorted, compareAttempts)
+	slices.SortFunc(sorted, attempt.Compare)
 	late := in.late(sorted)
 	for i, a := range sorted {
-		ap := UnmapPort(a.Src)
+		ap := attempt.UnmapPort(a.Src)
 		l := Lone{Peer: ap.Addr(), SrcPort: ap.Port(), Time: a.Time}
 		switch _, isLate := late[i]; {
 		case isLate || !in.inSession(a.Time):
@@ -171,7 +173,7 @@ func NewBackoffCrossCheck(in CrossInput, kernel []Attempt, backoffMS []int32) Cr
 			Cause: fmt.Sprintf("the server's backoff_ms has %s, the kernel's chain of %s inside the session %s: "+
 				"one side has an attempt the other lacks (a refused SYN, a SYN the capture missed, a connection the server counted from another address), "+
 				"so the intervals are compared in order only as far as both go",
-				Plural(ns, "interval"), chainText(in.VerifiedPeer), Plural(nk, "interval")),
+				text.Plural(ns, "interval"), chainText(in.VerifiedPeer), text.Plural(nk, "interval")),
 		})
 	}
 	c.Delay = DelayStats{}
@@ -209,7 +211,7 @@ func (c CrossCheck) writeBackoffText(bw *bufio.Writer) {
 		}
 	}
 	fmt.Fprintf(bw, "cross-check, kernel intervals of %s against the server's backoff_ms (its Stop answer; it names no address): kernel %s, server %s; shift is server less kernel in whole ms\n",
-		chainText(c.VerifiedPeer), Plural(nk, "interval"), Plural(ns, "interval"))
+		chainText(c.VerifiedPeer), text.Plural(nk, "interval"), text.Plural(ns, "interval"))
 	if len(c.Intervals) > 0 {
 		fmt.Fprintf(bw, "  %3s  %11s  %9s  %9s  %-6s  %s\n", "k", "kernel ms", "server ms", "shift ms", "kernel", "server")
 	}

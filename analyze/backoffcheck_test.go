@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestBackoffCrossCheck(t *testing.T) {
 	tests := []struct {
 		name      string
-		kernel    []Attempt
+		kernel    []attempt.Attempt
 		backoffMS []int32
 		wantAgree bool
 		// wantServerPassed is the reference reading over backoff_ms.

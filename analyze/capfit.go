@@ -23,7 +23,7 @@ func (a *Audit) fitCap() int64 {
 		failing = append(failing, i)
 	}
 	return backoff.FitCap(a.Policy, ranges, func(i int, buf []time.Time) []time.Time {
-		_, buf, _ = a.chains.times(a.peers[failing[i]].index, buf)
+		_, buf, _ = a.chains.Times(a.peers[failing[i]].index, buf)
 		return buf
 	})
 }

@@ -8,20 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 )
 
 // fitTracker holds one peer per list of gaps (in ms, fractions allowed),
 // 10.8.0.1, 10.8.0.2, …; a list with no gaps is a single attempt.
-func fitTracker(peers ...[]float64) *Tracker {
-	tr := NewTracker()
+func fitTracker(peers ...[]float64) *attempt.Tracker {
+	tr := attempt.NewTracker()
 	dst := netip.MustParseAddrPort("127.0.0.1:50052")
 	for i, gaps := range peers {
 		src := netip.AddrFrom4([4]byte{10, 8, byte((i + 1) >> 8), byte(i + 1)})
 		ts := trackStart
 		for k, g := range append([]float64{0}, gaps...) {
 			ts = ts.Add(msd(g))
-			tr.Add(SYN{Time: ts, Src: netip.AddrPortFrom(src, uint16(40000+k)), Dst: dst, Seq: uint32(i*1000 + k)})
+			tr.Add(attempt.SYN{Time: ts, Src: netip.AddrPortFrom(src, uint16(40000+k)), Dst: dst, Seq: uint32(i*1000 + k)})
 		}
 	}
 	return tr
@@ -67,7 +68,7 @@ func TestFitCap(t *testing.T) {
 				tt.policy(&p)
 			}
 			tr := fitTracker(tt.peers...)
-			a := NewAudit(50052, p, backoff.Run{}, tr.Chains(), CaptureInfo{})
+			a := NewAudit(50052, p, backoff.Run{}, tr.Chains(), attempt.CaptureInfo{})
 			if got := a.Summary.FitsCapMS; got != tt.want {
 				t.Fatalf("FitsCapMS = %d, want %d", got, tt.want)
 			}
@@ -92,7 +93,7 @@ func TestFitCap(t *testing.T) {
 func TestFitCapReported(t *testing.T) {
 	const line = "every failing peer fits a cap of 1.5s; the run's cap may be --max-backoff 1.5s\n"
 	tr := fitTracker([]float64{1000, 1500, 1450, 1550, 1500}, []float64{1000, 1600, 2560})
-	full := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), CaptureInfo{})
+	full := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), attempt.CaptureInfo{})
 	tests := []struct {
 		name string
 		a    *Audit
@@ -153,7 +154,7 @@ func BenchmarkFitCap(b *testing.B) {
 	}
 	cs := fitTracker(peers...).Chains()
 	for b.Loop() {
-		if a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, cs, CaptureInfo{}); a.Summary.FitsCapMS != 2000 {
+		if a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, cs, attempt.CaptureInfo{}); a.Summary.FitsCapMS != 2000 {
 			b.Fatalf("FitsCapMS = %d", a.Summary.FitsCapMS)
 		}
 	}

@@ -11,7 +11,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 // The cross-check (docs/spec.md §5, "Pairing"): the kernel's SYN timestamps and
@@ -92,12 +94,12 @@ func (in CrossInput) inSession(t time.Time) bool { return InSession(t, in.Start,
 // late maps the index (into kernel) of each attempt inside the session
 // that one of in.Late accepted to that accept's time: per ip and port, the
 // latest such attempt at or before the accept.
-func (in CrossInput) late(kernel []Attempt) map[int]time.Time {
+func (in CrossInput) late(kernel []attempt.Attempt) map[int]time.Time {
 	out := map[int]time.Time{}
 	for _, la := range in.Late {
-		ap, best := UnmapPort(la.Peer), -1
+		ap, best := attempt.UnmapPort(la.Peer), -1
 		for i, a := range kernel {
-			if _, taken := out[i]; !taken && UnmapPort(a.Src) == ap && in.inSession(a.Time) && !a.Time.After(la.Time) &&
+			if _, taken := out[i]; !taken && attempt.UnmapPort(a.Src) == ap && in.inSession(a.Time) && !a.Time.After(la.Time) &&
 				(best < 0 || a.Time.After(kernel[best].Time)) {
 				best = i
 			}
@@ -136,15 +138,15 @@ func (in CrossInput) uncaptured(ap netip.AddrPort, t time.Time) Lone {
 // SessionAttempts returns the attempts, of every address, that the
 // session's kernel verdict judges: those whose SYN falls in the session,
 // except one the server accepted only after the session ended (in.Late).
-func SessionAttempts(in CrossInput, kernel []Attempt) []Attempt {
+func SessionAttempts(in CrossInput, kernel []attempt.Attempt) []attempt.Attempt {
 	late := in.late(kernel)
-	var out []Attempt
+	var out []attempt.Attempt
 	for i, a := range kernel {
 		if _, ok := late[i]; !ok && in.inSession(a.Time) {
 			out = append(out, a)
 		}
 	}
-	slices.SortFunc(out, compareAttempts)
+	slices.SortFunc(out, attempt.Compare)
 	return out
 }
 
@@ -233,7 +235,7 @@ type CrossCheck struct {
 // session's list, every address. Both sides' clocks must be the same host
 // clock (libpcap's host timestamps and the server's time.Now are), so an
 // accept never precedes its SYN.
-func NewCrossCheck(in CrossInput, kernel []Attempt, server []Accept) CrossCheck {
+func NewCrossCheck(in CrossInput, kernel []attempt.Attempt, server []Accept) CrossCheck {
 	c := CrossCheck{VerifiedPeer: in.VerifiedPeer, Tolerance: in.Policy.Tolerance}
 	ks, ss := crossSides(in, kernel, server)
 	c.pair(in, ks, ss)
@@ -263,15 +265,15 @@ type crossSide struct {
 
 // crossSides returns both lists in time order. Accepts after the session
 // ended claim their SYNs first: those are in neither list of the session.
-func crossSides(in CrossInput, kernel []Attempt, server []Accept) (ks, ss []crossSide) {
+func crossSides(in CrossInput, kernel []attempt.Attempt, server []Accept) (ks, ss []crossSide) {
 	lateAt := in.late(kernel)
 	ks = make([]crossSide, len(kernel))
 	for i, a := range kernel {
-		ks[i] = crossSide{t: a.Time, ap: UnmapPort(a.Src), pair: -1, late: lateAt[i]}
+		ks[i] = crossSide{t: a.Time, ap: attempt.UnmapPort(a.Src), pair: -1, late: lateAt[i]}
 	}
 	ss = make([]crossSide, len(server))
 	for i, a := range server {
-		ss[i] = crossSide{t: a.Time, ap: UnmapPort(a.Peer), pair: -1}
+		ss[i] = crossSide{t: a.Time, ap: attempt.UnmapPort(a.Peer), pair: -1}
 	}
 	byTime := func(a, b crossSide) int { return cmp.Or(a.t.Compare(b.t), a.ap.Compare(b.ap)) }
 	slices.SortFunc(ks, byTime)
@@ -638,7 +640,7 @@ func (c CrossCheck) WriteText(w io.Writer) error {
 		return bw.Flush()
 	}
 	fmt.Fprintf(bw, "cross-check, kernel SYN against server accept by peer ip and port: %s, %d kernel only, %d server only\n",
-		Plural(len(c.Pairs), "pair"), len(c.KernelOnly), len(c.ServerOnly))
+		text.Plural(len(c.Pairs), "pair"), len(c.KernelOnly), len(c.ServerOnly))
 	if len(c.Pairs) > 0 {
 		fmt.Fprintf(bw, "  %-24s %-30s  %-30s  %12s\n", "peer", "kernel time", "accept time", "app delay")
 	}
@@ -659,7 +661,7 @@ func (c CrossCheck) WriteText(w io.Writer) error {
 	}
 	if d := c.Delay; d.Count > 0 {
 		fmt.Fprintf(bw, "app delay over %s: min %.1f µs, median %.1f µs, p99 %.1f µs, max %.1f µs\n",
-			Plural(d.Count, "pair"), d.MinUS, d.MedianUS, d.P99US, d.MaxUS)
+			text.Plural(d.Count, "pair"), d.MinUS, d.MedianUS, d.P99US, d.MaxUS)
 	}
 	for _, d := range c.Disagreements {
 		fmt.Fprintf(bw, "DISAGREE interval %d: %s\n", d.K, d.Cause)
@@ -706,7 +708,7 @@ type ServerSession struct {
 // CrossCheck cross-checks the session's list against the kernel's
 // attempts: its accepts by peer ip and port, or for a BackoffOnly session
 // its backoff_ms interval by interval.
-func (s ServerSession) CrossCheck(in CrossInput, kernel []Attempt) CrossCheck {
+func (s ServerSession) CrossCheck(in CrossInput, kernel []attempt.Attempt) CrossCheck {
 	if s.BackoffOnly {
 		var b []int32
 		if s.End != nil {
@@ -787,8 +789,8 @@ func (s ServerSession) Input(captureStart time.Time, lost uint64) CrossInput {
 // SplitAttempts hands every attempt to one session: the session it falls
 // in, else the next session to start after it, else the last session.
 // sessions must be in start order; the result has one list per session.
-func SplitAttempts(sessions []ServerSession, attempts []Attempt) [][]Attempt {
-	out := make([][]Attempt, len(sessions))
+func SplitAttempts(sessions []ServerSession, attempts []attempt.Attempt) [][]attempt.Attempt {
+	out := make([][]attempt.Attempt, len(sessions))
 	if len(sessions) == 0 {
 		return out
 	}

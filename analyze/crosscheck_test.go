@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -24,8 +25,8 @@ var (
 // at is a time offset from xt0 in milliseconds (fractions allowed).
 func at(msec float64) time.Time { return xt0.Add(time.Duration(msec * float64(time.Millisecond))) }
 
-func syn(addr netip.Addr, port uint16, msec float64) Attempt {
-	return Attempt{Time: at(msec), Src: netip.AddrPortFrom(addr, port), Dst: xServer}
+func syn(addr netip.Addr, port uint16, msec float64) attempt.Attempt {
+	return attempt.Attempt{Time: at(msec), Src: netip.AddrPortFrom(addr, port), Dst: xServer}
 }
 
 func acc(addr netip.Addr, port uint16, msec float64) Accept {
@@ -38,8 +39,8 @@ func crossInput() CrossInput {
 }
 
 // kernelChain is five attempts 1000 ms apart from ports 40001….
-func kernelChain() []Attempt {
-	var as []Attempt
+func kernelChain() []attempt.Attempt {
+	var as []attempt.Attempt
 	for i := range 5 {
 		as = append(as, syn(xClient, uint16(40001+i), float64(i)*1000))
 	}
@@ -189,7 +190,7 @@ func TestCrossCheckCaptureStartedLate(t *testing.T) {
 func TestCrossCheckPortReuse(t *testing.T) {
 	// The client reuses port 40001 for attempts 1 and 3; the server never
 	// accepted attempt 1. The accept of attempt 3 must pair with SYN 3.
-	kernel := []Attempt{syn(xClient, 40001, 0), syn(xClient, 40002, 1000), syn(xClient, 40001, 2000)}
+	kernel := []attempt.Attempt{syn(xClient, 40001, 0), syn(xClient, 40002, 1000), syn(xClient, 40001, 2000)}
 	server := []Accept{acc(xClient, 40002, 1000.5), acc(xClient, 40001, 2000.5)}
 	c := NewCrossCheck(crossInput(), kernel, server)
 	if len(c.Pairs) != 2 || len(c.KernelOnly) != 1 {
@@ -301,7 +302,7 @@ func TestServerSessions(t *testing.T) {
 	if got := got[1].VerifiedPeer(); got != xOther {
 		t.Errorf("open session chain %v, want the sole peer %v", got, xOther)
 	}
-	split := SplitAttempts(got, []Attempt{syn(xClient, 1, -5), syn(xClient, 2, 15), syn(xClient, 3, 50), syn(xClient, 4, 500)})
+	split := SplitAttempts(got, []attempt.Attempt{syn(xClient, 1, -5), syn(xClient, 2, 15), syn(xClient, 3, 50), syn(xClient, 4, 500)})
 	var ports [][]uint16
 	for _, as := range split {
 		var ps []uint16

@@ -12,39 +12,40 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 // fateReport is a report of one peer whose attempts have every fate.
 func fateReport() Report {
-	tr := NewTracker()
+	tr := attempt.NewTracker()
 	tr.SetFatesKnown(true)
 	srv := fateServer
 	at := func(ms float64) time.Time { return trackStart.Add(time.Duration(ms * float64(time.Millisecond))) }
-	type attempt struct {
+	type try struct {
 		ms   float64
-		segs []Segment
+		segs []attempt.Segment
 	}
-	for i, a := range []attempt{
-		{0, []Segment{{Time: at(0.041), Src: srv, Ack: 101, Flags: flagRST | flagACK}}},
+	for i, a := range []try{
+		{0, []attempt.Segment{{Time: at(0.041), Src: srv, Ack: 101, Flags: flagRST | flagACK}}},
 		{1000, nil}, // unanswered, retransmitted below
-		{5000, []Segment{
+		{5000, []attempt.Segment{
 			{Time: at(5000.02), Src: srv, Seq: 7, Ack: 301, Flags: flagSYN | flagACK},
 			{Time: at(5000.1), Seq: 301, Ack: 8, Flags: flagACK, Sent: backoff.PayloadTLSClientHello},
 			{Time: at(5000.3), Src: srv, Seq: 8, Ack: 600, Flags: flagFIN | flagACK}}},
-		{9000, []Segment{
+		{9000, []attempt.Segment{
 			{Time: at(9000.02), Src: srv, Seq: 70, Ack: 401, Flags: flagSYN | flagACK},
 			{Time: at(9000.1), Seq: 401, Ack: 71, Flags: flagACK, Sent: backoff.PayloadH2Preface},
 			{Time: at(9001), Src: srv, Seq: 71, Ack: 450, Flags: flagACK, Sent: backoff.PayloadH2Settings},
 			{Time: at(29000.5), Seq: 450, Ack: 90, Flags: flagFIN | flagACK}}},
-		{15000, []Segment{{Time: at(15000.03), Src: srv, Seq: 9, Ack: 501, Flags: flagSYN | flagACK}}},
+		{15000, []attempt.Segment{{Time: at(15000.03), Src: srv, Seq: 9, Ack: 501, Flags: flagSYN | flagACK}}},
 	} {
 		cli := netip.AddrPortFrom(fateClient.Addr(), 40000+uint16(i))
-		tr.Add(SYN{Time: at(a.ms), Src: cli, Dst: srv, Seq: uint32(100 * (i + 1))})
+		tr.Add(attempt.SYN{Time: at(a.ms), Src: cli, Dst: srv, Seq: uint32(100 * (i + 1))})
 		if i == 1 {
-			tr.Add(SYN{Time: at(a.ms + 1000), Src: cli, Dst: srv, Seq: 200})
-			tr.Add(SYN{Time: at(a.ms + 3000), Src: cli, Dst: srv, Seq: 200})
+			tr.Add(attempt.SYN{Time: at(a.ms + 1000), Src: cli, Dst: srv, Seq: 200})
+			tr.Add(attempt.SYN{Time: at(a.ms + 3000), Src: cli, Dst: srv, Seq: 200})
 		}
 		for _, s := range a.segs {
 			if !s.Src.IsValid() {
@@ -55,7 +56,7 @@ func fateReport() Report {
 			tr.AddSegment(&s)
 		}
 	}
-	return NewReport(50052, backoff.DefaultPolicy(), tr.Peers(), CaptureInfo{Packets: 20, SYNs: uint64(tr.SYNs())})
+	return NewReport(50052, backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{Packets: 20, SYNs: uint64(tr.SYNs())})
 }
 
 func TestFatesReportText(t *testing.T) {
@@ -200,15 +201,15 @@ func TestFatesAlikeText(t *testing.T) {
 // TestTrackerClientSent: ClientSent finds an attempt whose client opened
 // with the given bytes, and not one whose client sent others or nothing.
 func TestTrackerClientSent(t *testing.T) {
-	tr := NewTracker()
+	tr := attempt.NewTracker()
 	tr.SetFatesKnown(true)
 	cli, srv := fateClient, fateServer
-	tr.Add(SYN{Time: trackStart, Src: cli, Dst: srv, Seq: 100})
+	tr.Add(attempt.SYN{Time: trackStart, Src: cli, Dst: srv, Seq: 100})
 	if tr.ClientSent(backoff.PayloadH2Preface) {
 		t.Fatal("an attempt whose client sent nothing: ClientSent = true")
 	}
-	tr.AddSegment(&Segment{Time: trackStart.Add(time.Millisecond), Src: srv, Dst: cli, Seq: 7, Ack: 101, Flags: flagSYN | flagACK})
-	tr.AddSegment(&Segment{Time: trackStart.Add(2 * time.Millisecond), Src: cli, Dst: srv, Seq: 101, Ack: 8, Flags: flagACK, Sent: backoff.PayloadTLSClientHello})
+	tr.AddSegment(&attempt.Segment{Time: trackStart.Add(time.Millisecond), Src: srv, Dst: cli, Seq: 7, Ack: 101, Flags: flagSYN | flagACK})
+	tr.AddSegment(&attempt.Segment{Time: trackStart.Add(2 * time.Millisecond), Src: cli, Dst: srv, Seq: 101, Ack: 8, Flags: flagACK, Sent: backoff.PayloadTLSClientHello})
 	if tr.ClientSent(backoff.PayloadH2Preface) || !tr.ClientSent(backoff.PayloadTLSClientHello) {
 		t.Errorf("ClientSent(preface) = %v, ClientSent(ClientHello) = %v; want false, true",
 			tr.ClientSent(backoff.PayloadH2Preface), tr.ClientSent(backoff.PayloadTLSClientHello))

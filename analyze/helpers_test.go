@@ -1,9 +1,11 @@
 package analyze
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -26,3 +28,20 @@ func hangPolicy(t time.Duration) backoff.Policy {
 	p.MinConnectTimeout = t
 	return p
 }
+
+var (
+	trackStart = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	netipOpt   = cmpopts.EquateComparable(netip.Addr{}, netip.AddrPort{})
+	// The ends of one attempt in the fates' tests: from the client
+	// 127.0.0.1:40000 to the server 127.0.0.1:50052.
+	fateClient = netip.MustParseAddrPort("127.0.0.1:40000")
+	fateServer = netip.MustParseAddrPort("127.0.0.1:50052")
+)
+
+// TCP flags of a Segment.
+const (
+	flagFIN = 0x01
+	flagSYN = 0x02
+	flagRST = 0x04
+	flagACK = 0x10
+)

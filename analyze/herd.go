@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 // The herd reading: how a capture's peers reconnect together. Jitter is in
@@ -212,7 +213,7 @@ func (a *Audit) Herd() Herd {
 	hp := make([]herdPeer, len(a.peers))
 	var buf []time.Time
 	for i, p := range a.peers {
-		_, times, _ := a.chains.times(p.index, buf)
+		_, times, _ := a.chains.Times(p.index, buf)
 		h := herdPeer{addr: p.addr, verdict: p.verdict, times: make([]int64, len(times))}
 		for j, t := range times {
 			h.times[j] = t.UnixNano()
@@ -221,7 +222,7 @@ func (a *Audit) Herd() Herd {
 			res := a.results[p.index]
 			if res.Intervals == nil {
 				run := a.run
-				run.Endings = a.chains.endings(p.index, nil)
+				run.Endings = a.chains.Endings(p.index, nil)
 				res = backoff.VerifyRun(a.Policy, times, run)
 			}
 			for _, iv := range res.Intervals {
@@ -519,8 +520,8 @@ func (h Herd) WriteText(w io.Writer) error {
 		return bw.Flush()
 	}
 	fmt.Fprintf(bw, "herd: %s, %s over %.3f s from %s; peak %s in the second from +%.3f s\n",
-		Plural(h.Peers, "peer"), Plural(h.Attempts, "attempt"), h.SpanMS/1000,
-		h.Start.UTC().Format(TimeLayout), Plural(h.Peak.Count, "attempt"), h.Peak.AtMS/1000)
+		text.Plural(h.Peers, "peer"), text.Plural(h.Attempts, "attempt"), h.SpanMS/1000,
+		h.Start.UTC().Format(TimeLayout), text.Plural(h.Peak.Count, "attempt"), h.Peak.AtMS/1000)
 	if h.Ks == 0 {
 		fmt.Fprintf(bw, "herd: fewer than %d peers made any attempt: no waves or spread to read\n", HerdMinPeers)
 		return bw.Flush()
@@ -537,24 +538,24 @@ func (h Herd) WriteText(w io.Writer) error {
 		switch {
 		case s.Bunched:
 			fmt.Fprintf(bw, "herd spread at attempt %d: bunched: its time from each peer's first attempt varies by %.1f ms (sd) across %s, the policy's jitter gives %.1f ms (%.2f×)\n",
-				s.K+1, s.SDMS, Plural(s.Peers, "peer"), s.ExpectedSDMS, s.Ratio)
+				s.K+1, s.SDMS, text.Plural(s.Peers, "peer"), s.ExpectedSDMS, s.Ratio)
 		case s.ExpectedSDMS > 0:
 			lo, hi, others = min(lo, s.Ratio), max(hi, s.Ratio), others+1
 		}
 	}
 	if others > 0 {
 		fmt.Fprintf(bw, "herd spread: %s spread %.2f–%.2f× as widely as the policy's jitter would\n",
-			Plural(others, "other attempt"), lo, hi)
+			text.Plural(others, "other attempt"), lo, hi)
 	}
 	if len(h.Offenders) > 0 {
 		var parts []string
 		for _, o := range h.Offenders[:min(len(h.Offenders), herdTextOffenders)] {
-			parts = append(parts, fmt.Sprintf("%s (%s, %s)", o.Peer, Plural(o.Waves, "wave"), Plural(o.Failed, "failing interval")))
+			parts = append(parts, fmt.Sprintf("%s (%s, %s)", o.Peer, text.Plural(o.Waves, "wave"), text.Plural(o.Failed, "failing interval")))
 		}
 		if more := len(h.Offenders) - len(parts); more > 0 {
 			parts = append(parts, fmt.Sprintf("%d more in the JSON and HTML reports", more))
 		}
-		fmt.Fprintf(bw, "herd offenders (%s in unexpected waves): %s\n", Plural(h.InWaves, "peer"), strings.Join(parts, ", "))
+		fmt.Fprintf(bw, "herd offenders (%s in unexpected waves): %s\n", text.Plural(h.InWaves, "peer"), strings.Join(parts, ", "))
 	}
 	return bw.Flush()
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -19,17 +20,17 @@ import (
 
 // herdChains makes n peers of attempts each: peer i starts at
 // trackStart + start(i) and waits gap(i, k) before attempt k.
-func herdChains(n, attempts int, start func(i int) time.Duration, gap func(i, k int) time.Duration) []Chain {
+func herdChains(n, attempts int, start func(i int) time.Duration, gap func(i, k int) time.Duration) []attempt.Chain {
 	dst := netip.MustParseAddrPort("10.0.0.1:50052")
-	chains := make([]Chain, n)
+	chains := make([]attempt.Chain, n)
 	for i := range chains {
-		c := Chain{Peer: netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)})}
+		c := attempt.Chain{Peer: netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)})}
 		t := trackStart.Add(start(i))
 		for k := range attempts {
 			if k > 0 {
 				t = t.Add(gap(i, k))
 			}
-			c.Attempts = append(c.Attempts, Attempt{Time: t, Src: netip.AddrPortFrom(c.Peer, uint16(40000+k)), Dst: dst, Seq: uint32(k)})
+			c.Attempts = append(c.Attempts, attempt.Attempt{Time: t, Src: netip.AddrPortFrom(c.Peer, uint16(40000+k)), Dst: dst, Seq: uint32(k)})
 		}
 		chains[i] = c
 	}
@@ -54,8 +55,8 @@ func flatGap(_, k int) time.Duration {
 	return time.Duration(backoff.DefaultPolicy().Expected(k) * float64(time.Millisecond))
 }
 
-func herdOf(chains []Chain) Herd {
-	return NewReport(50052, backoff.DefaultPolicy(), chains, CaptureInfo{}).Herd()
+func herdOf(chains []attempt.Chain) Herd {
+	return NewReport(50052, backoff.DefaultPolicy(), chains, attempt.CaptureInfo{}).Herd()
 }
 
 // TestHerdRestartWave: 1000 peers whose server restarted, all failing
@@ -352,17 +353,17 @@ func TestHerdJSON(t *testing.T) {
 func ExampleHerd_WriteText() {
 	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	dst := netip.MustParseAddrPort("10.0.0.1:50052")
-	var chains []Chain
+	var chains []attempt.Chain
 	for i := range 12 {
-		c := Chain{Peer: netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)})}
+		c := attempt.Chain{Peer: netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)})}
 		t := start.Add(time.Duration(i) * time.Millisecond)
 		for k, gap := range []time.Duration{0, 1000 * time.Millisecond, 1600 * time.Millisecond, 2560 * time.Millisecond} {
 			t = t.Add(gap)
-			c.Attempts = append(c.Attempts, Attempt{Time: t, Src: netip.AddrPortFrom(c.Peer, uint16(40000+k)), Dst: dst, Seq: uint32(k)})
+			c.Attempts = append(c.Attempts, attempt.Attempt{Time: t, Src: netip.AddrPortFrom(c.Peer, uint16(40000+k)), Dst: dst, Seq: uint32(k)})
 		}
 		chains = append(chains, c)
 	}
-	r := NewReport(dst.Port(), backoff.DefaultPolicy(), chains, CaptureInfo{})
+	r := NewReport(dst.Port(), backoff.DefaultPolicy(), chains, attempt.CaptureInfo{})
 	r.Herd().WriteText(os.Stdout)
 	// Output:
 	// herd: 12 peers, 48 attempts over 5.171 s from 2025-01-02T03:04:05.000000000Z; peak 12 attempts in the second from +0.000 s

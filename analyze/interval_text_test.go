@@ -130,3 +130,20 @@ func TestJitterUsesMeasuredGap(t *testing.T) {
 		})
 	}
 }
+
+// appendNameJSON writes every name as appendJSONString does, the names
+// this package gives and any other string an Ending may hold.
+func TestAppendNameJSON(t *testing.T) {
+	names := []string{"", "data ", "<data>", "da\"ta", "da\u2028ta", "\xff", "closed by server!", "tls client hellO"}
+	for _, f := range []backoff.Fate{backoff.FateUnknown, backoff.FateRefused, backoff.FateUnanswered, backoff.FateClosed, backoff.FateAbandoned, backoff.FateOpen} {
+		names = append(names, string(f))
+	}
+	for _, p := range []backoff.Payload{backoff.PayloadNone, backoff.PayloadTLSClientHello, backoff.PayloadTLSServerHello, backoff.PayloadH2Preface, backoff.PayloadH2Settings, backoff.PayloadOther} {
+		names = append(names, string(p))
+	}
+	for _, s := range names {
+		if got, want := string(appendNameJSON(nil, s)), string(appendJSONString(nil, s)); got != want {
+			t.Errorf("%q: %s, want %s", s, got, want)
+		}
+	}
+}

@@ -6,18 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"net/netip"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 // Report is what `audit pcap` prints, as text (WriteText) or as JSON. It is
@@ -102,10 +102,10 @@ type Report struct {
 	Mode   backoff.RetryMode `json:"retry_mode"`
 	// ModeInferred is set when Mode was read from the attempts' fates
 	// (InferMode) rather than given.
-	ModeInferred bool         `json:"retry_mode_inferred,omitempty"`
-	Capture      CaptureInfo  `json:"capture"`
-	Peers        []PeerReport `json:"peers"`
-	Summary      Summary      `json:"summary"`
+	ModeInferred bool                `json:"retry_mode_inferred,omitempty"`
+	Capture      attempt.CaptureInfo `json:"capture"`
+	Peers        []PeerReport        `json:"peers"`
+	Summary      Summary             `json:"summary"`
 	// HerdReading is the herd of the peers (WithHerd), written after the
 	// summary in JSON and at the end of the text.
 	HerdReading *Herd `json:"herd,omitempty"`
@@ -117,59 +117,6 @@ type Report struct {
 	CrossCheck *CrossCheck     `json:"crosscheck,omitempty"`
 	Record     *RecordInfo     `json:"record,omitempty"`
 	Sessions   []RecordSession `json:"sessions,omitzero"`
-}
-
-// CaptureInfo describes the input of a report.
-type CaptureInfo struct {
-	Packets     uint64            `json:"packets"`
-	SYNs        uint64            `json:"syns"`
-	Attempts    int               `json:"attempts"`
-	Retransmits int               `json:"retransmits"`
-	Skipped     map[string]uint64 `json:"skipped"`
-	Files       []FileInfo        `json:"files"`
-	// SYNOnly says the capture holds no TCP segment but SYNs (made with a
-	// SYN filter, as older `audit live --write` files were): nothing shows
-	// the attempts' fates, which are "unknown" (docs/spec.md §7).
-	SYNOnly bool `json:"syn_only,omitempty"`
-}
-
-// FileInfo describes what reading one input file found; capture.ReadFile
-// returns it.
-type FileInfo struct {
-	Path string `json:"path"`
-	// Format is "pcap", "pcap (ns)" or "pcapng", with " gzip" appended
-	// when the file was compressed.
-	Format  string `json:"format"`
-	Bytes   int64  `json:"bytes"`   // bytes of capture data read (decompressed)
-	Packets uint64 `json:"packets"` // packet records seen
-	SYNs    uint64 `json:"syns"`    // SYNs to the port read
-	// Skipped counts frames and blocks that could not be examined, by
-	// reason: a capture.Decoder skip reason, "link type N", or a record problem.
-	Skipped map[string]uint64 `json:"skipped"`
-	// Truncated is set when the file ends inside a record or block: what
-	// came before it was analysed.
-	Truncated bool `json:"truncated"`
-	// OtherTCP counts the TCP segments that are not SYNs, of any port:
-	// none in a capture made with a SYN filter (see CaptureInfo.SYNOnly).
-	OtherTCP uint64 `json:"-"`
-	// Warnings name the file and the byte offset of each problem that did
-	// not stop the read. Offsets in a gzip file are into its decompressed
-	// data.
-	Warnings []string `json:"warnings"`
-}
-
-// MarshalJSON writes Skipped and Warnings as {} and [] when they are
-// empty, never null or absent: a consumer reads every file's members the
-// same way, without checking for them first.
-func (f FileInfo) MarshalJSON() ([]byte, error) {
-	type plain FileInfo // without this method
-	if f.Skipped == nil {
-		f.Skipped = map[string]uint64{}
-	}
-	if f.Warnings == nil {
-		f.Warnings = []string{}
-	}
-	return json.Marshal(plain(f))
 }
 
 // PeerReport is the verdict on one peer's chain of attempts.
@@ -288,13 +235,13 @@ type Summary struct {
 }
 
 // NewPeerReport verifies one chain against p.
-func NewPeerReport(p backoff.Policy, c Chain) PeerReport {
+func NewPeerReport(p backoff.Policy, c attempt.Chain) PeerReport {
 	return PeerReportOf(c, backoff.Verify(p, c.Times()))
 }
 
 // PeerReportOf is the report of a chain already verified: res is VerifyRun's
 // result over c's times.
-func PeerReportOf(c Chain, res backoff.Result) PeerReport {
+func PeerReportOf(c attempt.Chain, res backoff.Result) PeerReport {
 	pr := PeerReport{
 		Peer:            c.Peer,
 		Passed:          res.Reference.Passed,
@@ -325,7 +272,7 @@ func PeerReportOf(c Chain, res backoff.Result) PeerReport {
 // capture are counted from the chains; the other members are kept as given.
 // Peers are ordered failing first (failed, then too few attempts, then
 // passed), by address within each group.
-func NewReport(port uint16, p backoff.Policy, chains []Chain, capture CaptureInfo) Report {
+func NewReport(port uint16, p backoff.Policy, chains []attempt.Chain, capture attempt.CaptureInfo) Report {
 	peers := make([]PeerReport, len(chains))
 	for i, c := range chains {
 		peers[i] = NewPeerReport(p, c)
@@ -336,7 +283,7 @@ func NewReport(port uint16, p backoff.Policy, chains []Chain, capture CaptureInf
 // NewReportOf is the report of peers already verified against p: it orders
 // them as NewReport does, counts their attempts and retransmits into
 // capture, and sums them up.
-func NewReportOf(port uint16, p backoff.Policy, peers []PeerReport, capture CaptureInfo) Report {
+func NewReportOf(port uint16, p backoff.Policy, peers []PeerReport, capture attempt.CaptureInfo) Report {
 	r := Report{Port: port, Policy: p, Capture: capture, Peers: peers}
 	if r.Peers == nil {
 		r.Peers = []PeerReport{}
@@ -345,7 +292,7 @@ func NewReportOf(port uint16, p backoff.Policy, peers []PeerReport, capture Capt
 		r.Capture.Skipped = map[string]uint64{}
 	}
 	if r.Capture.Files == nil {
-		r.Capture.Files = []FileInfo{}
+		r.Capture.Files = []attempt.FileInfo{}
 	}
 	r.Capture.Attempts, r.Capture.Retransmits = 0, 0
 	for _, pr := range r.Peers {
@@ -374,7 +321,7 @@ type Audit struct {
 	Mode   backoff.RetryMode
 	// ModeInferred: Mode was read from the fates (InferMode).
 	ModeInferred bool
-	Capture      CaptureInfo
+	Capture      attempt.CaptureInfo
 	// Summary counts the peers the audit lists (see Only).
 	Summary Summary
 
@@ -411,20 +358,20 @@ type auditPeer struct {
 type chainSource interface {
 	Len() int
 	// Chain returns chain i, in buf's array when it builds one.
-	Chain(i int, buf []Attempt) Chain
-	// times returns chain i's peer and attempt times (in buf's array) and
+	Chain(i int, buf []attempt.Attempt) attempt.Chain
+	// Times returns chain i's peer and attempt times (in buf's array) and
 	// its retransmits.
-	times(i int, buf []time.Time) (netip.Addr, []time.Time, int)
-	// endings returns chain i's fates in time order (in buf's array), nil
+	Times(i int, buf []time.Time) (netip.Addr, []time.Time, int)
+	// Endings returns chain i's fates in time order (in buf's array), nil
 	// when none are known.
-	endings(i int, buf []backoff.Ending) []backoff.Ending
+	Endings(i int, buf []backoff.Ending) []backoff.Ending
 }
 
-type chainSlice []Chain
+type chainSlice []attempt.Chain
 
-func (cs chainSlice) Len() int                       { return len(cs) }
-func (cs chainSlice) Chain(i int, _ []Attempt) Chain { return cs[i] }
-func (cs chainSlice) times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
+func (cs chainSlice) Len() int                                       { return len(cs) }
+func (cs chainSlice) Chain(i int, _ []attempt.Attempt) attempt.Chain { return cs[i] }
+func (cs chainSlice) Times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 	c := cs[i]
 	retrans := 0
 	buf = buf[:0]
@@ -434,7 +381,7 @@ func (cs chainSlice) times(i int, buf []time.Time) (netip.Addr, []time.Time, int
 	}
 	return c.Peer, buf, retrans
 }
-func (cs chainSlice) endings(i int, _ []backoff.Ending) []backoff.Ending { return cs[i].Endings() }
+func (cs chainSlice) Endings(i int, _ []backoff.Ending) []backoff.Ending { return cs[i].Endings() }
 
 // NewAudit verifies every chain of cs against p in run (VerifyRun) and
 // orders the peers as NewReport does. It holds cs: adding SYNs to its
@@ -442,7 +389,7 @@ func (cs chainSlice) endings(i int, _ []backoff.Ending) []backoff.Ending { retur
 //
 // It also looks for a lower cap that every failing peer fits
 // (Summary.FitsCapMS).
-func NewAudit(port uint16, p backoff.Policy, run backoff.Run, cs *Chains, capture CaptureInfo) *Audit {
+func NewAudit(port uint16, p backoff.Policy, run backoff.Run, cs *attempt.Chains, capture attempt.CaptureInfo) *Audit {
 	a := newAudit(port, p, run, cs, capture)
 	a.fits = true
 	a.Summary.FitsCapMS = a.fitCap()
@@ -453,7 +400,7 @@ func NewAudit(port uint16, p backoff.Policy, run backoff.Run, cs *Chains, captur
 // than one goroutine costs more than it saves.
 const auditBatch = 512
 
-func newAudit(port uint16, p backoff.Policy, run backoff.Run, cs chainSource, capture CaptureInfo) *Audit {
+func newAudit(port uint16, p backoff.Policy, run backoff.Run, cs chainSource, capture attempt.CaptureInfo) *Audit {
 	n := cs.Len()
 	a := &Audit{Port: port, Policy: p, Mode: run.Mode, run: run, Capture: capture, chains: cs, peers: make([]auditPeer, n)}
 	a.Capture.Attempts, a.Capture.Retransmits = 0, 0
@@ -461,7 +408,7 @@ func newAudit(port uint16, p backoff.Policy, run backoff.Run, cs chainSource, ca
 		a.Capture.Skipped = map[string]uint64{}
 	}
 	if a.Capture.Files == nil {
-		a.Capture.Files = []FileInfo{}
+		a.Capture.Files = []attempt.FileInfo{}
 	}
 	// Chains are independent: a large capture's are verified on every
 	// core, each goroutine on its own share of a.peers.
@@ -475,12 +422,12 @@ func newAudit(port uint16, p backoff.Policy, run backoff.Run, cs chainSource, ca
 			var plateau []float64
 			for i := n * w / workers; i < n*(w+1)/workers; i++ {
 				ap := auditPeer{index: i}
-				ap.addr, times, ap.retrans = cs.times(i, times)
+				ap.addr, times, ap.retrans = cs.Times(i, times)
 				ap.attempts = len(times)
 				// Each chain in its own fates: a Result holds its Run,
 				// so the endings are the chain's own slice.
 				run := run
-				run.Endings = cs.endings(i, nil)
+				run.Endings = cs.Endings(i, nil)
 				// Verified again when written in full: keeping every
 				// Result would hold every interval, which is what an
 				// Audit avoids.
@@ -545,7 +492,7 @@ func (a *Audit) Only(peers ...netip.Addr) *Audit {
 func (a *Audit) Report() Report {
 	r := Report{Port: a.Port, Policy: a.Policy, Mode: a.Mode, ModeInferred: a.ModeInferred, Capture: a.Capture, Summary: a.Summary,
 		Peers: make([]PeerReport, len(a.peers))}
-	var buf []Attempt
+	var buf []attempt.Attempt
 	for i, p := range a.peers {
 		c := a.chains.Chain(p.index, buf)
 		r.Peers[i] = a.peerReport(i, c)
@@ -561,7 +508,7 @@ const keptIntervals = 1 << 18
 
 // peerReport is the report of the peer at position i in report order; c
 // is its chain.
-func (a *Audit) peerReport(i int, c Chain) PeerReport {
+func (a *Audit) peerReport(i int, c attempt.Chain) PeerReport {
 	if res := a.results[a.peers[i].index]; res.Intervals != nil || len(c.Attempts) < 2 && res.Reference.Verdict != "" {
 		return PeerReportOf(c, res)
 	}
@@ -576,10 +523,10 @@ const writeBatch = 256
 // writePeers appends what format makes of each peer to w, in report order
 // (WriteBatches). format gets the peer's position in the report and its
 // chain (valid until format returns).
-func (a *Audit) writePeers(w io.Writer, format func(b []byte, i int, c func() Chain) ([]byte, error)) error {
-	return WriteBatches(w, len(a.peers), writeBatch, func() *[]Attempt { return new([]Attempt) },
-		func(b []byte, buf *[]Attempt, i int) ([]byte, error) {
-			return format(b, i, func() Chain {
+func (a *Audit) writePeers(w io.Writer, format func(b []byte, i int, c func() attempt.Chain) ([]byte, error)) error {
+	return WriteBatches(w, len(a.peers), writeBatch, func() *[]attempt.Attempt { return new([]attempt.Attempt) },
+		func(b []byte, buf *[]attempt.Attempt, i int) ([]byte, error) {
+			return format(b, i, func() attempt.Chain {
 				c := a.chains.Chain(a.peers[i].index, *buf)
 				*buf = c.Attempts[:0]
 				return c
@@ -697,7 +644,7 @@ func (a *Audit) WriteJSON(w io.Writer) error {
 	}
 	bw.WriteString(`  "peers": [`)
 	windows := newWindowText(a.Policy)
-	err := a.writePeers(bw, func(b []byte, i int, c func() Chain) ([]byte, error) {
+	err := a.writePeers(bw, func(b []byte, i int, c func() attempt.Chain) ([]byte, error) {
 		pr := a.peerReport(i, c())
 		b = append(b, "\n    "...)
 		b, err := appendPeerJSON(b, &pr, windows)
@@ -740,7 +687,7 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	writeTextHeader(bw, a.Port, a.Policy, a.Mode, a.ModeInferred, a.Capture)
 	brief := !tables && len(a.peers) > TablesUpTo
-	err := a.writePeers(bw, func(b []byte, i int, c func() Chain) ([]byte, error) {
+	err := a.writePeers(bw, func(b []byte, i int, c func() attempt.Chain) ([]byte, error) {
 		p := a.peers[i]
 		if !brief || !p.passed {
 			b = append(b, '\n')
@@ -748,7 +695,7 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 		}
 		if i == 0 || !a.peers[i-1].passed {
 			b = append(b, '\n')
-			b = AppendPlural(b, a.Summary.Passed, "passing peer")
+			b = text.AppendPlural(b, a.Summary.Passed, "passing peer")
 			b = append(b, ", one line each:\n"...)
 		}
 		b = appendPeerHeader(b, p.header(""))
@@ -947,9 +894,9 @@ func (r Report) writeRecordText(bw *bufio.Writer, peers func([]PeerReport)) {
 	}
 	if rec.ControlPort != 0 {
 		fmt.Fprintf(bw, "server's control port %d (its Start and Stop calls; the server's list is Stop's backoff_ms): %s judged",
-			rec.ControlPort, Plural(len(r.Sessions), "session"))
+			rec.ControlPort, text.Plural(len(r.Sessions), "session"))
 	} else {
-		fmt.Fprintf(bw, "server record %s: %s judged", rec.Path, Plural(len(r.Sessions), "session"))
+		fmt.Fprintf(bw, "server record %s: %s judged", rec.Path, text.Plural(len(r.Sessions), "session"))
 	}
 	for i, o := range rec.Outside {
 		if i == 0 {
@@ -974,7 +921,7 @@ func (r Report) writeRecordText(bw *bufio.Writer, peers func([]PeerReport)) {
 	}
 }
 
-func writeTextHeader(w *bufio.Writer, port uint16, p backoff.Policy, m backoff.RetryMode, inferred bool, c CaptureInfo) {
+func writeTextHeader(w *bufio.Writer, port uint16, p backoff.Policy, m backoff.RetryMode, inferred bool, c attempt.CaptureInfo) {
 	writeCaptureLine(w, port, c)
 	text := modeText(p, m)
 	if inferred && text != "" {
@@ -995,10 +942,10 @@ func modeText(p backoff.Policy, m backoff.RetryMode) string {
 	return fmt.Sprintf("; retry mode %v", m)
 }
 
-func writeCaptureLine(w *bufio.Writer, port uint16, c CaptureInfo) {
+func writeCaptureLine(w *bufio.Writer, port uint16, c attempt.CaptureInfo) {
 	fmt.Fprintf(w, "port %d: %d packets in %s, %s, %s, %s\n",
-		port, c.Packets, Plural(len(c.Files), "file"), Plural(int(c.SYNs), "SYN"),
-		Plural(c.Attempts, "attempt"), Plural(c.Retransmits, "retransmit"))
+		port, c.Packets, text.Plural(len(c.Files), "file"), text.Plural(int(c.SYNs), "SYN"),
+		text.Plural(c.Attempts, "attempt"), text.Plural(c.Retransmits, "retransmit"))
 	if c.SYNOnly {
 		w.WriteString(synOnlyNote + "\n")
 	}
@@ -1015,7 +962,7 @@ func (s Summary) String() string {
 		verdict = "PASS"
 	}
 	return fmt.Sprintf("%s: %s: %d passed, %d failed, %d too few attempts",
-		verdict, Plural(s.Peers, "peer"), s.Passed, s.Failed, s.TooFew)
+		verdict, text.Plural(s.Peers, "peer"), s.Passed, s.Failed, s.TooFew)
 }
 
 // appendPeerText appends a peer's header line, first attempt and interval
@@ -1277,9 +1224,9 @@ func appendPeerHeader(b []byte, h peerHeader) []byte {
 	b = append(b, "peer "...)
 	b = h.peer.AppendTo(b)
 	b = append(b, ": "...)
-	b = AppendPlural(b, h.attempts, "attempt")
+	b = text.AppendPlural(b, h.attempts, "attempt")
 	b = append(b, ", "...)
-	b = AppendPlural(b, h.retrans, "retransmit")
+	b = text.AppendPlural(b, h.retrans, "retransmit")
 	b = append(b, ", "...)
 	b = append(b, h.verdict...)
 	if h.reason != "" && h.verdict != backoff.TooFew {
@@ -1298,54 +1245,6 @@ func appendPeerHeader(b []byte, h peerHeader) []byte {
 		b = append(b, "; the C++ reference would say passed"...)
 	}
 	return b
-}
-
-// AppendPlural appends n with word, made plural as Plural makes it, for
-// writers that build their output in a byte slice.
-func AppendPlural(b []byte, n int, word string) []byte {
-	b = strconv.AppendInt(b, int64(n), 10)
-	b = append(b, ' ')
-	b = append(b, word...)
-	if n != 1 {
-		b = append(b, 's')
-	}
-	return b
-}
-
-// Plural is n with word, made plural when n is not 1: "1 session", "2
-// sessions".
-func Plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
-}
-
-// SkippedLines returns one warning line per skip reason, sorted by reason.
-func (c CaptureInfo) SkippedLines() []string {
-	reasons := slices.Sorted(maps.Keys(c.Skipped))
-	lines := make([]string, len(reasons))
-	for i, k := range reasons {
-		lines[i] = fmt.Sprintf("skipped %d packets: %s", c.Skipped[k], k)
-	}
-	return lines
-}
-
-// Warnings returns every warning of the capture for a person: each file's
-// warnings (which name the file, as the reader writes them) and, when the
-// reader gave none for a truncated file, a line saying so; then one line per
-// skip reason.
-func (c CaptureInfo) Warnings() []string {
-	var out []string
-	for _, f := range c.Files {
-		if f.Truncated && len(f.Warnings) == 0 {
-			out = append(out, fmt.Sprintf("%s: truncated after %d packets", f.Path, f.Packets))
-		}
-		for _, w := range f.Warnings {
-			out = append(out, strings.TrimSpace(w))
-		}
-	}
-	return append(out, c.SkippedLines()...)
 }
 
 // appendPeerJSON appends json.Marshal(p), byte for byte (TestAppendPeerJSON
@@ -1456,7 +1355,7 @@ func appendNameJSON(b []byte, s string) []byte {
 	switch backoff.Fate(s) {
 	case backoff.FateUnknown, backoff.FateRefused, backoff.FateUnanswered, backoff.FateClosed, backoff.FateAbandoned, backoff.FateOpen:
 	default:
-		if p := backoff.Payload(s); p == backoff.PayloadNone || codeOf(p).payload() != p {
+		if p := backoff.Payload(s); p == backoff.PayloadNone || !p.Known() {
 			return appendJSONString(b, s)
 		}
 	}

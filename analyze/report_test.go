@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
@@ -29,29 +30,29 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // sampleReport holds a passing, a failing and a too-few peer, with one
 // retransmission and an interval 1 that only the strict reading rejects.
 func sampleReport() Report {
-	tr := NewTracker()
+	tr := attempt.NewTracker()
 	add := func(src string, seq uint32, gaps ...time.Duration) {
 		ap := netip.MustParseAddrPort(src)
 		ts := trackStart
 		for i, g := range append([]time.Duration{0}, gaps...) {
 			ts = ts.Add(g)
-			tr.Add(SYN{Time: ts, Src: netip.AddrPortFrom(ap.Addr(), ap.Port()+uint16(i)), Dst: netip.MustParseAddrPort("127.0.0.1:50052"), Seq: seq + uint32(i)})
+			tr.Add(attempt.SYN{Time: ts, Src: netip.AddrPortFrom(ap.Addr(), ap.Port()+uint16(i)), Dst: netip.MustParseAddrPort("127.0.0.1:50052"), Seq: seq + uint32(i)})
 		}
 	}
 	// Passes the reference; interval 1 is jittered, which the strict
 	// reading rejects.
 	add("127.0.0.1:40000", 100, 1180*time.Millisecond+250*time.Microsecond, 1700*time.Millisecond, 2300*time.Millisecond)
 	// A kernel retransmission of the first attempt.
-	tr.Add(SYN{Time: trackStart.Add(time.Second), Src: netip.MustParseAddrPort("127.0.0.1:40000"), Dst: netip.MustParseAddrPort("127.0.0.1:50052"), Seq: 100})
+	tr.Add(attempt.SYN{Time: trackStart.Add(time.Second), Src: netip.MustParseAddrPort("127.0.0.1:40000"), Dst: netip.MustParseAddrPort("127.0.0.1:50052"), Seq: 100})
 	// Retries too soon at interval 2.
 	add("[::1]:41000", 200, 1000*time.Millisecond, 900*time.Millisecond)
 	// Connected once.
 	add("10.0.0.9:42000", 300)
 	chains := tr.Peers()
-	return NewReport(50052, backoff.DefaultPolicy(), chains, CaptureInfo{
+	return NewReport(50052, backoff.DefaultPolicy(), chains, attempt.CaptureInfo{
 		Packets: 42, SYNs: uint64(tr.SYNs()),
 		Skipped: map[string]uint64{"not IP": 3},
-		Files:   []FileInfo{{Path: "x.pcap", Format: "pcap", Bytes: 4096, Packets: 42, SYNs: uint64(tr.SYNs())}},
+		Files:   []attempt.FileInfo{{Path: "x.pcap", Format: "pcap", Bytes: 4096, Packets: 42, SYNs: uint64(tr.SYNs())}},
 	})
 }
 
@@ -178,9 +179,9 @@ func TestReportTextGolden(t *testing.T) {
 }
 
 func TestCaptureWarnings(t *testing.T) {
-	c := CaptureInfo{
+	c := attempt.CaptureInfo{
 		Skipped: map[string]uint64{"truncated TCP header": 2, "not IP": 5},
-		Files: []FileInfo{
+		Files: []attempt.FileInfo{
 			{Path: "a.pcap", Packets: 9, Truncated: true},
 			{Path: "b.pcap", Packets: 9, Truncated: true, Warnings: []string{"b.pcap: record at offset 99: file ends inside it "}},
 		},
@@ -199,8 +200,8 @@ func TestCaptureWarnings(t *testing.T) {
 // chainsTracker holds n peers, one in five failing at interval 2, one in
 // seven with a single attempt, the others passing; passing peers' jitter
 // grows with their address.
-func chainsTracker(n int) *Tracker {
-	tr := NewTracker()
+func chainsTracker(n int) *attempt.Tracker {
+	tr := attempt.NewTracker()
 	dst := netip.MustParseAddrPort("127.0.0.1:50052")
 	for i := range n {
 		src := netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)})
@@ -214,20 +215,20 @@ func chainsTracker(n int) *Tracker {
 		ts := trackStart.Add(time.Duration(i) * time.Millisecond)
 		for k, g := range gaps {
 			ts = ts.Add(g)
-			tr.Add(SYN{Time: ts, Src: netip.AddrPortFrom(src, uint16(40000+k)), Dst: dst, Seq: uint32(i*10 + k)})
+			tr.Add(attempt.SYN{Time: ts, Src: netip.AddrPortFrom(src, uint16(40000+k)), Dst: dst, Seq: uint32(i*10 + k)})
 		}
 		if i%11 == 0 { // a kernel retransmission of the first attempt
-			tr.Add(SYN{Time: trackStart.Add(time.Duration(i)*time.Millisecond + time.Second), Src: netip.AddrPortFrom(src, 40000), Dst: dst, Seq: uint32(i * 10)})
+			tr.Add(attempt.SYN{Time: trackStart.Add(time.Duration(i)*time.Millisecond + time.Second), Src: netip.AddrPortFrom(src, 40000), Dst: dst, Seq: uint32(i * 10)})
 		}
 	}
 	return tr
 }
 
-var chainsInfo = CaptureInfo{Packets: 99, Files: []FileInfo{{Path: "x.pcap", Format: "pcap", Bytes: 1, Packets: 99}}}
+var chainsInfo = attempt.CaptureInfo{Packets: 99, Files: []attempt.FileInfo{{Path: "x.pcap", Format: "pcap", Bytes: 1, Packets: 99}}}
 
 // wantReport builds a report the plain way: every chain's PeerReport,
 // sorted failing first.
-func wantReport(tr *Tracker) Report {
+func wantReport(tr *attempt.Tracker) Report {
 	r := Report{Port: 50052, Policy: backoff.DefaultPolicy(), Capture: chainsInfo, Peers: []PeerReport{}}
 	r.Capture.Skipped = map[string]uint64{}
 	for _, c := range tr.Peers() {
@@ -427,7 +428,7 @@ func TestWritePeersError(t *testing.T) {
 	a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, chainsTracker(20*writeBatch).Chains(), chainsInfo)
 	before := runtime.NumGoroutine()
 	errBad := errors.New("bad peer")
-	err := a.writePeers(io.Discard, func(b []byte, i int, c func() Chain) ([]byte, error) {
+	err := a.writePeers(io.Discard, func(b []byte, i int, c func() attempt.Chain) ([]byte, error) {
 		if i == 7*writeBatch+3 {
 			return b, errBad
 		}
@@ -453,22 +454,22 @@ func TestWritePeersError(t *testing.T) {
 func TestFileInfoJSON(t *testing.T) {
 	tests := []struct {
 		name         string
-		file         FileInfo
+		file         attempt.FileInfo
 		wantSkipped  string
 		wantWarnings string
 	}{
-		{name: "nothing skipped, no warning", file: FileInfo{Path: "a.pcap", Format: "pcap"},
+		{name: "nothing skipped, no warning", file: attempt.FileInfo{Path: "a.pcap", Format: "pcap"},
 			wantSkipped: `{}`, wantWarnings: `[]`},
-		{name: "empty but not nil", file: FileInfo{Path: "a.pcap", Skipped: map[string]uint64{}, Warnings: []string{}},
+		{name: "empty but not nil", file: attempt.FileInfo{Path: "a.pcap", Skipped: map[string]uint64{}, Warnings: []string{}},
 			wantSkipped: `{}`, wantWarnings: `[]`},
-		{name: "both", file: FileInfo{Path: "b.pcap", Skipped: map[string]uint64{"not IP": 2}, Truncated: true,
+		{name: "both", file: attempt.FileInfo{Path: "b.pcap", Skipped: map[string]uint64{"not IP": 2}, Truncated: true,
 			Warnings: []string{"b.pcap: record at offset 24: file ends inside it"}},
 			wantSkipped: `{"not IP":2}`, wantWarnings: `["b.pcap: record at offset 24: file ends inside it"]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			info := CaptureInfo{Files: []FileInfo{tt.file}}
-			a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, NewTracker().Chains(), info)
+			info := attempt.CaptureInfo{Files: []attempt.FileInfo{tt.file}}
+			a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, attempt.NewTracker().Chains(), info)
 			var js bytes.Buffer
 			if err := a.WriteJSON(&js); err != nil {
 				t.Fatal(err)
@@ -545,12 +546,12 @@ func TestAppendPeerJSONVerified(t *testing.T) {
 		for j := range 200 {
 			run := runs[(i+j)%len(runs)]
 			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			var c Chain
+			var c attempt.Chain
 			c.Peer = netip.MustParseAddr("127.0.0.1")
 			at := t0
 			for k := range 2 + rng.IntN(80) {
 				at = at.Add(time.Duration(rng.Int64N(int64(200 * time.Second))))
-				c.Attempts = append(c.Attempts, Attempt{Time: at, Src: netip.AddrPortFrom(c.Peer, uint16(40000+k))})
+				c.Attempts = append(c.Attempts, attempt.Attempt{Time: at, Src: netip.AddrPortFrom(c.Peer, uint16(40000+k))})
 			}
 			pr := PeerReportOf(c, backoff.VerifyRun(p, c.Times(), run))
 			want, err := json.Marshal(pr)

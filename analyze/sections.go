@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"fmt"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 // Sections are what a reading beyond one capture's SYNs adds to a Report:
@@ -55,33 +57,11 @@ type SessionInfo struct {
 	OutsideDropped int `json:"outside_dropped"`
 }
 
-// LiveStats are libpcap's counters since a live capture opened.
-type LiveStats struct {
-	// Received counts packets that passed the filter (pcap_stats ps_recv).
-	// On a loopback interface (lo) the kernel's capture sees each packet
-	// twice, leaving and arriving, and libpcap drops the leaving copy only
-	// after the ring: there Received and Dropped count two per SYN, while
-	// a report's SYNs count one. The filter cannot keep the leaving copy
-	// out: libpcap 1.10 runs a new filter in userland on the first packet
-	// after it is set, where "inbound" matches nothing, so the capture's
-	// first SYN would be lost (libpcap bug reports #1254 and #1482 on GitHub).
-	Received uint64 `json:"received"`
-	// Dropped counts packets the kernel dropped because the capture buffer
-	// was full (ps_drop): SYNs the report cannot see.
-	Dropped uint64 `json:"dropped"`
-	// IfDropped counts packets the interface or its driver dropped
-	// (ps_ifdrop).
-	IfDropped uint64 `json:"if_dropped"`
-}
-
-// Lost is every packet the capture is known to have missed.
-func (s LiveStats) Lost() uint64 { return s.Dropped + s.IfDropped }
-
 // LiveInfo is the live capture a session was judged from.
 type LiveInfo struct {
 	Iface      string `json:"iface"`
 	Timestamps string `json:"timestamps"`
-	LiveStats
+	attempt.LiveStats
 	Write string `json:"write,omitempty"`
 	// NotTaken counts the packets the capture read that the auditor, too
 	// far behind, did not take in.
@@ -98,7 +78,7 @@ type LiveInfo struct {
 // libpcap handle of its own that keeps whole packets.
 type ControlCapture struct {
 	Port uint16 `json:"port"`
-	LiveStats
+	attempt.LiveStats
 	// MidStream counts the control connections the capture joined
 	// mid-stream: their calls could not be decoded.
 	MidStream int `json:"joined_mid_stream"`
@@ -121,7 +101,7 @@ func (l LiveInfo) StatsLine() string {
 		line += fmt.Sprintf("; control port %d (whole packets): %d received, %d dropped by the kernel, %d dropped by the interface",
 			c.Port, c.Received, c.Dropped, c.IfDropped)
 		if c.MidStream > 0 {
-			line += fmt.Sprintf(", %s joined mid-stream, whose calls could not be decoded", Plural(c.MidStream, "connection"))
+			line += fmt.Sprintf(", %s joined mid-stream, whose calls could not be decoded", text.Plural(c.MidStream, "connection"))
 		}
 	}
 	return line

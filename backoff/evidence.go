@@ -64,3 +64,12 @@ func (e Ending) ReportFate() Fate {
 	}
 	return e.Fate
 }
+
+// Known reports whether p is one of the names above.
+func (p Payload) Known() bool {
+	switch p {
+	case PayloadNone, PayloadTLSClientHello, PayloadTLSServerHello, PayloadH2Preface, PayloadH2Settings, PayloadOther:
+		return true
+	}
+	return false
+}

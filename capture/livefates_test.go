@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
@@ -30,9 +30,9 @@ func TestLiveFates(t *testing.T) {
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
 	var file testutil.SyncBuffer
 	var mu sync.Mutex
-	tr := analyze.NewTracker()
+	tr := attempt.NewTracker()
 	tr.SetFatesKnown(true)
-	l := openLive(t, LiveConfig{Iface: "lo", Port: port, Write: &file, Segments: func(v *analyze.SegmentView) {
+	l := openLive(t, LiveConfig{Iface: "lo", Port: port, Write: &file, Segments: func(v *attempt.SegmentView) {
 		mu.Lock()
 		tr.AddSegmentView(v)
 		mu.Unlock()
@@ -42,7 +42,7 @@ func TestLiveFates(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- l.Run(runCtx, func(s analyze.SYN) {
+		done <- l.Run(runCtx, func(s attempt.SYN) {
 			mu.Lock()
 			tr.Add(s)
 			mu.Unlock()
@@ -91,14 +91,14 @@ func TestLiveFates(t *testing.T) {
 	}
 
 	want := []backoff.Fate{backoff.FateClosed, backoff.FateAbandoned, backoff.FateRefused}
-	fates := func(as []analyze.Attempt) []backoff.Fate {
+	fates := func(as []attempt.Attempt) []backoff.Fate {
 		var fs []backoff.Fate
 		for _, a := range as {
 			fs = append(fs, a.Ending.Fate)
 		}
 		return fs
 	}
-	var got []analyze.Attempt
+	var got []attempt.Attempt
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		mu.Lock()
 		got = tr.List()
@@ -136,7 +136,7 @@ func TestLiveFates(t *testing.T) {
 	}
 }
 
-func endings(as []analyze.Attempt) []backoff.Ending {
+func endings(as []attempt.Attempt) []backoff.Ending {
 	var es []backoff.Ending
 	for _, a := range as {
 		es = append(es, a.Ending)

@@ -13,7 +13,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcap"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -42,7 +42,7 @@ func findSeg(d *Decoder, lt layers.LinkType, frame []byte) foundSeg {
 	if len(tcp) == 0 {
 		return foundSeg{Skip: skip}
 	}
-	var v analyze.SegmentView
+	var v attempt.SegmentView
 	d.viewOf(&v, ip, tcp, 0, 0)
 	s := v.Segment()
 	return foundSeg{Found: true, Src: s.Src.String(), Flags: s.Flags, Sent: s.Sent}
@@ -200,7 +200,7 @@ func TestDecodeSegmentsNoAllocs(t *testing.T) {
 	d := NewDecoder()
 	d.watch(2)
 	frame := ethFrame(0x0800, ipv4Packet("10.0.0.1", "10.0.0.2", 6, seg(1, 2, 3, 4, flagACK, tlsHello)))
-	var v analyze.SegmentView
+	var v attempt.SegmentView
 	if n := testing.AllocsPerRun(100, func() {
 		ip, tcp, _ := d.find(layers.LinkTypeEthernet, frame)
 		d.viewOf(&v, ip, tcp, 1, 2)
@@ -250,10 +250,10 @@ func TestReadFileSegments(t *testing.T) {
 	}
 	for _, port := range []uint16{8081, 0} {
 		var segs []got
-		st, err := readStream("x.pcap", bytes.NewReader(data), int64(len(data)), Options{Port: port, Segments: func(v *analyze.SegmentView) {
+		st, err := readStream("x.pcap", bytes.NewReader(data), int64(len(data)), Options{Port: port, Segments: func(v *attempt.SegmentView) {
 			s := v.Segment()
 			segs = append(segs, got{s.Flags, s.Sent, s.Src.String()})
-		}}, func(analyze.SYN) {})
+		}}, func(attempt.SYN) {})
 		if err != nil {
 			t.Fatal(err)
 		}

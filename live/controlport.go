@@ -8,10 +8,12 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 // Control is the control port of a capture: its decoded connections and
@@ -39,7 +41,7 @@ func (c *Control) Starts() int {
 // HTTP/2 preface (only those are decoded). It returns nil when port is 0
 // and no such port is in the capture; a given port that carries no call
 // is an error.
-func FindControl(files []string, pt *analyze.PortTracker, port uint16) (*Control, error) {
+func FindControl(files []string, pt *attempt.PortTracker, port uint16) (*Control, error) {
 	candidates := []uint16{port}
 	if port == 0 {
 		candidates = prefacePorts(pt)
@@ -78,7 +80,7 @@ func FindControl(files []string, pt *analyze.PortTracker, port uint16) (*Control
 // the HTTP/2 client preface: plaintext HTTP/2, as a control port is. A
 // capture with SYNs to one port has no control port beside a retry port,
 // and none is looked for.
-func prefacePorts(pt *analyze.PortTracker) []uint16 {
+func prefacePorts(pt *attempt.PortTracker) []uint16 {
 	ports := pt.Ports()
 	if len(ports) < 2 {
 		return nil
@@ -96,7 +98,7 @@ func prefacePorts(pt *analyze.PortTracker) []uint16 {
 // or when detect is set one detected) and the retry port to audit (retry,
 // or RetryPort). A control port without a Start is named on warn and not
 // returned: no session comes from it.
-func ChoosePorts(files []string, pt *analyze.PortTracker, retry, controlPort uint16, detect bool, warn io.Writer) (*Control, uint16, error) {
+func ChoosePorts(files []string, pt *attempt.PortTracker, retry, controlPort uint16, detect bool, warn io.Writer) (*Control, uint16, error) {
 	var ctl *Control
 	if detect || controlPort != 0 {
 		var err error
@@ -120,7 +122,7 @@ func ChoosePorts(files []string, pt *analyze.PortTracker, retry, controlPort uin
 
 // RetryPort is the port a capture's attempts are audited on when none is
 // given: the only port with SYNs, or with a control port, the only other.
-func RetryPort(pt *analyze.PortTracker, ctl *Control) (uint16, error) {
+func RetryPort(pt *attempt.PortTracker, ctl *Control) (uint16, error) {
 	if ctl == nil {
 		return pt.OnlyPort()
 	}
@@ -129,7 +131,7 @@ func RetryPort(pt *analyze.PortTracker, ctl *Control) (uint16, error) {
 	for _, pc := range pt.Ports() {
 		if pc.Port != ctl.Port {
 			port = pc.Port
-			others = append(others, fmt.Sprintf("%d (%s)", pc.Port, analyze.Plural(pc.SYNs, "SYN")))
+			others = append(others, fmt.Sprintf("%d (%s)", pc.Port, text.Plural(pc.SYNs, "SYN")))
 		}
 	}
 	switch len(others) {
@@ -147,7 +149,7 @@ func RetryPort(pt *analyze.PortTracker, ctl *Control) (uint16, error) {
 // verified peer's chain by the cap of the session's own Start (or
 // opt.Policy), beside what its Stop answered and the cross-check of its
 // backoff_ms against the kernel's intervals. opt.Path is unused.
-func AuditControl(opt RecordOptions, ctl *Control, chains []analyze.Chain, capInfo analyze.CaptureInfo) (analyze.Report, error) {
+func AuditControl(opt RecordOptions, ctl *Control, chains []attempt.Chain, capInfo attempt.CaptureInfo) (analyze.Report, error) {
 	rec := &analyze.RecordInfo{ControlPort: ctl.Port, Policy: analyze.PolicyFromRecord,
 		Outside: []analyze.OutsideSession{}, Warnings: []string{}}
 	p := opt.DefaultPolicy
@@ -170,7 +172,7 @@ func WriteSessions(out, errOut io.Writer, rep analyze.Report, asJSON bool, html 
 			from = fmt.Sprintf("control port %d", rep.Record.ControlPort)
 		}
 		fmt.Fprintf(errOut, "audit: warning: %s of %s lie outside the capture (another time or retry port): not judged\n",
-			analyze.Plural(n, "session"), from)
+			text.Plural(n, "session"), from)
 	}
 	if asJSON {
 		enc := json.NewEncoder(out)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/server"
@@ -213,8 +214,8 @@ func (c Config) checkControl() error {
 
 // newTracker is a tracker of the attempts of a capture whose filter keeps
 // the segments that tell their fates (docs/spec.md §7).
-func newTracker() *analyze.Tracker {
-	t := analyze.NewTracker()
+func newTracker() *attempt.Tracker {
+	t := attempt.NewTracker()
 	t.SetFatesKnown(true)
 	return t
 }
@@ -250,7 +251,7 @@ type liveAuditor struct {
 	// sess.dropped, not held); outside those no session holds: with a
 	// server side, before a Start or after a Stop. outsideDropped counts
 	// the outside ones forgotten since the last report (see OutsideKeep).
-	tr              *analyze.Tracker
+	tr              *attempt.Tracker
 	inside, outside int
 	outsideDropped  int
 	packets         uint64
@@ -499,18 +500,18 @@ func (a *liveAuditor) handle(it *liveItem) bool {
 	return false
 }
 
-func (a *liveAuditor) addSYN(s analyze.SYN) {
+func (a *liveAuditor) addSYN(s attempt.SYN) {
 	a.packets++
 	a.syns++
 	if a.tr.Retransmit(s) {
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "retransmit %s  %-22s (kernel retransmission, not a backoff)\n",
-				s.Time.UTC().Format(analyze.TimeLayout), analyze.UnmapPort(s.Src))
+				s.Time.UTC().Format(analyze.TimeLayout), attempt.UnmapPort(s.Src))
 		}
 		return
 	}
 	a.lastSYN = s.Time
-	at := analyze.Attempt{Time: s.Time.UTC(), Src: s.Src, Dst: s.Dst, Seq: s.Seq}
+	at := attempt.Attempt{Time: s.Time.UTC(), Src: s.Src, Dst: s.Dst, Seq: s.Seq}
 	if a.sess == nil && a.sniffOnly() {
 		a.number++
 		a.sess = newSniffSession(a.number, a.cfg.policy(), a.cfg.Server.Mode, a.cfg.maxAttempts(), at)
@@ -523,14 +524,14 @@ func (a *liveAuditor) addSYN(s analyze.SYN) {
 		a.tr.AddAttempt(at)
 		a.outside++
 		if !a.cfg.JSON {
-			fmt.Fprintf(a.out, "attempt %s  %-22s (outside any session)\n", at.Time.UTC().Format(analyze.TimeLayout), analyze.UnmapPort(at.Src))
+			fmt.Fprintf(a.out, "attempt %s  %-22s (outside any session)\n", at.Time.UTC().Format(analyze.TimeLayout), attempt.UnmapPort(at.Src))
 		}
 	case a.inside >= a.sess.maxAttempts:
 		a.sess.dropped++
 		if a.sess.dropped == 1 && !a.cfg.JSON { // later ones are only counted: a flood must not flood the output
 			fmt.Fprintf(a.out, "attempt %s  %-22s not kept: session %d holds its maximum of %d attempts; "+
 				"later ones are counted and the verdict will be %s\n",
-				at.Time.UTC().Format(analyze.TimeLayout), analyze.UnmapPort(at.Src), a.sess.number, a.sess.maxAttempts, backoff.Overflow)
+				at.Time.UTC().Format(analyze.TimeLayout), attempt.UnmapPort(at.Src), a.sess.number, a.sess.maxAttempts, backoff.Overflow)
 		}
 	default:
 		a.tr.AddAttempt(at)
@@ -545,7 +546,7 @@ func (a *liveAuditor) addSYN(s analyze.SYN) {
 // the newest OutsideKeep of them.
 func (a *liveAuditor) forgetOutside() {
 	held := a.tr.List()
-	var in, out []analyze.Attempt
+	var in, out []attempt.Attempt
 	for _, at := range held {
 		if a.sess != nil && a.sess.contains(at.Time) {
 			in = append(in, at)
@@ -553,7 +554,7 @@ func (a *liveAuditor) forgetOutside() {
 			out = append(out, at)
 		}
 	}
-	slices.SortStableFunc(out, func(x, y analyze.Attempt) int { return x.Time.Compare(y.Time) })
+	slices.SortStableFunc(out, func(x, y attempt.Attempt) int { return x.Time.Compare(y.Time) })
 	n := len(out) - OutsideKeep
 	a.outsideDropped += n
 	a.hold(append(in, out[n:]...))
@@ -561,7 +562,7 @@ func (a *liveAuditor) forgetOutside() {
 
 // hold replaces what the auditor holds: the attempts the open session (if
 // any) contains, up to its maximum, and the others outside it.
-func (a *liveAuditor) hold(attempts []analyze.Attempt) {
+func (a *liveAuditor) hold(attempts []attempt.Attempt) {
 	a.tr, a.inside, a.outside = newTracker(), 0, 0
 	for _, at := range attempts {
 		switch {
@@ -653,18 +654,18 @@ func (a *liveAuditor) caughtUp() bool {
 	}
 	syns, accepts := map[netip.AddrPort]bool{}, map[netip.AddrPort]bool{}
 	for _, at := range held {
-		syns[analyze.UnmapPort(at.Src)] = true
+		syns[attempt.UnmapPort(at.Src)] = true
 	}
 	for _, acc := range append(slices.Clone(s.accepts), s.late...) {
-		accepts[analyze.UnmapPort(acc.Peer)] = true
+		accepts[attempt.UnmapPort(acc.Peer)] = true
 	}
 	for _, acc := range s.accepts {
-		if !syns[analyze.UnmapPort(acc.Peer)] {
+		if !syns[attempt.UnmapPort(acc.Peer)] {
 			return false
 		}
 	}
 	for _, at := range held {
-		if s.contains(at.Time) && !accepts[analyze.UnmapPort(at.Src)] {
+		if s.contains(at.Time) && !accepts[attempt.UnmapPort(at.Src)] {
 			return false
 		}
 	}
@@ -672,7 +673,7 @@ func (a *liveAuditor) caughtUp() bool {
 }
 
 // info is the capture's part of a report.
-func (a *liveAuditor) info(st analyze.LiveStats) analyze.LiveInfo {
+func (a *liveAuditor) info(st attempt.LiveStats) analyze.LiveInfo {
 	info := analyze.LiveInfo{Iface: a.cfg.Iface, Timestamps: a.live.Timestamps(), LiveStats: st, Write: a.cfg.Write,
 		NotTaken: a.q.dropped(), Loopback: a.loopback}
 	if a.ctl != nil {
@@ -698,12 +699,12 @@ func (a *liveAuditor) finish() {
 	if a.capEndCause != "" {
 		s.captureEnd, s.captureEndCause = cmp.Or(a.lastSYN, a.captureStart), a.capEndCause
 	}
-	capInfo := analyze.CaptureInfo{Packets: a.packets, SYNs: a.syns, Skipped: a.skipped}
+	capInfo := attempt.CaptureInfo{Packets: a.packets, SYNs: a.syns, Skipped: a.skipped}
 	attempts := a.tr.List()
 	info := a.info(st)
 	r := s.report(a.port, attempts, capInfo, &info, a.captureStart)
 	// Attempts after a server session's end may belong to the next one.
-	var keep []analyze.Attempt
+	var keep []attempt.Attempt
 	if s.server && !s.endTime.IsZero() {
 		for _, at := range attempts {
 			if at.Time.After(s.endTime) {
@@ -749,15 +750,15 @@ type liveItem struct {
 	kind  itemKind
 	flags uint8
 	ack   uint32
-	syn   analyze.SYN
+	syn   attempt.SYN
 	sent  backoff.Payload
 	event *analyze.RecordEvent
 	text  string
 }
 
 // segment is the segment item it holds.
-func (it *liveItem) segment() analyze.Segment {
-	return analyze.Segment{Time: it.syn.Time, Src: it.syn.Src, Dst: it.syn.Dst, Seq: it.syn.Seq,
+func (it *liveItem) segment() attempt.Segment {
+	return attempt.Segment{Time: it.syn.Time, Src: it.syn.Src, Dst: it.syn.Dst, Seq: it.syn.Seq,
 		Ack: it.ack, Flags: it.flags, Sent: it.sent}
 }
 
@@ -814,10 +815,10 @@ func (q *liveQueue) push(it liveItem) {
 	}
 }
 
-func (q *liveQueue) pushSYN(s analyze.SYN) { q.push(liveItem{kind: itemSYN, syn: s}) }
-func (q *liveQueue) pushSegment(v *analyze.SegmentView) {
+func (q *liveQueue) pushSYN(s attempt.SYN) { q.push(liveItem{kind: itemSYN, syn: s}) }
+func (q *liveQueue) pushSegment(v *attempt.SegmentView) {
 	s := v.Segment()
-	q.push(liveItem{kind: itemSegment, syn: analyze.SYN{Time: s.Time, Src: s.Src, Dst: s.Dst, Seq: s.Seq},
+	q.push(liveItem{kind: itemSegment, syn: attempt.SYN{Time: s.Time, Src: s.Src, Dst: s.Dst, Seq: s.Seq},
 		ack: s.Ack, flags: s.Flags, sent: s.Sent})
 }
 func (q *liveQueue) pushEvent(e analyze.RecordEvent) { q.push(liveItem{kind: itemEvent, event: &e}) }

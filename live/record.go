@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 // RecordOptions say how to read a capture with a server's record file.
@@ -36,7 +38,7 @@ type RecordOptions struct {
 // peer; capInfo describes the capture. A record that holds no session
 // overlapping the capture is an error that names both spans. A torn last
 // line is a warning in the report's record section.
-func AuditRecord(opt RecordOptions, chains []analyze.Chain, capInfo analyze.CaptureInfo) (analyze.Report, error) {
+func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.CaptureInfo) (analyze.Report, error) {
 	rec := &analyze.RecordInfo{Path: opt.Path, Policy: analyze.PolicyFromRecord,
 		Outside: []analyze.OutsideSession{}, Warnings: []string{}}
 	p := opt.DefaultPolicy
@@ -57,13 +59,13 @@ func AuditRecord(opt RecordOptions, chains []analyze.Chain, capInfo analyze.Capt
 // capture, as AuditRecord describes, whatever they were read from: a
 // record file, or the server's control port. rec is the report's record
 // section, p its policy.
-func auditSessions(opt RecordOptions, all []analyze.ServerSession, chains []analyze.Chain, capInfo analyze.CaptureInfo,
+func auditSessions(opt RecordOptions, all []analyze.ServerSession, chains []attempt.Chain, capInfo attempt.CaptureInfo,
 	rec *analyze.RecordInfo, p backoff.Policy) (analyze.Report, error) {
 	source := "--record " + opt.Path
 	if rec.ControlPort != 0 {
 		source = fmt.Sprintf("control port %d", rec.ControlPort)
 	}
-	var attempts []analyze.Attempt
+	var attempts []attempt.Attempt
 	for _, c := range chains {
 		attempts = append(attempts, c.Attempts...)
 	}
@@ -107,7 +109,7 @@ func auditSessions(opt RecordOptions, all []analyze.ServerSession, chains []anal
 		if s.End != nil {
 			ls.cause = s.End.Cause
 		}
-		r := ls.report(opt.Port, split[i], analyze.CaptureInfo{}, nil, time.Time{})
+		r := ls.report(opt.Port, split[i], attempt.CaptureInfo{}, nil, time.Time{})
 		var chain *analyze.PeerReport
 		if len(r.Peers) > 0 {
 			chain = &r.Peers[0]
@@ -152,7 +154,7 @@ func recordSpan(sessions []analyze.ServerSession) string {
 	if open {
 		endText = "(open)"
 	}
-	span := fmt.Sprintf("its %s span %s – %s", analyze.Plural(len(sessions), "session"),
+	span := fmt.Sprintf("its %s span %s – %s", text.Plural(len(sessions), "session"),
 		start.UTC().Format(analyze.TimeLayout), endText)
 	if len(ports) == 1 && !ports[0] {
 		for p := range ports {

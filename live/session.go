@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -73,7 +74,7 @@ func newServerSession(e analyze.RecordEvent, maxAttempts int) *liveSession {
 	return s
 }
 
-func newSniffSession(number int, p backoff.Policy, mode backoff.RetryMode, maxAttempts int, first analyze.Attempt) *liveSession {
+func newSniffSession(number int, p backoff.Policy, mode backoff.RetryMode, maxAttempts int, first attempt.Attempt) *liveSession {
 	return &liveSession{number: number, start: first.Time, policy: p, mode: mode, maxAttempts: maxAttempts,
 		peer: first.Src.Addr().Unmap(), seen: map[netip.Addr]peerProgress{}}
 }
@@ -106,11 +107,11 @@ func (s *liveSession) contains(t time.Time) bool {
 
 // attemptLine is the line printed as an attempt arrives: kernel time, peer,
 // interval, expected, ok.
-func (s *liveSession) attemptLine(a analyze.Attempt) string {
+func (s *liveSession) attemptLine(a attempt.Attempt) string {
 	peer := a.Src.Addr().Unmap()
 	p := s.seen[peer]
 	p.n++
-	line := fmt.Sprintf("attempt %s  %-22s #%-3d", a.Time.UTC().Format(analyze.TimeLayout), analyze.UnmapPort(a.Src), p.n)
+	line := fmt.Sprintf("attempt %s  %-22s #%-3d", a.Time.UTC().Format(analyze.TimeLayout), attempt.UnmapPort(a.Src), p.n)
 	if p.n == 1 {
 		line += "  first attempt, no interval yet"
 	} else {
@@ -129,7 +130,7 @@ func (s *liveSession) attemptLine(a analyze.Attempt) string {
 // report judges one session. attempts are every attempt handed to the
 // session, of every address and time; those outside it are explained by the
 // cross-check, never judged. live is nil for a session of a record file.
-func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo analyze.CaptureInfo, live *analyze.LiveInfo, captureStart time.Time) analyze.Report {
+func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo attempt.CaptureInfo, live *analyze.LiveInfo, captureStart time.Time) analyze.Report {
 	var lost uint64
 	if live != nil {
 		lost = live.Lost()
@@ -147,7 +148,7 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 	if s.server {
 		inside = analyze.SessionAttempts(input, attempts)
 	}
-	slices.SortFunc(inside, func(a, b analyze.Attempt) int { return a.Time.Compare(b.Time) })
+	slices.SortFunc(inside, func(a, b attempt.Attempt) int { return a.Time.Compare(b.Time) })
 	chain, reason := s.peer, analyze.VerifiedReason("")
 	if s.server {
 		chain = s.serverSession().VerifiedPeer()
@@ -167,7 +168,7 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 	} else if len(inside) > 0 {
 		chain = inside[0].Src.Addr().Unmap()
 	}
-	byPeer := map[netip.Addr][]analyze.Attempt{}
+	byPeer := map[netip.Addr][]attempt.Attempt{}
 	var order []netip.Addr
 	for _, a := range inside {
 		p := a.Src.Addr().Unmap()
@@ -180,7 +181,7 @@ func (s *liveSession) report(port uint16, attempts []analyze.Attempt, capInfo an
 	// report's peer and the cross-check's kernel side.
 	var peers []analyze.PeerReport
 	if as := byPeer[chain]; len(as) > 0 {
-		c := analyze.Chain{Peer: chain, Attempts: as}
+		c := attempt.Chain{Peer: chain, Attempts: as}
 		// The model of the session's mode (docs/spec.md §7.3); the run
 		// ends with the session, or where the capture stopped.
 		res := backoff.VerifyRun(s.policy, c.Times(), backoff.Run{Mode: s.mode, End: s.runEnd(), Endings: c.Endings(), Back: s.back})

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/pb"
 )
@@ -457,7 +458,7 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 	default:
 		ap, _ = netip.ParseAddrPort(a.String())
 	}
-	return analyze.UnmapPort(ap)
+	return attempt.UnmapPort(ap)
 }
 
 // emitLocked hands e to Record and OnEvent. It is called with mu held and

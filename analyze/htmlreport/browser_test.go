@@ -24,6 +24,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/live"
@@ -352,12 +353,12 @@ func TestBrowserPrint(t *testing.T) {
 // TestBrowserRowMatchesGo: an opened row's chart, drawn by script.js, is
 // the chart the Go code draws of a peer written in full.
 func TestBrowserRowMatchesGo(t *testing.T) {
-	tr := analyze.NewTracker()
+	tr := attempt.NewTracker()
 	for i := range analyze.TablesUpTo + 5 {
 		htmlreport.AddChain(tr, fmt.Sprintf("10.5.0.%d", i+1), htmlreport.Start.Add(time.Duration(i)*time.Second),
 			htmlreport.MsDur(1000.25), htmlreport.MsDur(1700.5+float64(i)), htmlreport.MsDur(2400), htmlreport.MsDur(4000), htmlreport.MsDur(6000))
 	}
-	r := analyze.NewReport(50052, backoff.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{})
+	r := analyze.NewReport(50052, backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
 	// Every kind of column in one row: ok ones, a late one, and one after
 	// a connection that succeeded. Such a chain does not pass; it is
 	// called passing here so that it is a row.

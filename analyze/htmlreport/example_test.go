@@ -8,6 +8,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -16,12 +17,12 @@ import (
 func ExampleWrite() {
 	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	dst := netip.MustParseAddrPort("127.0.0.1:50052")
-	tr := analyze.NewTracker()
+	tr := attempt.NewTracker()
 	for i, gap := range []time.Duration{0, 1000 * time.Millisecond, 1650 * time.Millisecond, 350 * time.Millisecond} {
 		start = start.Add(gap)
-		tr.Add(analyze.SYN{Time: start, Src: netip.AddrPortFrom(dst.Addr(), uint16(40000+i)), Dst: dst, Seq: uint32(i)})
+		tr.Add(attempt.SYN{Time: start, Src: netip.AddrPortFrom(dst.Addr(), uint16(40000+i)), Dst: dst, Seq: uint32(i)})
 	}
-	a := analyze.NewAudit(dst.Port(), backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), analyze.CaptureInfo{})
+	a := analyze.NewAudit(dst.Port(), backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), attempt.CaptureInfo{})
 	f, err := os.Create("report.html")
 	if err != nil {
 		log.Fatal(err)

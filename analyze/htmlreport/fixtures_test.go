@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -16,15 +17,15 @@ var (
 
 // addChain adds a chain to tr: attempts from src at start and after each
 // gap, each from the next source port.
-func addChain(tr *analyze.Tracker, src string, start time.Time, gaps ...time.Duration) []analyze.Attempt {
+func addChain(tr *attempt.Tracker, src string, start time.Time, gaps ...time.Duration) []attempt.Attempt {
 	a := netip.MustParseAddr(src)
 	t := start
-	var out []analyze.Attempt
+	var out []attempt.Attempt
 	for i, g := range append([]time.Duration{0}, gaps...) {
 		t = t.Add(g)
-		s := analyze.SYN{Time: t, Src: netip.AddrPortFrom(a, uint16(41000+i)), Dst: retryPort, Seq: uint32(1000 + i)}
+		s := attempt.SYN{Time: t, Src: netip.AddrPortFrom(a, uint16(41000+i)), Dst: retryPort, Seq: uint32(1000 + i)}
 		tr.Add(s)
-		out = append(out, analyze.Attempt{Time: s.Time, Src: s.Src, Dst: s.Dst, Seq: s.Seq})
+		out = append(out, attempt.Attempt{Time: s.Time, Src: s.Src, Dst: s.Dst, Seq: s.Seq})
 	}
 	return out
 }
@@ -48,7 +49,7 @@ const (
 // without jitter, and a session whose server list disagrees with the
 // kernel's on interval 1.
 func mixedReport() (analyze.Report, analyze.Herd) {
-	tr := analyze.NewTracker()
+	tr := attempt.NewTracker()
 	addChain(tr, mixedEarly, fixtureStart, msDur(1000.3), msDur(1702.5), msDur(1500.4), msDur(4301.2))
 	late := addChain(tr, mixedLate, fixtureStart.Add(3*time.Second), msDur(1000.4), msDur(2200.1), msDur(2690.7))
 	addChain(tr, mixedJitter, fixtureStart.Add(5*time.Second), msDur(1180.25), msDur(1700), msDur(2300), msDur(3900))
@@ -57,9 +58,9 @@ func mixedReport() (analyze.Report, analyze.Herd) {
 		addChain(tr, netip.AddrFrom4([4]byte{10, 1, 0, byte(i + 1)}).String(), fixtureStart.Add(20*time.Second+time.Duration(i)*time.Millisecond),
 			msDur(1000), msDur(1600), msDur(2560), msDur(4096))
 	}
-	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{
+	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{
 		Packets: 1234, SYNs: uint64(tr.SYNs()), Skipped: map[string]uint64{"not IP": 2},
-		Files: []analyze.FileInfo{{Path: "mixed.pcap", Format: "pcap (ns)", Bytes: 99999, Packets: 1234, SYNs: uint64(tr.SYNs())}},
+		Files: []attempt.FileInfo{{Path: "mixed.pcap", Format: "pcap (ns)", Bytes: 99999, Packets: 1234, SYNs: uint64(tr.SYNs())}},
 	})
 
 	// The server accepted attempt 2 of the late chain 350 ms after its
@@ -86,10 +87,10 @@ func mixedReport() (analyze.Report, analyze.Herd) {
 // "Benchmark capture"): 90 % spec-like, 5 % with zero backoff, 5 % with a
 // constant 1 s; 8 attempts each, starting over a minute; one attempt in a
 // hundred retransmitted.
-func bigTracker(n int) *analyze.Tracker {
+func bigTracker(n int) *attempt.Tracker {
 	r := rand.New(rand.NewPCG(1, uint64(n)))
 	p := backoff.DefaultPolicy()
-	tr := analyze.NewTracker()
+	tr := attempt.NewTracker()
 	for i := range n {
 		src := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
 		t := fixtureStart.Add(time.Duration(r.Int64N(int64(time.Minute))))
@@ -113,7 +114,7 @@ func bigTracker(n int) *analyze.Tracker {
 				}
 				t = t.Add(gap)
 			}
-			s := analyze.SYN{Time: t, Src: netip.AddrPortFrom(src, uint16(30000+k)), Dst: retryPort, Seq: uint32(i*8 + k)}
+			s := attempt.SYN{Time: t, Src: netip.AddrPortFrom(src, uint16(30000+k)), Dst: retryPort, Seq: uint32(i*8 + k)}
 			tr.Add(s)
 			if r.IntN(100) == 0 {
 				s.Time = s.Time.Add(time.Second)
@@ -128,5 +129,5 @@ func bigTracker(n int) *analyze.Tracker {
 func bigAudit(n int) *analyze.Audit {
 	tr := bigTracker(n)
 	return analyze.NewAudit(retryPort.Port(), backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(),
-		analyze.CaptureInfo{Packets: uint64(tr.SYNs()), SYNs: uint64(tr.SYNs())})
+		attempt.CaptureInfo{Packets: uint64(tr.SYNs()), SYNs: uint64(tr.SYNs())})
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 var (
@@ -41,7 +42,7 @@ var (
 		"ms":     fmtMS,
 		"pct":    func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
 		"secs":   func(ms float64) string { return fmt.Sprintf("%.3f s", ms/1000) },
-		"plural": analyze.Plural,
+		"plural": text.Plural,
 		"utc":    func(t time.Time) string { return t.UTC().Format(analyze.TimeLayout) },
 		"dur":    func(d time.Duration) string { return d.String() },
 		"inc":    func(i int) int { return i + 1 },

@@ -16,9 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/internal/text"
+
 	"golang.org/x/net/html"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -66,7 +69,7 @@ func byClass(tag, class string) func(*html.Node) bool {
 	return func(n *html.Node) bool { return n.Data == tag && hasClass(n, class) }
 }
 
-func text(n *html.Node) string {
+func nodeText(n *html.Node) string {
 	var b strings.Builder
 	for c := range n.Descendants() {
 		if c.Type == html.TextNode {
@@ -105,7 +108,7 @@ func TestWriteMixed(t *testing.T) {
 	for _, a := range find(doc, func(n *html.Node) bool { return n.Data == "a" }) {
 		href := attr(a, "href")
 		if !strings.HasPrefix(href, "#") || !ids[href[1:]] {
-			t.Errorf("link %q to %q: not to an element of the page", text(a), href)
+			t.Errorf("link %q to %q: not to an element of the page", nodeText(a), href)
 		}
 	}
 
@@ -123,15 +126,15 @@ func TestWriteMixed(t *testing.T) {
 		k := strings.TrimPrefix(attr(row, "id"), attr(early, "id")+"-i")
 		reasons := find(row, byClass("span", "reason"))
 		switch {
-		case k == "3" && (!hasClass(row, "bad") || len(reasons) != 1 || text(reasons[0]) != "✗ early: 1500 ms < 1948 ms"):
-			t.Errorf("interval 3 of %s: class %q, reason %q; want bad, \"✗ early: 1500 ms < 1948 ms\"", mixedEarly, attr(row, "class"), text(row))
-		case k != "3" && (hasClass(row, "bad") || len(reasons) != 0 || !strings.Contains(text(row), "✓ ok")):
-			t.Errorf("interval %s of %s: class %q, %q; want ✓ ok", k, mixedEarly, attr(row, "class"), text(row))
+		case k == "3" && (!hasClass(row, "bad") || len(reasons) != 1 || nodeText(reasons[0]) != "✗ early: 1500 ms < 1948 ms"):
+			t.Errorf("interval 3 of %s: class %q, reason %q; want bad, \"✗ early: 1500 ms < 1948 ms\"", mixedEarly, attr(row, "class"), nodeText(row))
+		case k != "3" && (hasClass(row, "bad") || len(reasons) != 0 || !strings.Contains(nodeText(row), "✓ ok")):
+			t.Errorf("interval %s of %s: class %q, %q; want ✓ ok", k, mixedEarly, attr(row, "class"), nodeText(row))
 		}
 	}
 	bad := find(early, byClass("g", "bad"))
 	why := find(early, byClass("text", "why"))
-	if len(bad) != 1 || len(why) != 1 || text(why[0]) != "✗ 3: early: 1500 ms < 1948 ms" {
+	if len(bad) != 1 || len(why) != 1 || nodeText(why[0]) != "✗ 3: early: 1500 ms < 1948 ms" {
 		t.Errorf("chart of %s: %d failing columns, words %v; want 1, \"✗ 3: early: 1500 ms < 1948 ms\"", mixedEarly, len(bad), why)
 	}
 	if got := len(find(early, byClass("g", "iv"))); got != 4 {
@@ -145,7 +148,7 @@ func TestWriteMixed(t *testing.T) {
 	}
 	for _, k := range []string{"1", "2"} {
 		row := find(late, func(n *html.Node) bool { return attr(n, "id") == attr(late, "id")+"-i"+k })
-		if len(row) != 1 || !strings.Contains(text(row[0]), "≠ kernel") {
+		if len(row) != 1 || !strings.Contains(nodeText(row[0]), "≠ kernel") {
 			t.Errorf("interval %s of %s: no disagreement in its row", k, mixedLate)
 		}
 	}
@@ -167,19 +170,19 @@ func TestWriteMixed(t *testing.T) {
 		t.Fatalf("%d offenders linked, want %d", len(offenders), len(h.Offenders))
 	}
 	if el := find(doc, func(n *html.Node) bool { return attr(n, "id") == strings.TrimPrefix(attr(offenders[0], "href"), "#") }); len(el) != 1 ||
-		attr(el[0], "data-a") != text(offenders[0]) {
-		t.Errorf("offender %s links to %v, not to its chain", text(offenders[0]), el)
+		attr(el[0], "data-a") != nodeText(offenders[0]) {
+		t.Errorf("offender %s links to %v, not to its chain", nodeText(offenders[0]), el)
 	}
 }
 
 // TestWriteSmall: a report of few peers gives every peer in full, as the
 // text report gives each its table.
 func TestWriteSmall(t *testing.T) {
-	tr := analyze.NewTracker()
+	tr := attempt.NewTracker()
 	for i := range analyze.TablesUpTo {
 		addChain(tr, fmt.Sprintf("10.3.0.%d", i+1), fixtureStart.Add(time.Duration(i)*time.Second), msDur(1000), msDur(1700))
 	}
-	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{})
+	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
 	_, doc := writePage(t, r, r.Herd())
 	if a, rows := len(find(doc, byClass("article", "peer"))), len(find(doc, byClass("details", "row"))); a != analyze.TablesUpTo || rows != 0 {
 		t.Errorf("%d peers in full, %d rows; want %d and none", a, rows, analyze.TablesUpTo)
@@ -188,7 +191,7 @@ func TestWriteSmall(t *testing.T) {
 
 // TestWriteEmpty: a report without peers is still a page.
 func TestWriteEmpty(t *testing.T) {
-	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), nil, analyze.CaptureInfo{})
+	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), nil, attempt.CaptureInfo{})
 	b, doc := writePage(t, r, r.Herd())
 	if len(find(doc, byClass("article", "peer")))+len(find(doc, byClass("details", "row"))) != 0 {
 		t.Error("peers on the page of a report without any")
@@ -230,11 +233,11 @@ func TestWriteSelfContained(t *testing.T) {
 // is escaped wherever it goes: into the page, and into a row's data.
 func TestWriteEscapes(t *testing.T) {
 	const evil = `<script>alert("x")</script> & 'q'`
-	tr := analyze.NewTracker()
+	tr := attempt.NewTracker()
 	for i := range analyze.TablesUpTo + 1 {
 		addChain(tr, fmt.Sprintf("10.4.0.%d", i+1), fixtureStart, msDur(1000), msDur(1700))
 	}
-	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), analyze.CaptureInfo{})
+	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
 	r.Peers[0].Passed, r.Peers[0].Verdict, r.Peers[0].Reason = false, backoff.Failed, evil
 	r.Peers[1].Signatures = []backoff.Signature{{Name: "n", Seen: "s", Detail: evil}}
 	b, doc := writePage(t, r, r.Herd())
@@ -242,7 +245,7 @@ func TestWriteEscapes(t *testing.T) {
 		t.Fatal("the page holds the report's text unescaped")
 	}
 	reason := find(peerElement(t, doc, r.Peers[0].Peer.String()), byClass("p", "reason"))
-	if len(reason) != 1 || text(reason[0]) != "✗ "+evil {
+	if len(reason) != 1 || nodeText(reason[0]) != "✗ "+evil {
 		t.Errorf("reason reads %v, want %q", reason, "✗ "+evil)
 	}
 	row := peerElement(t, doc, r.Peers[1].Peer.String())
@@ -417,8 +420,8 @@ func TestAppendClock(t *testing.T) {
 		}
 	}
 	for _, n := range []int{0, 1, 2} {
-		if got, want := string(analyze.AppendPlural(nil, n, "attempt")), analyze.Plural(n, "attempt"); got != want {
-			t.Errorf("analyze.AppendPlural(%d) = %q, want %q", n, got, want)
+		if got, want := string(text.AppendPlural(nil, n, "attempt")), text.Plural(n, "attempt"); got != want {
+			t.Errorf("text.AppendPlural(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 // peerBatch is how many peers a goroutine of writePeers formats at a time.
@@ -112,9 +113,9 @@ func appendHeadline(b []byte, i int, p *analyze.PeerReport, link bool) []byte {
 	b = append(b, ` <span class="vd">`...)
 	b = appendEsc(b, string(p.Verdict))
 	b = append(b, `</span> · `...)
-	b = analyze.AppendPlural(b, len(p.Attempts), "attempt")
+	b = text.AppendPlural(b, len(p.Attempts), "attempt")
 	b = append(b, " · "...)
-	b = analyze.AppendPlural(b, p.Retransmits, "retransmit")
+	b = text.AppendPlural(b, p.Retransmits, "retransmit")
 	if p.Verdict != backoff.TooFew {
 		b = append(b, " · strict: "...)
 		b = appendEsc(b, string(p.Strict.Verdict))
@@ -419,7 +420,7 @@ func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
 	b = append(b, `</tbody></table>`...)
 	if more := len(p.Attempts) - shown; more > 0 {
 		b = append(b, `<p class="more">… `...)
-		b = append(b, analyze.Plural(more, "more attempt")...)
+		b = append(b, text.Plural(more, "more attempt")...)
 		b = append(b, `, in the JSON report</p>`...)
 	}
 	return b

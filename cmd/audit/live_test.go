@@ -30,6 +30,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
@@ -142,7 +143,7 @@ func (r *liveRun) stop(t *testing.T) error {
 // liveJSON reads a report line.
 type liveJSON struct {
 	Port       uint16                 `json:"port"`
-	Capture    analyze.CaptureInfo    `json:"capture"`
+	Capture    attempt.CaptureInfo    `json:"capture"`
 	Peers      []analyze.PeerReport   `json:"peers"`
 	Summary    analyze.Summary        `json:"summary"`
 	Session    analyze.SessionInfo    `json:"session"`
@@ -317,7 +318,7 @@ func TestLiveEndToEnd(t *testing.T) {
 
 	// Without a control port the --write file is the retry port's alone,
 	// a classic pcap with nanosecond timestamps.
-	if st, err := capture.ReadFile(pcapPath, capture.Options{}, func(analyze.SYN) {}); err != nil || st.Format != "pcap (ns)" {
+	if st, err := capture.ReadFile(pcapPath, capture.Options{}, func(attempt.SYN) {}); err != nil || st.Format != "pcap (ns)" {
 		t.Errorf("--write file: %+v, %v; want a nanosecond pcap", st, err)
 	}
 	// `audit pcap` reads the --write file to the same verdict, to the ns.
@@ -613,7 +614,7 @@ func TestLiveInterrupt(t *testing.T) {
 		t.Errorf("no capture statistics at exit:\n%s", stderr)
 	}
 	var syns int
-	st, err := capture.ReadFile(pcapPath, capture.Options{Port: uint16(retry)}, func(analyze.SYN) { syns++ })
+	st, err := capture.ReadFile(pcapPath, capture.Options{Port: uint16(retry)}, func(attempt.SYN) { syns++ })
 	if err != nil || st.Truncated || syns < 3 {
 		t.Errorf("--write file after SIGINT: %d SYNs, truncated %v, err %v; want ≥ 3 SYNs, complete", syns, st.Truncated, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
@@ -146,7 +147,7 @@ func TestLiveAttachControlPortWrite(t *testing.T) {
 	if rep.Live.Write != path {
 		t.Errorf("report's --write %q; want %q", rep.Live.Write, path)
 	}
-	st, err := capture.ReadFile(path, capture.Options{}, func(analyze.SYN) {})
+	st, err := capture.ReadFile(path, capture.Options{}, func(attempt.SYN) {})
 	if err != nil || st.Format != "pcapng" || st.Truncated {
 		t.Fatalf("--write file: %+v, %v; want a complete pcapng file", st, err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
@@ -133,9 +134,9 @@ func (v *vethNet) connect(t *testing.T, n int) {
 }
 
 // fileSYNs reads the --write file as `audit pcap` does.
-func fileSYNs(path string) ([]analyze.SYN, analyze.FileInfo, error) {
-	var syns []analyze.SYN
-	st, err := capture.ReadFile(path, capture.Options{Port: faultPort}, func(s analyze.SYN) { syns = append(syns, s) })
+func fileSYNs(path string) ([]attempt.SYN, attempt.FileInfo, error) {
+	var syns []attempt.SYN
+	st, err := capture.ReadFile(path, capture.Options{Port: faultPort}, func(s attempt.SYN) { syns = append(syns, s) })
 	return syns, st, err
 }
 

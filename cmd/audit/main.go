@@ -12,8 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/internal/buildinfo"
+	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/live"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -48,7 +48,7 @@ func outcomeError(o live.Outcome, err error) error {
 	case o.Verdict != "":
 		return verdictError("%s", o.Verdict)
 	case o.Failed > 0:
-		return verdictError("%d of %s failed; %s", o.Failed, analyze.Plural(o.Sessions, "session"), o.FirstFailure)
+		return verdictError("%d of %s failed; %s", o.Failed, text.Plural(o.Sessions, "session"), o.FirstFailure)
 	}
 	return nil
 }

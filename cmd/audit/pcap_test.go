@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
 
@@ -277,7 +278,7 @@ func BenchmarkPcap(b *testing.B) {
 }
 
 // writeSYNs writes a pcap (µs, Ethernet) of IPv4 SYNs to 127.0.0.1:50052.
-func writeSYNs(t *testing.T, path string, syns []analyze.SYN) {
+func writeSYNs(t *testing.T, path string, syns []attempt.SYN) {
 	t.Helper()
 	le := binary.LittleEndian
 	var b []byte
@@ -317,7 +318,7 @@ func writeSYNs(t *testing.T, path string, syns []analyze.SYN) {
 func TestPcapManyPeers(t *testing.T) {
 	start := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 	dst := netip.MustParseAddrPort("127.0.0.1:50052")
-	var syns []analyze.SYN
+	var syns []attempt.SYN
 	const peers = analyze.TablesUpTo + 10
 	for p := range peers {
 		gaps := []time.Duration{0, 1000 * time.Millisecond, 1600 * time.Millisecond}
@@ -327,7 +328,7 @@ func TestPcapManyPeers(t *testing.T) {
 		ts := start
 		for k, g := range gaps {
 			ts = ts.Add(g)
-			syns = append(syns, analyze.SYN{Time: ts, Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, 0, byte(p)}), uint16(40000+k)), Dst: dst, Seq: uint32(100*p + k)})
+			syns = append(syns, attempt.SYN{Time: ts, Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, 0, byte(p)}), uint16(40000+k)), Dst: dst, Seq: uint32(100*p + k)})
 		}
 	}
 	path := filepath.Join(t.TempDir(), "many.pcap")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -40,7 +41,7 @@ func (r recordRun) write(t *testing.T, dir string) (capPath, recPath string) {
 	for _, g := range r.gaps {
 		times = append(times, times[len(times)-1].Add(g))
 	}
-	var syns []analyze.SYN
+	var syns []attempt.SYN
 	var rec bytes.Buffer
 	p := backoff.ReferencePolicy(r.maxMS)
 	ev := func(e analyze.RecordEvent) {
@@ -55,7 +56,7 @@ func (r recordRun) write(t *testing.T, dir string) (capPath, recPath string) {
 	for i, tm := range times {
 		src := netip.AddrPortFrom(client, uint16(41000+i))
 		if i+1 != r.uncaptured {
-			syns = append(syns, analyze.SYN{Time: tm, Src: src, Dst: dst, Seq: uint32(1000 + i)})
+			syns = append(syns, attempt.SYN{Time: tm, Src: src, Dst: dst, Seq: uint32(1000 + i)})
 		}
 		// The server stamps each accept 200 µs after its SYN.
 		ev(analyze.RecordEvent{Event: analyze.EventAccept, Time: tm.Add(200 * time.Microsecond), Session: 1, Peer: src})

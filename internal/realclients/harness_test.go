@@ -26,7 +26,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
@@ -482,21 +482,21 @@ func captureSYNs(t *testing.T, port int) (stop func() []time.Time, why string) {
 		return nil, err.Error()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	type attempt struct {
+	type tuple struct {
 		src netip.AddrPort
 		seq uint32
 	}
 	var (
 		mu    sync.Mutex
-		seen  = map[attempt]bool{}
+		seen  = map[tuple]bool{}
 		times []time.Time
 		done  = make(chan error, 1)
 	)
 	go func() {
-		done <- l.Run(ctx, func(s analyze.SYN) {
+		done <- l.Run(ctx, func(s attempt.SYN) {
 			mu.Lock()
 			defer mu.Unlock()
-			if a := (attempt{s.Src, s.Seq}); !seen[a] {
+			if a := (tuple{s.Src, s.Seq}); !seen[a] {
 				seen[a] = true
 				times = append(times, s.Time)
 			}

@@ -1,4 +1,4 @@
-package analyze
+package attempt
 
 import "github.com/backoff-audit/audit/backoff"
 
@@ -12,7 +12,7 @@ func (c *Chains) InferMode(p backoff.Policy) (m backoff.RetryMode, ok bool) {
 	var refused, hung, succeeded, closed int
 	var buf []backoff.Ending
 	for i := range c.Len() {
-		buf = c.endings(i, buf)
+		buf = c.Endings(i, buf)
 		run := backoff.Run{Endings: buf}
 		for k, e := range buf {
 			switch {

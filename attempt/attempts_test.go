@@ -1,4 +1,4 @@
-package analyze
+package attempt
 
 import (
 	"fmt"
@@ -223,7 +223,7 @@ func wantChains(syns []SYN) []Chain {
 	}
 	var chains []Chain
 	for peer, as := range byPeer {
-		slices.SortFunc(as, compareAttempts)
+		slices.SortFunc(as, Compare)
 		chains = append(chains, Chain{Peer: peer, Attempts: as})
 	}
 	slices.SortFunc(chains, func(a, b Chain) int { return a.Peer.Compare(b.Peer) })
@@ -305,7 +305,7 @@ func testTrackerRandom(t *testing.T, seed uint64, feed func(*Tracker, []SYN)) {
 			buf = got.Attempts
 			var peer netip.Addr
 			var retrans int
-			peer, times, retrans = cs.times(i, times)
+			peer, times, retrans = cs.Times(i, times)
 			if peer != w.Peer || retrans != w.Retransmits() || !slices.EqualFunc(times, w.Times(), time.Time.Equal) {
 				t.Fatalf("seed %d: times(%d) = %v, %v, %d; want %v, %v, %d", seed, i, peer, times, retrans, w.Peer, w.Times(), w.Retransmits())
 			}

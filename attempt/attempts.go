@@ -1,4 +1,4 @@
-package analyze
+package attempt
 
 import (
 	"cmp"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 // Attempt is one TCP connection attempt: the first SYN of a (src, dst, ISN)
@@ -677,9 +678,9 @@ func (t *Tracker) Chains() *Chains {
 	return c
 }
 
-// times returns chain i's peer, attempt times (sorted, in buf's array)
+// Times returns chain i's peer, attempt times (sorted, in buf's array)
 // and retransmits, without building its attempts.
-func (c *Chains) times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
+func (c *Chains) Times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 	from := 0
 	if i > 0 {
 		from = c.end[i-1]
@@ -696,10 +697,10 @@ func (c *Chains) times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 	return c.addrs[i], buf, c.retrans[i]
 }
 
-// endings returns chain i's attempts' fates in time order, or nil when
+// Endings returns chain i's attempts' fates in time order, or nil when
 // the tracker knows none: a slice of the chains' Endings, which the
 // caller may keep, not append to. buf is not used.
-func (c *Chains) endings(i int, buf []backoff.Ending) []backoff.Ending {
+func (c *Chains) Endings(i int, buf []backoff.Ending) []backoff.Ending {
 	if c.ends == nil {
 		return nil
 	}
@@ -747,7 +748,7 @@ func (c *Chains) Chain(i int, buf []Attempt) Chain {
 	// Capture order is time order but for rotated files read out of
 	// order, and for attempts at the same time.
 	if !sorted {
-		slices.SortFunc(as, compareAttempts)
+		slices.SortFunc(as, Compare)
 	}
 	return Chain{Peer: c.addrs[i], Attempts: as}
 }
@@ -769,9 +770,9 @@ func (t *Tracker) Peers() []Chain {
 	return chains
 }
 
-// compareAttempts orders a chain: by time, then source port, ISN,
+// Compare orders a chain: by time, then source port, ISN,
 // destination and source address, a total order over distinct attempts.
-func compareAttempts(a, b Attempt) int {
+func Compare(a, b Attempt) int {
 	if c := a.Time.Compare(b.Time); c != 0 {
 		return c
 	}
@@ -904,7 +905,7 @@ func (pt *PortTracker) OnlyPort() (uint16, error) {
 	}
 	list := make([]string, len(pcs))
 	for i, pc := range pcs {
-		list[i] = fmt.Sprintf("%d (%s)", pc.Port, Plural(pc.SYNs, "SYN"))
+		list[i] = fmt.Sprintf("%d (%s)", pc.Port, text.Plural(pc.SYNs, "SYN"))
 	}
 	return 0, fmt.Errorf("the capture holds SYNs to %d ports, choose the retry port with --port: %s",
 		len(pcs), strings.Join(list, ", "))

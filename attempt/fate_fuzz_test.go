@@ -1,4 +1,4 @@
-package analyze
+package attempt
 
 import (
 	"encoding/binary"

@@ -1,11 +1,11 @@
-package analyze_test
+package attempt_test
 
 import (
 	"fmt"
 	"net/netip"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -14,14 +14,14 @@ import (
 func ExampleTracker() {
 	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	dst := netip.MustParseAddrPort("127.0.0.1:50052")
-	syns := []analyze.SYN{
+	syns := []attempt.SYN{
 		{Time: start, Src: netip.MustParseAddrPort("127.0.0.1:40000"), Dst: dst, Seq: 1},
 		{Time: start.Add(1000 * time.Millisecond), Src: netip.MustParseAddrPort("127.0.0.1:40002"), Dst: dst, Seq: 3},
 		{Time: start.Add(1003 * time.Millisecond), Src: netip.MustParseAddrPort("127.0.0.1:40000"), Dst: dst, Seq: 1}, // retransmission
 		{Time: start.Add(2650 * time.Millisecond), Src: netip.MustParseAddrPort("127.0.0.1:40004"), Dst: dst, Seq: 5},
 		{Time: start.Add(3000 * time.Millisecond), Src: netip.MustParseAddrPort("127.0.0.1:40006"), Dst: dst, Seq: 7},
 	}
-	tr := analyze.NewTracker()
+	tr := attempt.NewTracker()
 	for _, s := range syns {
 		tr.Add(s)
 	}

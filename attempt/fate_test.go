@@ -1,4 +1,4 @@
-package analyze
+package attempt
 
 import (
 	"fmt"
@@ -646,7 +646,7 @@ func TestChainsEndings(t *testing.T) {
 		}
 		seen := map[backoff.Fate]bool{}
 		for i := range cs.Len() {
-			got := cs.endings(i, nil)
+			got := cs.Endings(i, nil)
 			if !known {
 				if got != nil {
 					t.Errorf("fates unknown: chain %d endings %v, want none", i, got)
@@ -654,7 +654,7 @@ func TestChainsEndings(t *testing.T) {
 				continue
 			}
 			as := byPeer[cs.Chain(i, nil).Peer]
-			slices.SortFunc(as, compareAttempts)
+			slices.SortFunc(as, Compare)
 			var want []backoff.Ending
 			for _, a := range as {
 				want = append(want, a.Ending)
@@ -669,23 +669,6 @@ func TestChainsEndings(t *testing.T) {
 		}
 		if known && len(seen) != 5 {
 			t.Errorf("the attempts end in %d ways, want all 5: %v", len(seen), seen)
-		}
-	}
-}
-
-// appendNameJSON writes every name as appendJSONString does, the names
-// this package gives and any other string an Ending may hold.
-func TestAppendNameJSON(t *testing.T) {
-	names := []string{"", "data ", "<data>", "da\"ta", "da\u2028ta", "\xff", "closed by server!", "tls client hellO"}
-	for _, f := range []backoff.Fate{backoff.FateUnknown, backoff.FateRefused, backoff.FateUnanswered, backoff.FateClosed, backoff.FateAbandoned, backoff.FateOpen} {
-		names = append(names, string(f))
-	}
-	for _, p := range payloadNames {
-		names = append(names, string(p))
-	}
-	for _, s := range names {
-		if got, want := string(appendNameJSON(nil, s)), string(appendJSONString(nil, s)); got != want {
-			t.Errorf("%q: %s, want %s", s, got, want)
 		}
 	}
 }

@@ -453,7 +453,7 @@ func spreadOf(peers []herdPeer, at []herdAt, k int, expected float64) Spread {
 type herdJSON struct {
 	Peers     int        `json:"peers"`
 	Attempts  int        `json:"attempts"`
-	Start     reportTime `json:"start"`
+	Start     text.Time  `json:"start"`
 	SpanMS    float64    `json:"span_ms"`
 	Rate      HerdRate   `json:"rate"`
 	Peak      HerdPeak   `json:"peak"`
@@ -471,7 +471,7 @@ type herdJSON struct {
 // "in_waves","offenders":[{"peer","waves","failed_intervals","verdict"}]},
 // the start in TimeLayout; lists are [] when empty, never null.
 func (h Herd) MarshalJSON() ([]byte, error) {
-	j := herdJSON{h.Peers, h.Attempts, reportTime(h.Start), h.SpanMS, h.Rate, h.Peak, h.Ks,
+	j := herdJSON{h.Peers, h.Attempts, text.Time(h.Start), h.SpanMS, h.Rate, h.Peak, h.Ks,
 		h.Waves, h.Spread, h.InWaves, h.Offenders}
 	if j.Waves == nil {
 		j.Waves = []Wave{}
@@ -521,7 +521,7 @@ func (h Herd) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "herd: %s, %s over %.3f s from %s; peak %s in the second from +%.3f s\n",
 		text.Plural(h.Peers, "peer"), text.Plural(h.Attempts, "attempt"), h.SpanMS/1000,
-		h.Start.UTC().Format(TimeLayout), text.Plural(h.Peak.Count, "attempt"), h.Peak.AtMS/1000)
+		h.Start.UTC().Format(text.TimeLayout), text.Plural(h.Peak.Count, "attempt"), h.Peak.AtMS/1000)
 	if h.Ks == 0 {
 		fmt.Fprintf(bw, "herd: fewer than %d peers made any attempt: no waves or spread to read\n", HerdMinPeers)
 		return bw.Flush()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -322,7 +323,7 @@ func TestHerdJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireKeys(t, "herd", doc, "peers", "attempts", "start", "span_ms", "rate", "peak", "ks", "waves", "spread", "in_waves", "offenders")
-	if got, want := doc["start"], h.Start.UTC().Format(TimeLayout); got != want || !h.Start.After(trackStart) {
+	if got, want := doc["start"], h.Start.UTC().Format(text.TimeLayout); got != want || !h.Start.After(trackStart) {
 		t.Errorf("start = %v, want %v", got, want)
 	}
 	requireKeys(t, "wave", doc["waves"].([]any)[0], "k", "peers", "count", "share", "at_ms", "span_ms", "policy_share", "expected")

@@ -18,6 +18,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/session"
 )
 
 // Report is what `audit pcap` prints, as text (WriteText) or as JSON. It is
@@ -110,13 +111,13 @@ type Report struct {
 	// summary in JSON and at the end of the text.
 	HerdReading *Herd `json:"herd,omitempty"`
 
-	Session    *SessionInfo    `json:"session,omitempty"`
-	Live       *LiveInfo       `json:"live,omitempty"`
-	Foreign    []PeerCount     `json:"foreign,omitzero"`
-	Server     *ServerVerdict  `json:"server,omitempty"`
-	CrossCheck *CrossCheck     `json:"crosscheck,omitempty"`
-	Record     *RecordInfo     `json:"record,omitempty"`
-	Sessions   []RecordSession `json:"sessions,omitzero"`
+	Session    *SessionInfo        `json:"session,omitempty"`
+	Live       *LiveInfo           `json:"live,omitempty"`
+	Foreign    []session.PeerCount `json:"foreign,omitzero"`
+	Server     *ServerVerdict      `json:"server,omitempty"`
+	CrossCheck *session.CrossCheck `json:"crosscheck,omitempty"`
+	Record     *RecordInfo         `json:"record,omitempty"`
+	Sessions   []RecordSession     `json:"sessions,omitzero"`
 }
 
 // PeerReport is the verdict on one peer's chain of attempts.
@@ -151,27 +152,8 @@ type AttemptReport struct {
 	Ending backoff.Ending `json:"-"`
 }
 
-// TimeLayout is the one time format of every report and of the record
-// file: RFC 3339 in UTC with all nine fraction digits, so that timestamps
-// line up, sort and diff as text.
-const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
-
-// reportTime is a time as reports write it: TimeLayout, in UTC. It reads
-// any RFC 3339 time.
-type reportTime time.Time
-
-func (t reportTime) MarshalText() ([]byte, error) {
-	return time.Time(t).UTC().AppendFormat(nil, TimeLayout), nil
-}
-
-func (t *reportTime) UnmarshalText(b []byte) error {
-	v, err := time.Parse(time.RFC3339Nano, string(b))
-	*t = reportTime(v)
-	return err
-}
-
 type attemptJSON struct {
-	Time        reportTime      `json:"time"`
+	Time        text.Time       `json:"time"`
 	SrcPort     uint16          `json:"src_port"`
 	Seq         uint32          `json:"seq"`
 	Retransmits int             `json:"retransmits"`
@@ -186,7 +168,7 @@ type attemptJSON struct {
 // times in milliseconds where the fate has them.
 func (a AttemptReport) MarshalJSON() ([]byte, error) {
 	e := a.Ending
-	j := attemptJSON{Time: reportTime(a.Time), SrcPort: a.SrcPort, Seq: a.Seq, Retransmits: a.Retransmits,
+	j := attemptJSON{Time: text.Time(a.Time), SrcPort: a.SrcPort, Seq: a.Seq, Retransmits: a.Retransmits,
 		Fate: e.ReportFate(), ClientSent: e.ClientSent, ServerSent: e.ServerSent}
 	if e.Fate.Accepted() {
 		v := backoff.Millis(e.Accepted)
@@ -972,7 +954,7 @@ func appendPeerText(b []byte, p PeerReport) []byte {
 	b = append(b, '\n')
 	if len(p.Attempts) > 0 {
 		b = append(b, "  first attempt "...)
-		b = p.Attempts[0].Time.UTC().AppendFormat(b, TimeLayout)
+		b = p.Attempts[0].Time.UTC().AppendFormat(b, text.TimeLayout)
 		b = append(b, " from port "...)
 		b = strconv.AppendUint(b, uint64(p.Attempts[0].SrcPort), 10)
 		b = append(b, '\n')
@@ -1510,7 +1492,7 @@ func appendTime(b []byte, t time.Time) []byte {
 	t = t.UTC()
 	year, month, day := t.Date()
 	if year < 0 || year > 9999 {
-		return t.AppendFormat(b, TimeLayout)
+		return t.AppendFormat(b, text.TimeLayout)
 	}
 	hour, minute, second := t.Clock()
 	b = appendDigits(b, year, 4)

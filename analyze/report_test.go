@@ -23,6 +23,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -395,7 +396,7 @@ func TestAppendTime(t *testing.T) {
 		times = append(times, time.Unix(rng.Int64N(1<<35)-1<<34, rng.Int64N(1e9)))
 	}
 	for _, tm := range times {
-		if got, want := string(appendTime(nil, tm)), tm.UTC().Format(TimeLayout); got != want {
+		if got, want := string(appendTime(nil, tm)), tm.UTC().Format(text.TimeLayout); got != want {
 			t.Errorf("appendTime(%v) = %q, want %q", tm, got, want)
 		}
 	}

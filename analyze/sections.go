@@ -8,6 +8,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/session"
 )
 
 // Sections are what a reading beyond one capture's SYNs adds to a Report:
@@ -17,17 +18,6 @@ import (
 // a capture read with a record file, the record and its sessions. Each is
 // absent (nil) when the reading has none; Report.WriteText and Report's
 // JSON write them after the summary, in this order.
-
-// Causes that end a session its server did not end, beside the record's
-// (CauseStop, CauseTimeout, CauseClosed). The two errors are followed by
-// ": " and the error.
-const (
-	CauseIdle         = "idle"              // no server side: no SYN for the idle time
-	CauseInterrupted  = "interrupted"       // Ctrl-C, SIGTERM, or the next Start came first
-	CauseCaptureError = "capture error"     // the capture failed (interface gone, disk full)
-	CauseRecordError  = "record error"      // the followed record file could not be read
-	CauseNoEnd        = "end of the record" // read offline: the record holds no stop or expire line for it
-)
 
 // SessionInfo is the session a report judges.
 //
@@ -48,8 +38,8 @@ type SessionInfo struct {
 	MaxMS int32 `json:"max_reconnect_backoff_ms"`
 	// VerifiedPeer is the address whose attempts the verdict judges, "" when
 	// none; VerifiedReason why it was chosen.
-	VerifiedPeer   string         `json:"verified_peer"`
-	VerifiedReason VerifiedReason `json:"verified_reason,omitempty"`
+	VerifiedPeer   string                 `json:"verified_peer"`
+	VerifiedReason session.VerifiedReason `json:"verified_reason,omitempty"`
 	// MaxAttempts is absent from the sessions of a record file, read
 	// offline.
 	MaxAttempts    int `json:"max_attempts,omitempty"`
@@ -116,7 +106,7 @@ type ServerVerdict struct {
 }
 
 // NewServerVerdict is the verdict of a session's end.
-func NewServerVerdict(end *SessionEnd) *ServerVerdict {
+func NewServerVerdict(end *session.SessionEnd) *ServerVerdict {
 	if end == nil {
 		return nil
 	}
@@ -158,9 +148,9 @@ type OutsideSession struct {
 type RecordSession struct {
 	Session SessionInfo `json:"session"`
 	// Policy is what the session was judged against.
-	Policy     backoff.Policy `json:"policy"`
-	Server     *ServerVerdict `json:"server,omitempty"`
-	CrossCheck *CrossCheck    `json:"crosscheck"`
+	Policy     backoff.Policy      `json:"policy"`
+	Server     *ServerVerdict      `json:"server,omitempty"`
+	CrossCheck *session.CrossCheck `json:"crosscheck"`
 	// peer is the index of the session's chain in the report's peers, -1
 	// when the capture holds none of its attempts.
 	peer int
@@ -268,4 +258,15 @@ func writeServerText(bw *bufio.Writer, sv *ServerVerdict) {
 		fmt.Fprintf(bw, ": %s", sv.Reason)
 	}
 	fmt.Fprintln(bw)
+}
+
+// Summarize counts peers by verdict, as a report's summary does.
+func Summarize(peers []PeerReport) Summary { return summarize(peers) }
+
+// Overflowed gives p the verdict of a session that kept its maximum of
+// attempts (see Overflowed).
+func (p *PeerReport) Overflowed(kept, dropped, maxAttempts int) {
+	var r backoff.Result
+	r, p.Reason = session.Overflowed(r, kept, dropped, maxAttempts)
+	p.Passed, p.Verdict, p.Strict = false, r.Reference.Verdict, r.Strict
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/session"
 )
 
 // A server that could not see the attempts (refuse, restart) leaves the
@@ -25,7 +26,7 @@ func TestFailuresServerNotJudged(t *testing.T) {
 		{pass, failed, "session 4: server verdict failed, kernel passed: interval 2"},
 		{fail, failed, "session 4: kernel and server verdicts failed"},
 	} {
-		r := Report{Session: &SessionInfo{Number: 4}, Peers: []PeerReport{tt.chain}, Server: tt.sv, CrossCheck: &CrossCheck{}}
+		r := Report{Session: &SessionInfo{Number: 4}, Peers: []PeerReport{tt.chain}, Server: tt.sv, CrossCheck: &session.CrossCheck{}}
 		n, total, first := r.Failures()
 		if total != 1 || (tt.want == "") != (n == 0) || !strings.HasPrefix(first, tt.want) {
 			t.Errorf("chain %s, server %s: %d failed, %q; want %q", tt.chain.Verdict, tt.sv.Verdict, n, first, tt.want)

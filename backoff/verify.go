@@ -234,3 +234,17 @@ func (iv Interval) LogLine() string {
 	return fmt.Sprintf("retry %2d:backoff %6.2fs,expected backoff %6.2fs, jitter %4.2f%%",
 		iv.K, whole/1000, iv.ExpectedMS/1000, jitter)
 }
+
+// VerifyBackoff is the reference reading of a list of intervals in whole
+// ms, as a server's Stop returns them: the same Verify, over times that
+// lie exactly those whole ms apart.
+func VerifyBackoff(p Policy, backoffMS []int32) Result {
+	times := make([]time.Time, len(backoffMS)+1)
+	t := time.Unix(0, 0).UTC()
+	times[0] = t
+	for i, b := range backoffMS {
+		t = t.Add(time.Duration(b) * time.Millisecond)
+		times[i+1] = t
+	}
+	return Verify(p, times)
+}

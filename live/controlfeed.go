@@ -10,6 +10,8 @@ import (
 	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/session"
 )
 
 // controlFeed follows the control port of a server elsewhere on this host
@@ -25,7 +27,7 @@ type controlFeed struct {
 	live     *capture.Live
 	asm      *flows.Assembler
 	sessions control.Sessions
-	push     func(analyze.RecordEvent)
+	push     func(session.RecordEvent)
 	warn     func(string)
 	// midStream counts the connections joined mid-stream; the auditor
 	// reads it while run's goroutine writes it.
@@ -34,7 +36,7 @@ type controlFeed struct {
 
 // openControl opens the capture of the control port on iface; file, when
 // set, is the --write file it shares with the retry port's capture.
-func openControl(iface string, port uint16, file *capture.LiveFile, push func(analyze.RecordEvent), warn func(string)) (*controlFeed, error) {
+func openControl(iface string, port uint16, file *capture.LiveFile, push func(session.RecordEvent), warn func(string)) (*controlFeed, error) {
 	c := &controlFeed{port: port, push: push, warn: warn}
 	c.asm = flows.NewAssembler(flows.Options{Ports: []uint16{port}, Opened: c.opened, StreamEnd: c.streamEnd}, nil)
 	var err error
@@ -93,7 +95,7 @@ func (c *controlFeed) streamEnd(conn flows.Conn, s *h2.Stream) {
 		what = "Stop"
 	}
 	c.warn(fmt.Sprintf("control port %d: %s from %s at %s (grpc-status %q) begins or ends no session",
-		c.port, what, call.Caller, call.Time.UTC().Format(analyze.TimeLayout), call.Status))
+		c.port, what, call.Caller, call.Time.UTC().Format(text.TimeLayout), call.Status))
 }
 
 // close stops the capture and flushes what it wrote of the --write file.

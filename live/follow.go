@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/session"
 )
 
 // recordPoll is how often the record file of another server is read.
@@ -24,8 +24,8 @@ const recordChunk = 4 << 20
 // after, until ctx ends (with one last read). A missing file is waited
 // for. A file that shrinks (truncated) or is replaced (rotated) is read
 // again from its start, and warn says so. A line longer than
-// analyze.MaxRecordLine is an error naming its offset.
-func tailRecord(ctx context.Context, path string, push func(analyze.RecordEvent), warn func(string)) error {
+// session.MaxRecordLine is an error naming its offset.
+func tailRecord(ctx context.Context, path string, push func(session.RecordEvent), warn func(string)) error {
 	var (
 		off     int64 // bytes of the file taken
 		partial []byte
@@ -59,10 +59,10 @@ func tailRecord(ctx context.Context, path string, push func(analyze.RecordEvent)
 		off += int64(len(b))
 		partial = append(partial, b...)
 		n := bytes.LastIndexByte(partial, '\n') + 1
-		if n == 0 && len(partial) > analyze.MaxRecordLine {
-			return fmt.Errorf("--record %s: line %d at offset %d is longer than %d bytes", path, line, lineOff, analyze.MaxRecordLine)
+		if n == 0 && len(partial) > session.MaxRecordLine {
+			return fmt.Errorf("--record %s: line %d at offset %d is longer than %d bytes", path, line, lineOff, session.MaxRecordLine)
 		}
-		events, err := analyze.ReadRecord(bytes.NewReader(partial[:n]))
+		events, err := session.ReadRecord(bytes.NewReader(partial[:n]))
 		if err != nil {
 			return fmt.Errorf("--record %s: from line %d at offset %d: %w", path, line, lineOff, err)
 		}
@@ -90,19 +90,19 @@ func tailRecord(ctx context.Context, path string, push func(analyze.RecordEvent)
 
 // openSession keeps, of the events already in a record file, those of its
 // last session if that session is still open.
-func openSession(events []analyze.RecordEvent) []analyze.RecordEvent {
+func openSession(events []session.RecordEvent) []session.RecordEvent {
 	last := -1
 	for i, e := range events {
-		if e.Event == analyze.EventStart {
+		if e.Event == session.EventStart {
 			last = i
 		}
 	}
 	if last < 0 {
 		return nil
 	}
-	var out []analyze.RecordEvent
+	var out []session.RecordEvent
 	for _, e := range events[last:] {
-		if e.Event == analyze.EventStop || e.Event == analyze.EventExpire {
+		if e.Event == session.EventStop || e.Event == session.EventExpire {
 			return nil
 		}
 		if e.Session == events[last].Session {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/session"
 )
 
 // The record follower notices a file truncated or replaced under it and
@@ -25,9 +25,9 @@ func TestTailRecordReopens(t *testing.T) {
 	start := func(n int, port uint16) []byte {
 		var b bytes.Buffer
 		p := backoff.DefaultPolicy()
-		analyze.WriteRecordEvent(&b, analyze.RecordEvent{Event: analyze.EventStart, Time: time.Now(), Session: n,
+		session.WriteRecordEvent(&b, session.RecordEvent{Event: session.EventStart, Time: time.Now(), Session: n,
 			Peer: netip.MustParseAddrPort("127.0.0.1:40000"), RetryPort: port,
-			Params: &analyze.SessionParams{Policy: p}})
+			Params: &session.SessionParams{Policy: p}})
 		return b.Bytes()
 	}
 	if err := os.WriteFile(path, start(1, 1), 0o644); err != nil {
@@ -36,7 +36,7 @@ func TestTailRecordReopens(t *testing.T) {
 	var mu sync.Mutex
 	var got []uint16
 	var warnings []string
-	push := func(e analyze.RecordEvent) { mu.Lock(); got = append(got, e.RetryPort); mu.Unlock() }
+	push := func(e session.RecordEvent) { mu.Lock(); got = append(got, e.RetryPort); mu.Unlock() }
 	warn := func(s string) { mu.Lock(); warnings = append(warnings, s); mu.Unlock() }
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

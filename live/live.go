@@ -26,7 +26,9 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/server"
+	"github.com/backoff-audit/audit/session"
 )
 
 // Config is one run of the live auditor.
@@ -283,7 +285,7 @@ func (a *liveAuditor) run(ctx context.Context) error {
 	defer w.stopCapture()
 	defer w.stopTail()
 	defer w.stopCtl()
-	end := runEnd{cause: analyze.CauseInterrupted}
+	end := runEnd{cause: session.CauseInterrupted}
 	a.loop(ctx, w, &end)
 	a.shutdown(w, &end)
 	a.reportExit()
@@ -363,24 +365,24 @@ func (a *liveAuditor) loop(ctx context.Context, w *feeds, end *runEnd) {
 			}
 		case <-idle.C:
 			if a.sess != nil {
-				a.sess.cause = analyze.CauseIdle
+				a.sess.cause = session.CauseIdle
 				a.sess.endTime = time.Now().Round(0) // wall clock, as the SYNs
 				a.finish()
 			}
 		case err := <-w.capDone:
 			w.capDone = nil
-			end.fail(analyze.CauseCaptureError, err)
+			end.fail(session.CauseCaptureError, err)
 			a.captureStopped(end.cause)
 			return
 		case err := <-w.tailDone:
 			w.tailDone = nil
-			end.fail(analyze.CauseRecordError, err)
+			end.fail(session.CauseRecordError, err)
 			return
 		case err := <-w.ctlDone:
 			// Sessions can no longer end at their Stop: as a capture
 			// error, the open one ends here.
 			w.ctlDone = nil
-			end.fail(analyze.CauseCaptureError, err)
+			end.fail(session.CauseCaptureError, err)
 			a.captureStopped(end.cause)
 			return
 		case <-ctx.Done():
@@ -402,18 +404,18 @@ func (a *liveAuditor) shutdown(w *feeds, end *runEnd) {
 	w.stopCapture()
 	if w.capDone != nil {
 		if err := <-w.capDone; err != nil {
-			end.fail(analyze.CauseCaptureError, err)
+			end.fail(session.CauseCaptureError, err)
 			a.captureStopped(end.cause)
 		}
 	}
 	w.stopTail()
 	if w.tailDone != nil {
-		end.fail(analyze.CauseRecordError, <-w.tailDone)
+		end.fail(session.CauseRecordError, <-w.tailDone)
 	}
 	w.stopCtl()
 	if w.ctlDone != nil {
 		if err := <-w.ctlDone; err != nil {
-			end.fail(analyze.CauseCaptureError, err)
+			end.fail(session.CauseCaptureError, err)
 			a.captureStopped(end.cause)
 		}
 	}
@@ -506,7 +508,7 @@ func (a *liveAuditor) addSYN(s attempt.SYN) {
 	if a.tr.Retransmit(s) {
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "retransmit %s  %-22s (kernel retransmission, not a backoff)\n",
-				s.Time.UTC().Format(analyze.TimeLayout), attempt.UnmapPort(s.Src))
+				s.Time.UTC().Format(text.TimeLayout), attempt.UnmapPort(s.Src))
 		}
 		return
 	}
@@ -524,14 +526,14 @@ func (a *liveAuditor) addSYN(s attempt.SYN) {
 		a.tr.AddAttempt(at)
 		a.outside++
 		if !a.cfg.JSON {
-			fmt.Fprintf(a.out, "attempt %s  %-22s (outside any session)\n", at.Time.UTC().Format(analyze.TimeLayout), attempt.UnmapPort(at.Src))
+			fmt.Fprintf(a.out, "attempt %s  %-22s (outside any session)\n", at.Time.UTC().Format(text.TimeLayout), attempt.UnmapPort(at.Src))
 		}
 	case a.inside >= a.sess.maxAttempts:
 		a.sess.dropped++
 		if a.sess.dropped == 1 && !a.cfg.JSON { // later ones are only counted: a flood must not flood the output
 			fmt.Fprintf(a.out, "attempt %s  %-22s not kept: session %d holds its maximum of %d attempts; "+
 				"later ones are counted and the verdict will be %s\n",
-				at.Time.UTC().Format(analyze.TimeLayout), attempt.UnmapPort(at.Src), a.sess.number, a.sess.maxAttempts, backoff.Overflow)
+				at.Time.UTC().Format(text.TimeLayout), attempt.UnmapPort(at.Src), a.sess.number, a.sess.maxAttempts, backoff.Overflow)
 		}
 	default:
 		a.tr.AddAttempt(at)
@@ -578,18 +580,18 @@ func (a *liveAuditor) hold(attempts []attempt.Attempt) {
 	}
 }
 
-func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
+func (a *liveAuditor) addEvent(e session.RecordEvent) {
 	// Wall clock only, as the record file and the capture have it: an
 	// in-process time.Now also carries a monotonic reading, which Sub
 	// would prefer, and intervals would differ from the record's by ns.
 	e.Time = e.Time.Round(0)
 	switch e.Event {
-	case analyze.EventStart:
+	case session.EventStart:
 		if a.ending {
 			a.finish()
 		}
 		if a.sess != nil { // a start without the end of the last one
-			a.sess.cause = analyze.CauseInterrupted
+			a.sess.cause = session.CauseInterrupted
 			a.finish()
 		}
 		a.sess = newServerSession(e, a.cfg.maxAttempts())
@@ -605,8 +607,8 @@ func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
 			fmt.Fprintf(a.out, "session %d: Start from %s, max_reconnect_backoff_ms %d (%v)\n",
 				e.Session, e.Peer, a.sess.maxMS, a.sess.policy)
 		}
-	case analyze.EventAccept:
-		acc := analyze.Accept{Peer: e.Peer, Time: e.Time}
+	case session.EventAccept:
+		acc := session.Accept{Peer: e.Peer, Time: e.Time}
 		switch {
 		case a.sess == nil:
 		case e.Overflow: // the server did not keep it either: only counted, in its end
@@ -615,11 +617,11 @@ func (a *liveAuditor) addEvent(e analyze.RecordEvent) {
 		case a.ending && e.Session == 0 && len(a.sess.late) < a.sess.maxAttempts:
 			a.sess.late = append(a.sess.late, acc) // a SYN from just before Stop
 		}
-	case analyze.EventRestart:
+	case session.EventRestart:
 		if a.sess != nil && e.Session == a.sess.number && !a.ending {
 			a.sess.back = e.Time
 		}
-	case analyze.EventStop, analyze.EventExpire:
+	case session.EventStop, session.EventExpire:
 		if a.sess != nil && e.Session == a.sess.number && !a.ending {
 			a.sess.end, a.sess.endTime = e.End, e.Time
 			if a.capEndCause == "" { // a capture error names the end
@@ -752,7 +754,7 @@ type liveItem struct {
 	ack   uint32
 	syn   attempt.SYN
 	sent  backoff.Payload
-	event *analyze.RecordEvent
+	event *session.RecordEvent
 	text  string
 }
 
@@ -821,7 +823,7 @@ func (q *liveQueue) pushSegment(v *attempt.SegmentView) {
 	q.push(liveItem{kind: itemSegment, syn: attempt.SYN{Time: s.Time, Src: s.Src, Dst: s.Dst, Seq: s.Seq},
 		ack: s.Ack, flags: s.Flags, sent: s.Sent})
 }
-func (q *liveQueue) pushEvent(e analyze.RecordEvent) { q.push(liveItem{kind: itemEvent, event: &e}) }
+func (q *liveQueue) pushEvent(e session.RecordEvent) { q.push(liveItem{kind: itemEvent, event: &e}) }
 func (q *liveQueue) pushSkip(reason string)          { q.push(liveItem{kind: itemSkip, text: reason}) }
 func (q *liveQueue) pushWarning(msg string)          { q.push(liveItem{kind: itemWarning, text: msg}) }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/session"
 )
 
 // RecordOptions say how to read a capture with a server's record file.
@@ -47,19 +48,19 @@ func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.Capt
 	}
 	events, err := readRecordFile(opt.Path)
 	switch {
-	case errors.Is(err, analyze.ErrTornLine):
+	case errors.Is(err, session.ErrTornLine):
 		rec.Warnings = append(rec.Warnings, fmt.Sprintf("%v; the lines before it are used", err))
 	case err != nil:
 		return analyze.Report{}, err
 	}
-	return auditSessions(opt, analyze.ServerSessions(events), chains, capInfo, rec, p)
+	return auditSessions(opt, session.ServerSessions(events), chains, capInfo, rec, p)
 }
 
 // auditSessions judges each of a server's sessions that overlaps the
 // capture, as AuditRecord describes, whatever they were read from: a
 // record file, or the server's control port. rec is the report's record
 // section, p its policy.
-func auditSessions(opt RecordOptions, all []analyze.ServerSession, chains []attempt.Chain, capInfo attempt.CaptureInfo,
+func auditSessions(opt RecordOptions, all []session.ServerSession, chains []attempt.Chain, capInfo attempt.CaptureInfo,
 	rec *analyze.RecordInfo, p backoff.Policy) (analyze.Report, error) {
 	source := "--record " + opt.Path
 	if rec.ControlPort != 0 {
@@ -76,35 +77,35 @@ func auditSessions(opt RecordOptions, all []analyze.ServerSession, chains []atte
 	for _, a := range attempts {
 		first, last = minTime(first, a.Time), maxTime(last, a.Time)
 	}
-	var sessions []analyze.ServerSession
+	var sessions []session.ServerSession
 	for _, s := range all {
 		if s.Overlaps(opt.Port, first, last) {
 			sessions = append(sessions, s)
 			continue
 		}
-		o := analyze.OutsideSession{Number: s.Number, Start: s.Start.UTC().Format(analyze.TimeLayout), RetryPort: s.RetryPort}
+		o := analyze.OutsideSession{Number: s.Number, Start: s.Start.UTC().Format(text.TimeLayout), RetryPort: s.RetryPort}
 		if !s.EndTime.IsZero() {
-			o.End = s.EndTime.UTC().Format(analyze.TimeLayout)
+			o.End = s.EndTime.UTC().Format(text.TimeLayout)
 		}
 		rec.Outside = append(rec.Outside, o)
 	}
 	if len(sessions) == 0 {
 		return analyze.Report{}, fmt.Errorf("%s does not cover the capture: %s; the capture's attempts to port %d span %s – %s",
-			source, recordSpan(all), opt.Port, first.UTC().Format(analyze.TimeLayout), last.UTC().Format(analyze.TimeLayout))
+			source, recordSpan(all), opt.Port, first.UTC().Format(text.TimeLayout), last.UTC().Format(text.TimeLayout))
 	}
 	capInfo.Attempts, capInfo.Retransmits = len(attempts), 0
 	for _, c := range chains {
 		capInfo.Retransmits += c.Retransmits()
 	}
 	rep := analyze.Report{Port: opt.Port, Policy: p, Capture: capInfo, Peers: []analyze.PeerReport{}, Record: rec}
-	split := analyze.SplitAttempts(sessions, attempts)
+	split := session.SplitAttempts(sessions, attempts)
 	for i, s := range sessions {
 		if opt.Policy != nil {
 			s.Params.Policy = *opt.Policy
 		}
 		ls := &liveSession{number: s.Number, server: true, offline: true, start: s.Start, startPeer: s.Peer,
 			maxMS: s.Params.MaxReconnectBackoffMS, policy: s.Params.Policy, accepts: s.Accepts,
-			end: s.End, endTime: s.EndTime, late: s.Late, cause: analyze.CauseNoEnd, peer: s.Peer.Addr().Unmap(),
+			end: s.End, endTime: s.EndTime, late: s.Late, cause: session.CauseNoEnd, peer: s.Peer.Addr().Unmap(),
 			mode: s.Params.Mode, back: s.Back, backoffOnly: s.BackoffOnly}
 		if s.End != nil {
 			ls.cause = s.End.Cause
@@ -124,13 +125,13 @@ func auditSessions(opt RecordOptions, all []analyze.ServerSession, chains []atte
 	return rep, nil
 }
 
-func readRecordFile(path string) ([]analyze.RecordEvent, error) {
+func readRecordFile(path string) ([]session.RecordEvent, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("--record: %w", err)
 	}
 	defer f.Close()
-	events, err := analyze.ReadRecord(f)
+	events, err := session.ReadRecord(f)
 	if err != nil {
 		err = fmt.Errorf("--record %s: %w", path, err)
 	}
@@ -139,7 +140,7 @@ func readRecordFile(path string) ([]analyze.RecordEvent, error) {
 
 // recordSpan says what a record holds, for the error of a record that
 // does not cover the capture.
-func recordSpan(sessions []analyze.ServerSession) string {
+func recordSpan(sessions []session.ServerSession) string {
 	if len(sessions) == 0 {
 		return "the record holds no session"
 	}
@@ -150,12 +151,12 @@ func recordSpan(sessions []analyze.ServerSession) string {
 		open = open || s.EndTime.IsZero()
 		ports[s.RetryPort] = true
 	}
-	endText := end.UTC().Format(analyze.TimeLayout)
+	endText := end.UTC().Format(text.TimeLayout)
 	if open {
 		endText = "(open)"
 	}
 	span := fmt.Sprintf("its %s span %s – %s", text.Plural(len(sessions), "session"),
-		start.UTC().Format(analyze.TimeLayout), endText)
+		start.UTC().Format(text.TimeLayout), endText)
 	if len(ports) == 1 && !ports[0] {
 		for p := range ports {
 			span += fmt.Sprintf(" on retry port %d", p)

@@ -13,6 +13,8 @@ import (
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/session"
 )
 
 // liveSession is one session as the auditor follows it: from the server's
@@ -33,12 +35,12 @@ type liveSession struct {
 	mode backoff.RetryMode
 	back time.Time
 	// backoffOnly marks a session read from the server's control port:
-	// its list is only its Stop's backoff_ms (analyze.ServerSession).
+	// its list is only its Stop's backoff_ms (session.ServerSession).
 	backoffOnly bool
-	accepts     []analyze.Accept
+	accepts     []session.Accept
 	// late are the accepts just after the session ended (session 0).
-	late    []analyze.Accept
-	end     *analyze.SessionEnd
+	late    []session.Accept
+	end     *session.SessionEnd
 	endTime time.Time
 	cause   string
 	// maxAttempts caps the attempts the session keeps; dropped counts
@@ -49,7 +51,7 @@ type liveSession struct {
 	captureEnd      time.Time
 	captureEndCause string
 	// serverResult is the in-process server's own reading of the session,
-	// when it kept every attempt (see analyze.CrossInput.Server).
+	// when it kept every attempt (see session.CrossInput.Server).
 	serverResult *backoff.Result
 	// outsideDropped counts the attempts outside any session that were
 	// forgotten before this report (see OutsideKeep).
@@ -65,7 +67,7 @@ type peerProgress struct {
 	last time.Time
 }
 
-func newServerSession(e analyze.RecordEvent, maxAttempts int) *liveSession {
+func newServerSession(e session.RecordEvent, maxAttempts int) *liveSession {
 	s := &liveSession{number: e.Session, server: true, start: e.Time, startPeer: e.Peer, maxAttempts: maxAttempts,
 		peer: e.Peer.Addr().Unmap(), policy: backoff.DefaultPolicy(), seen: map[netip.Addr]peerProgress{}}
 	if e.Params != nil {
@@ -90,10 +92,10 @@ func (s *liveSession) runEnd() time.Time {
 }
 
 // serverSession is the session as analyze's cross-check reads it.
-func (s *liveSession) serverSession() analyze.ServerSession {
-	return analyze.ServerSession{
+func (s *liveSession) serverSession() session.ServerSession {
+	return session.ServerSession{
 		Number: s.number, Start: s.start, Peer: s.startPeer,
-		Params:  analyze.SessionParams{MaxReconnectBackoffMS: s.maxMS, Policy: s.policy, Mode: s.mode},
+		Params:  session.SessionParams{MaxReconnectBackoffMS: s.maxMS, Policy: s.policy, Mode: s.mode},
 		Accepts: s.accepts, End: s.end, EndTime: s.endTime, Late: s.late, Back: s.back,
 		BackoffOnly: s.backoffOnly,
 	}
@@ -102,7 +104,7 @@ func (s *liveSession) serverSession() analyze.ServerSession {
 // contains reports whether t falls in the session; a sniff-only session
 // holds every attempt handed to it.
 func (s *liveSession) contains(t time.Time) bool {
-	return !s.server || analyze.InSession(t, s.start, s.endTime)
+	return !s.server || session.InSession(t, s.start, s.endTime)
 }
 
 // attemptLine is the line printed as an attempt arrives: kernel time, peer,
@@ -111,7 +113,7 @@ func (s *liveSession) attemptLine(a attempt.Attempt) string {
 	peer := a.Src.Addr().Unmap()
 	p := s.seen[peer]
 	p.n++
-	line := fmt.Sprintf("attempt %s  %-22s #%-3d", a.Time.UTC().Format(analyze.TimeLayout), attempt.UnmapPort(a.Src), p.n)
+	line := fmt.Sprintf("attempt %s  %-22s #%-3d", a.Time.UTC().Format(text.TimeLayout), attempt.UnmapPort(a.Src), p.n)
 	if p.n == 1 {
 		line += "  first attempt, no interval yet"
 	} else {
@@ -146,10 +148,10 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 	input.Server = s.serverResult
 	inside := slices.Clone(attempts)
 	if s.server {
-		inside = analyze.SessionAttempts(input, attempts)
+		inside = session.SessionAttempts(input, attempts)
 	}
 	slices.SortFunc(inside, func(a, b attempt.Attempt) int { return a.Time.Compare(b.Time) })
-	chain, reason := s.peer, analyze.VerifiedReason("")
+	chain, reason := s.peer, session.VerifiedReason("")
 	if s.server {
 		chain = s.serverSession().VerifiedPeer()
 		if s.end != nil {
@@ -162,7 +164,7 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 					connected = append(connected, p)
 				}
 			}
-			chain, reason = analyze.ChooseVerifiedPeer(s.startPeer.Addr(), connected)
+			chain, reason = session.ChooseVerifiedPeer(s.startPeer.Addr(), connected)
 			input.VerifiedPeer = chain
 		}
 	} else if len(inside) > 0 {
@@ -205,10 +207,10 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 		r.Summary = analyze.Summarize(r.Peers)
 	}
 	r.Live = live
-	r.Foreign = []analyze.PeerCount{}
+	r.Foreign = []session.PeerCount{}
 	for _, p := range order {
 		if p != chain {
-			r.Foreign = append(r.Foreign, analyze.PeerCount{Addr: p, Attempts: len(byPeer[p])})
+			r.Foreign = append(r.Foreign, session.PeerCount{Addr: p, Attempts: len(byPeer[p])})
 		}
 	}
 	end := s.endTime
@@ -216,12 +218,12 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 		end = inside[len(inside)-1].Time
 	}
 	r.Session = &analyze.SessionInfo{
-		Number: s.number, Start: s.start.UTC().Format(analyze.TimeLayout), Cause: s.cause,
+		Number: s.number, Start: s.start.UTC().Format(text.TimeLayout), Cause: s.cause,
 		MaxMS: s.maxMS, VerifiedReason: reason,
 		MaxAttempts: s.maxAttempts, Dropped: s.dropped, OutsideDropped: s.outsideDropped,
 	}
 	if !end.IsZero() {
-		r.Session.End = end.UTC().Format(analyze.TimeLayout)
+		r.Session.End = end.UTC().Format(text.TimeLayout)
 	}
 	if s.startPeer.IsValid() {
 		r.Session.StartPeer = s.startPeer.String()

@@ -70,7 +70,7 @@ func (s *Server) initMode() error {
 // until the client closes it (hang), or for its handshake (settings-close,
 // goaway). Its fields are guarded by Server.mu.
 type heldConn struct {
-	sess *session
+	sess *running
 	// idx is the connection's index in sess.Accepts, at its accept stamp.
 	idx  int
 	at   time.Time
@@ -88,7 +88,7 @@ type heldConn struct {
 // mode holds it open; it returns its entry, or nil to close it at once,
 // with full set when only the bound on held connections closed it. The
 // caller holds mu and acceptMu.
-func (s *Server) holdLocked(sess *session, peer netip.AddrPort, t time.Time) (hc *heldConn, full bool) {
+func (s *Server) holdLocked(sess *running, peer netip.AddrPort, t time.Time) (hc *heldConn, full bool) {
 	limit := 0
 	switch sess.Params.Mode.Kind {
 	case backoff.ModeHang:

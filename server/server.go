@@ -27,10 +27,10 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
 // Defaults of Config's zero fields.
@@ -119,7 +119,7 @@ type Config struct {
 	// (the retry accept loop, RPC handlers, the session timer); a slow
 	// OnEvent delays the retry port and the end of sessions. It may call
 	// Session and the address methods, but not Close.
-	OnEvent func(analyze.RecordEvent)
+	OnEvent func(session.RecordEvent)
 	// BeforeStamp, when set, is called for each retry connection after
 	// accept and before its time is taken with Now, from the accept loop
 	// or from whatever ends a session (Stop, the session timeout, Close)
@@ -198,7 +198,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	closing bool
-	cur     *session
+	cur     *running
 	lastID  int
 	// outside counts the connections outside any session not yet in the
 	// log, outsideSince is when the first of them came (real time) and
@@ -386,7 +386,7 @@ func (s *Server) Close() error {
 		s.acceptMu.Lock()
 		s.mu.Lock()
 		if sess := s.cur; sess != nil {
-			s.endLocked(sess, analyze.CauseClosed, netip.AddrPort{}) // unlocks mu
+			s.endLocked(sess, session.CauseClosed, netip.AddrPort{}) // unlocks mu
 		} else {
 			s.mu.Unlock()
 		}
@@ -464,12 +464,12 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 // emitLocked hands e to Record and OnEvent. It is called with mu held and
 // returns with mu released; taking emitMu before releasing mu keeps events
 // in the order of the state changes without calling out under mu.
-func (s *Server) emitLocked(e analyze.RecordEvent) {
+func (s *Server) emitLocked(e session.RecordEvent) {
 	s.emitMu.Lock()
 	s.mu.Unlock()
 	defer s.emitMu.Unlock()
 	if s.cfg.Record != nil && s.recErr == nil {
-		if err := analyze.WriteRecordEvent(s.cfg.Record, e); err != nil {
+		if err := session.WriteRecordEvent(s.cfg.Record, e); err != nil {
 			s.recErr = fmt.Errorf("write record: %w", err)
 			s.log.Error("recording stopped", "err", err)
 		}

@@ -8,6 +8,8 @@ import (
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/session"
 )
 
 var (
@@ -65,19 +67,19 @@ func mixedReport() (analyze.Report, analyze.Herd) {
 
 	// The server accepted attempt 2 of the late chain 350 ms after its
 	// SYN: its interval 1 is 1350 ms, late, where the kernel's is ok.
-	var accepts []analyze.Accept
+	var accepts []session.Accept
 	for i, a := range late {
 		d := 200 * time.Microsecond
 		if i == 1 {
 			d = 350 * time.Millisecond
 		}
-		accepts = append(accepts, analyze.Accept{Peer: a.Src, Time: a.Time.Add(d)})
+		accepts = append(accepts, session.Accept{Peer: a.Src, Time: a.Time.Add(d)})
 	}
-	in := analyze.CrossInput{Policy: r.Policy, VerifiedPeer: netip.MustParseAddr(mixedLate),
+	in := session.CrossInput{Policy: r.Policy, VerifiedPeer: netip.MustParseAddr(mixedLate),
 		Start: late[0].Time.Add(-time.Second), End: late[len(late)-1].Time.Add(time.Second)}
-	cc := analyze.NewCrossCheck(in, late, accepts)
+	cc := session.NewCrossCheck(in, late, accepts)
 	r.CrossCheck = &cc
-	r.Session = &analyze.SessionInfo{Number: 1, Start: in.Start.Format(analyze.TimeLayout), End: in.End.Format(analyze.TimeLayout),
+	r.Session = &analyze.SessionInfo{Number: 1, Start: in.Start.Format(text.TimeLayout), End: in.End.Format(text.TimeLayout),
 		Cause: "stop", StartPeer: mixedLate + ":40000", VerifiedPeer: mixedLate}
 	r.Server = &analyze.ServerVerdict{Passed: false, BackoffMS: []int32{1350, 2200, 2690}, Verdict: backoff.Failed, Reason: "interval 1: 1350 ms is late"}
 	return r, r.Herd()

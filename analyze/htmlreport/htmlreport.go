@@ -43,7 +43,7 @@ var (
 		"pct":    func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
 		"secs":   func(ms float64) string { return fmt.Sprintf("%.3f s", ms/1000) },
 		"plural": text.Plural,
-		"utc":    func(t time.Time) string { return t.UTC().Format(analyze.TimeLayout) },
+		"utc":    func(t time.Time) string { return t.UTC().Format(text.TimeLayout) },
 		"dur":    func(d time.Duration) string { return d.String() },
 		"inc":    func(i int) int { return i + 1 },
 		"int":    func(n uint64) int { return int(n) },

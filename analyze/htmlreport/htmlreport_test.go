@@ -285,7 +285,7 @@ func TestRowData(t *testing.T) {
 		t0, err := time.Parse(time.RFC3339Nano, d.T0)
 		if err != nil || !t0.Equal(p.Attempts[0].Time) || len(d.A) != len(p.Attempts) || len(d.I) != len(p.Intervals) {
 			t.Fatalf("%s: t0 %s, %d attempts, %d intervals; want %s, %d, %d", p.Peer, d.T0, len(d.A), len(d.I),
-				p.Attempts[0].Time.Format(analyze.TimeLayout), len(p.Attempts), len(p.Intervals))
+				p.Attempts[0].Time.Format(text.TimeLayout), len(p.Attempts), len(p.Intervals))
 		}
 		for j, at := range p.Attempts {
 			off := at.Time.Sub(t0)

@@ -204,7 +204,7 @@ func (f *formatter) appendPeerData(b []byte, p *analyze.PeerReport) []byte {
 		t0 = p.Attempts[0].Time
 	}
 	b = append(b, `{"t0":"`...)
-	b = t0.UTC().AppendFormat(b, analyze.TimeLayout)
+	b = t0.UTC().AppendFormat(b, text.TimeLayout)
 	b = append(b, `","a":[`...)
 	shown := min(len(p.Attempts), maxShown+1)
 	for j, a := range p.Attempts[:shown] {
@@ -400,7 +400,7 @@ func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
 			b = append(b, `<td colspan="6" class="note">`...)
 			if j == 0 {
 				b = append(b, "first attempt, "...)
-				b = a.Time.UTC().AppendFormat(b, analyze.TimeLayout)
+				b = a.Time.UTC().AppendFormat(b, text.TimeLayout)
 			}
 			b = append(b, `</td>`...)
 		} else {

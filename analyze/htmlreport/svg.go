@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/session"
 )
 
 // The peer chart. script.js draws the same chart for a row opened in the
@@ -324,7 +325,7 @@ func appendRateChart(b []byte, h analyze.Herd) []byte {
 var delayEdges = []float64{0, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5}
 
 // appendDelayHistogram appends the histogram of the pairs' app delays.
-func appendDelayHistogram(b []byte, pairs []analyze.Pair) []byte {
+func appendDelayHistogram(b []byte, pairs []session.Pair) []byte {
 	if len(pairs) == 0 {
 		return b
 	}

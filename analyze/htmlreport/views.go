@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/session"
 )
 
 // herdView is the herd section.
@@ -39,19 +40,19 @@ func newHerdView(h analyze.Herd, anchors map[netip.Addr]string) herdView {
 // checkView is one cross-check: the session's, or one of a record's.
 type checkView struct {
 	Title string
-	C     *analyze.CrossCheck
+	C     *session.CrossCheck
 	// Anchor is the verified chain's peer, "" when the report holds none.
 	Anchor   string
 	Hist     template.HTML
 	Disagree []disagreeView
 	// KernelOnly and ServerOnly are the first maxLone of each; More* count
 	// the rest.
-	KernelOnly, ServerOnly         []analyze.Lone
+	KernelOnly, ServerOnly         []session.Lone
 	MoreKernelOnly, MoreServerOnly int
 }
 
 type disagreeView struct {
-	analyze.Disagreement
+	session.Disagreement
 	Link string // to the interval's row, "" when it has none
 }
 
@@ -62,7 +63,7 @@ const maxLone = 50
 // peers, and marks that chain's disagreeing intervals in pg.marks.
 func newCheckViews(r *analyze.Report, pg *page) []checkView {
 	var out []checkView
-	add := func(title string, c *analyze.CrossCheck, peer int) {
+	add := func(title string, c *session.CrossCheck, peer int) {
 		v := checkView{Title: title, C: c, Hist: template.HTML(appendDelayHistogram(nil, c.Pairs))}
 		v.KernelOnly, v.MoreKernelOnly = firstLone(c.KernelOnly)
 		v.ServerOnly, v.MoreServerOnly = firstLone(c.ServerOnly)
@@ -116,7 +117,7 @@ func peerOf(r *analyze.Report, a netip.Addr, from int) int {
 	return -1
 }
 
-func firstLone(l []analyze.Lone) ([]analyze.Lone, int) {
+func firstLone(l []session.Lone) ([]session.Lone, int) {
 	if len(l) <= maxLone {
 		return l, 0
 	}
@@ -125,7 +126,7 @@ func firstLone(l []analyze.Lone) ([]analyze.Lone, int) {
 
 // disagreeText is what an interval's row and column say of a
 // disagreement: the two verdicts. Its cause is in the cross-check's list.
-func disagreeText(d analyze.Disagreement) string {
+func disagreeText(d session.Disagreement) string {
 	ok := func(b bool) string {
 		if b {
 			return "✓"

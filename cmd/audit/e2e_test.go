@@ -25,9 +25,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/session"
 )
 
 // auditBin is the audit binary TestMain builds once for every test here.
@@ -159,26 +159,26 @@ func killedBySignal(err error) bool {
 
 // session reads the record file and returns the stop event of the one
 // session and the accept times of its verified chain.
-func (s *auditServer) session(t *testing.T) (analyze.SessionEnd, []time.Time) {
+func (s *auditServer) session(t *testing.T) (session.SessionEnd, []time.Time) {
 	t.Helper()
 	f, err := os.Open(s.Record)
 	if err != nil {
 		t.Fatalf("record: %v", err)
 	}
 	defer f.Close()
-	events, err := analyze.ReadRecord(f)
+	events, err := session.ReadRecord(f)
 	if err != nil {
 		t.Fatalf("record %s: %v", s.Record, err)
 	}
-	var end *analyze.SessionEnd
-	var accepts []analyze.RecordEvent
+	var end *session.SessionEnd
+	var accepts []session.RecordEvent
 	for _, e := range events {
 		switch {
-		case e.Event == analyze.EventAccept && e.Session == 1:
+		case e.Event == session.EventAccept && e.Session == 1:
 			accepts = append(accepts, e)
-		case e.Event == analyze.EventStop && e.Session == 1:
+		case e.Event == session.EventStop && e.Session == 1:
 			end = e.End
-		case e.Event == analyze.EventStart && e.Session != 1:
+		case e.Event == session.EventStart && e.Session != 1:
 			t.Errorf("record holds session %d; want only session 1", e.Session)
 		}
 	}
@@ -245,7 +245,7 @@ func printedBackoffs(t *testing.T, out string) []int32 {
 
 // checkChain re-verifies the record's accept times and holds them to the
 // server's answer: the same backoffs, each within its window of p.
-func checkChain(t *testing.T, p backoff.Policy, end analyze.SessionEnd, times []time.Time) backoff.Result {
+func checkChain(t *testing.T, p backoff.Policy, end session.SessionEnd, times []time.Time) backoff.Result {
 	t.Helper()
 	res := backoff.Verify(p, times)
 	if diff := cmp.Diff(end.BackoffMS, res.BackoffMS, cmpopts.EquateEmpty()); diff != "" {

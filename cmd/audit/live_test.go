@@ -37,6 +37,7 @@ import (
 	"github.com/backoff-audit/audit/interop"
 	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/server"
+	"github.com/backoff-audit/audit/session"
 )
 
 // liveMaxMS keeps sessions short: every backoff is about a second.
@@ -148,9 +149,9 @@ type liveJSON struct {
 	Summary    analyze.Summary        `json:"summary"`
 	Session    analyze.SessionInfo    `json:"session"`
 	Live       analyze.LiveInfo       `json:"live"`
-	Foreign    []analyze.PeerCount    `json:"foreign"`
+	Foreign    []session.PeerCount    `json:"foreign"`
 	Server     *analyze.ServerVerdict `json:"server"`
-	CrossCheck *analyze.CrossCheck    `json:"crosscheck"`
+	CrossCheck *session.CrossCheck    `json:"crosscheck"`
 	Herd       *analyze.Herd          `json:"herd"`
 }
 
@@ -205,7 +206,7 @@ func checkPairing(t *testing.T, rep liveJSON) {
 	}
 	cc := rep.CrossCheck
 	kernel := rep.Peers[0].Attempts
-	var chainPairs []analyze.Pair
+	var chainPairs []session.Pair
 	for _, p := range cc.Pairs {
 		if p.Delay < 0 {
 			t.Errorf("pair %v:%d: app delay %v < 0", p.Peer, p.SrcPort, p.Delay)
@@ -312,7 +313,7 @@ func TestLiveEndToEnd(t *testing.T) {
 	if diff := cmp.Diff(client.Server.GetBackoffMs(), rep.Server.BackoffMS, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("server backoff_ms: Stop's answer (-client +report):\n%s", diff)
 	}
-	if rep.Session.Cause != analyze.CauseStop || rep.Live.Timestamps == "" {
+	if rep.Session.Cause != session.CauseStop || rep.Live.Timestamps == "" {
 		t.Errorf("session cause %q, timestamps %q; want stop and a timestamp source", rep.Session.Cause, rep.Live.Timestamps)
 	}
 
@@ -417,7 +418,7 @@ func TestLiveForeignPeer(t *testing.T) {
 	rep := reps[0]
 	checkPairing(t, rep)
 	foreign := netip.MustParseAddr("127.0.0.2")
-	if diff := cmp.Diff([]analyze.PeerCount{{Addr: foreign, Attempts: 1}}, rep.Foreign, netipEq); diff != "" {
+	if diff := cmp.Diff([]session.PeerCount{{Addr: foreign, Attempts: 1}}, rep.Foreign, netipEq); diff != "" {
 		t.Errorf("foreign peers (-want +got):\n%s", diff)
 	}
 	var found bool
@@ -503,7 +504,7 @@ func TestLiveAttach(t *testing.T) {
 	if sreps[0].Server != nil || sreps[0].CrossCheck != nil {
 		t.Errorf("sniff-only report has a server side: %+v %+v", sreps[0].Server, sreps[0].CrossCheck)
 	}
-	if sreps[0].Session.Cause != analyze.CauseIdle || len(sreps[0].Peers) != 1 {
+	if sreps[0].Session.Cause != session.CauseIdle || len(sreps[0].Peers) != 1 {
 		t.Fatalf("sniff-only: cause %q, peers %+v", sreps[0].Session.Cause, sreps[0].Peers)
 	}
 	// Two captures timestamp each packet on their own, a µs or so apart:
@@ -607,7 +608,7 @@ func TestLiveInterrupt(t *testing.T) {
 		t.Fatal("audit live did not exit after SIGINT")
 	}
 	out := stdout.String()
-	if code != exitOK && code != exitFail || !strings.Contains(out, "ended by "+analyze.CauseClosed) {
+	if code != exitOK && code != exitFail || !strings.Contains(out, "ended by "+session.CauseClosed) {
 		t.Fatalf("exit %d; want 0 or 1 and a report of the session the server closed\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 	if !strings.Contains(stderr.String(), "at exit") {

@@ -33,6 +33,7 @@ import (
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
 // checkControlSession asserts what a session followed from the control
@@ -41,7 +42,7 @@ import (
 // kernel's intervals, interval by interval, that agrees.
 func checkControlSession(t *testing.T, rep liveJSON, maxMS int32, passed bool, backoffMS []int32, control int) {
 	t.Helper()
-	if rep.Session.MaxMS != maxMS || rep.Session.Cause != analyze.CauseStop {
+	if rep.Session.MaxMS != maxMS || rep.Session.Cause != session.CauseStop {
 		t.Errorf("session %+v; want the Start's cap %d ms, ended by Stop", rep.Session, maxMS)
 	}
 	if rep.Server == nil || rep.Server.Passed != passed {
@@ -51,7 +52,7 @@ func checkControlSession(t *testing.T, rep liveJSON, maxMS int32, passed bool, b
 		t.Errorf("server's backoff_ms (-Stop's answer +report):\n%s", diff)
 	}
 	cc := rep.CrossCheck
-	if cc == nil || cc.ServerSide != analyze.ServerSideBackoff {
+	if cc == nil || cc.ServerSide != session.ServerSideBackoff {
 		t.Fatalf("cross-check %+v; want one against backoff_ms", cc)
 	}
 	if len(cc.Intervals) != len(backoffMS) || len(rep.Peers) != 1 || len(rep.Peers[0].Intervals) != len(backoffMS) {

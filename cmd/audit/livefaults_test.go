@@ -37,6 +37,7 @@ import (
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/session"
 )
 
 // The veth pair's addresses: a link-local /30 that exists only inside the
@@ -164,13 +165,13 @@ func TestLiveFaults(t *testing.T) {
 	}{
 		{name: "interface gone mid-session, attach", attach: true, syns: 5, fault: ifaceGone, exit: exitUsage,
 			stderr: []string{"audit: read capture on %s: The interface disappeared"},
-			cause:  analyze.CauseCaptureError + ": read capture on %s: The interface disappeared"},
+			cause:  session.CauseCaptureError + ": read capture on %s: The interface disappeared"},
 		{name: "interface gone before any SYN, attach", attach: true, syns: 0, fault: ifaceGone, exit: exitUsage,
 			stderr: []string{"audit: read capture on %s: The interface disappeared"}},
 		{name: "interface gone, in-process server", syns: 3, fault: ifaceGone, exit: exitUsage,
 			stderr: []string{"audit: read capture on %s: The interface disappeared", "3 attempts came outside any session"}},
-		{name: "SIGINT mid-session, attach", attach: true, syns: 5, fault: sigint, exit: exitFail, cause: analyze.CauseInterrupted},
-		{name: "SIGTERM mid-session, attach", attach: true, syns: 5, fault: sigterm, exit: exitFail, cause: analyze.CauseInterrupted},
+		{name: "SIGINT mid-session, attach", attach: true, syns: 5, fault: sigint, exit: exitFail, cause: session.CauseInterrupted},
+		{name: "SIGTERM mid-session, attach", attach: true, syns: 5, fault: sigterm, exit: exitFail, cause: session.CauseInterrupted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
 // TestServerModeFlags: a mode that is not one, or a flag of the modes out
@@ -162,7 +162,7 @@ func TestServerRefuseMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := analyze.ReadRecord(bytes.NewReader(b))
+	events, err := session.ReadRecord(bytes.NewReader(b))
 	if err != nil || len(events) < 2 {
 		t.Fatalf("record: %d events, %v\n%s", len(events), err, b)
 	}

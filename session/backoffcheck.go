@@ -1,4 +1,4 @@
-package analyze
+package session
 
 import (
 	"bufio"
@@ -84,20 +84,6 @@ func (s *ServerSession) ChoosePeerFromKernel(kernel []attempt.Attempt) {
 	s.End = &end
 }
 
-// VerifyBackoff is the reference reading of a list of intervals in whole
-// ms, as a server's Stop returns them: the same Verify, over times that
-// lie exactly those whole ms apart.
-func VerifyBackoff(p backoff.Policy, backoffMS []int32) backoff.Result {
-	times := make([]time.Time, len(backoffMS)+1)
-	t := time.Unix(0, 0).UTC()
-	times[0] = t
-	for i, b := range backoffMS {
-		t = t.Add(time.Duration(b) * time.Millisecond)
-		times[i+1] = t
-	}
-	return backoff.Verify(p, times)
-}
-
 // NewBackoffCrossCheck sets the server's backoff_ms of one session against
 // the kernel's attempts. kernel may hold attempts of any address and any
 // time around the session: those outside it, and those of other addresses,
@@ -126,7 +112,7 @@ func NewBackoffCrossCheck(in CrossInput, kernel []attempt.Attempt, backoffMS []i
 		case isLate || !in.inSession(a.Time):
 			l.Reason = ReasonOutside
 			l.Detail = fmt.Sprintf("SYN %s the session (%s – %s)", beforeAfter(a.Time, in.Start),
-				in.Start.UTC().Format(TimeLayout), endText(in.End))
+				in.Start.UTC().Format(text.TimeLayout), endText(in.End))
 		case ap.Addr() != in.VerifiedPeer:
 			l.Reason = ReasonForeign
 			l.Detail = fmt.Sprintf("%s is not the session's peer %s; backoff_ms names no address, so whether the server counted it is unknown",
@@ -143,7 +129,7 @@ func NewBackoffCrossCheck(in CrossInput, kernel []attempt.Attempt, backoffMS []i
 	}
 	sr := in.Server
 	if sr == nil {
-		v := VerifyBackoff(in.Policy, backoffMS)
+		v := backoff.VerifyBackoff(in.Policy, backoffMS)
 		sr = &v
 	}
 	c.KernelPassed, c.ServerPassed = kr.Reference.Passed, sr.Reference.Passed
@@ -239,7 +225,7 @@ func (c CrossCheck) writeBackoffText(bw *bufio.Writer) {
 			okText(p.InKernel, p.KernelOK), okText(p.InServer, p.ServerOK))
 	}
 	for _, l := range c.KernelOnly {
-		fmt.Fprintf(bw, "  kernel only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(TimeLayout), l.Reason, l.Detail)
+		fmt.Fprintf(bw, "  kernel only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(text.TimeLayout), l.Reason, l.Detail)
 	}
 	for _, d := range c.Disagreements {
 		fmt.Fprintf(bw, "DISAGREE interval %d: %s\n", d.K, d.Cause)

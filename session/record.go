@@ -1,4 +1,4 @@
-package analyze
+package session
 
 // The record file
 //
@@ -101,6 +101,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 // EventKind names a line of the record file.
@@ -207,7 +208,7 @@ type recordJSON struct {
 func (e RecordEvent) MarshalJSON() ([]byte, error) {
 	j := recordJSON{
 		Event:     e.Event,
-		Time:      e.Time.UTC().Format(TimeLayout),
+		Time:      e.Time.UTC().Format(text.TimeLayout),
 		Session:   e.Session,
 		Peer:      netip.AddrPortFrom(e.Peer.Addr().Unmap(), e.Peer.Port()),
 		RetryPort: e.RetryPort,

@@ -1,4 +1,4 @@
-package analyze
+package session
 
 import (
 	"fmt"
@@ -8,9 +8,6 @@ import (
 
 	"github.com/backoff-audit/audit/backoff"
 )
-
-// Summarize counts peers by verdict, as a report's summary does.
-func Summarize(peers []PeerReport) Summary { return summarize(peers) }
 
 // Overlaps reports whether the session could hold attempts seen between
 // first and last on port: its time span meets [first, last], and the
@@ -55,10 +52,13 @@ func Overflowed(r backoff.Result, kept, dropped, maxAttempts int) (backoff.Resul
 	return r, fmt.Sprintf("too many attempts: %d kept, %d more dropped (max attempts %d)", kept, dropped, maxAttempts)
 }
 
-// Overflowed gives p the verdict of a session that kept its maximum of
-// attempts (see Overflowed).
-func (p *PeerReport) Overflowed(kept, dropped, maxAttempts int) {
-	var r backoff.Result
-	r, p.Reason = Overflowed(r, kept, dropped, maxAttempts)
-	p.Passed, p.Verdict, p.Strict = false, r.Reference.Verdict, r.Strict
-}
+// Causes that end a session its server did not end, beside the record's
+// (CauseStop, CauseTimeout, CauseClosed). The two errors are followed by
+// ": " and the error.
+const (
+	CauseIdle         = "idle"              // no server side: no SYN for the idle time
+	CauseInterrupted  = "interrupted"       // Ctrl-C, SIGTERM, or the next Start came first
+	CauseCaptureError = "capture error"     // the capture failed (interface gone, disk full)
+	CauseRecordError  = "record error"      // the followed record file could not be read
+	CauseNoEnd        = "end of the record" // read offline: the record holds no stop or expire line for it
+)

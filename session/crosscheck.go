@@ -1,4 +1,4 @@
-package analyze
+package session
 
 import (
 	"bufio"
@@ -119,9 +119,9 @@ func (in CrossInput) uncaptured(ap netip.AddrPort, t time.Time) Lone {
 	}
 	switch {
 	case !in.CaptureStart.IsZero() && t.Before(in.CaptureStart):
-		l.Detail = "accepted before the capture started at " + in.CaptureStart.UTC().Format(TimeLayout)
+		l.Detail = "accepted before the capture started at " + in.CaptureStart.UTC().Format(text.TimeLayout)
 	case !in.CaptureEnd.IsZero() && !t.Before(in.CaptureEnd):
-		l.Detail = "accepted after the capture stopped at " + in.CaptureEnd.UTC().Format(TimeLayout)
+		l.Detail = "accepted after the capture stopped at " + in.CaptureEnd.UTC().Format(text.TimeLayout)
 		if in.CaptureEndCause != "" {
 			l.Detail += " (" + in.CaptureEndCause + ")"
 		}
@@ -327,11 +327,11 @@ func (c *CrossCheck) explainKernelOnly(in CrossInput, ks, ss []crossSide) {
 		case !k.late.IsZero():
 			l.Reason = ReasonOutside
 			l.Detail = fmt.Sprintf("SYN inside the session, but the server accepted it at %s, after the session ended (%s): in neither list",
-				k.late.UTC().Format(TimeLayout), endText(in.End))
+				k.late.UTC().Format(text.TimeLayout), endText(in.End))
 		case !in.inSession(k.t):
 			l.Reason = ReasonOutside
 			l.Detail = fmt.Sprintf("SYN %s the session (%s – %s)", beforeAfter(k.t, in.Start),
-				in.Start.UTC().Format(TimeLayout), endText(in.End))
+				in.Start.UTC().Format(text.TimeLayout), endText(in.End))
 		case k.ap.Addr() != in.VerifiedPeer && !serverAddrs[k.ap.Addr()]:
 			l.Reason = ReasonForeign
 			l.Detail = fmt.Sprintf("%s is not the session's peer %s, and the server recorded nothing from it", k.ap.Addr(), chainText(in.VerifiedPeer))
@@ -496,7 +496,7 @@ func endText(end time.Time) string {
 	if end.IsZero() {
 		return "open"
 	}
-	return end.UTC().Format(TimeLayout)
+	return end.UTC().Format(text.TimeLayout)
 }
 
 func chainText(a netip.Addr) string {
@@ -511,8 +511,8 @@ func chainText(a netip.Addr) string {
 type pairJSON struct {
 	Peer       netip.Addr `json:"peer"`
 	SrcPort    uint16     `json:"src_port"`
-	KernelTime reportTime `json:"kernel_time"`
-	AcceptTime reportTime `json:"accept_time"`
+	KernelTime text.Time  `json:"kernel_time"`
+	AcceptTime text.Time  `json:"accept_time"`
 	DelayUS    float64    `json:"delay_us"`
 	Foreign    bool       `json:"foreign,omitempty"`
 }
@@ -522,8 +522,8 @@ type pairJSON struct {
 func (p Pair) MarshalJSON() ([]byte, error) {
 	return json.Marshal(pairJSON{
 		Peer: p.Peer, SrcPort: p.SrcPort,
-		KernelTime: reportTime(p.KernelTime),
-		AcceptTime: reportTime(p.AcceptTime),
+		KernelTime: text.Time(p.KernelTime),
+		AcceptTime: text.Time(p.AcceptTime),
 		DelayUS:    float64(p.Delay) / float64(time.Microsecond),
 		Foreign:    p.Foreign,
 	})
@@ -542,14 +542,14 @@ func (p *Pair) UnmarshalJSON(b []byte) error {
 type loneJSON struct {
 	Peer    netip.Addr `json:"peer"`
 	SrcPort uint16     `json:"src_port"`
-	Time    reportTime `json:"time"`
+	Time    text.Time  `json:"time"`
 	Reason  string     `json:"reason"`
 	Detail  string     `json:"detail"`
 }
 
 // MarshalJSON writes {"peer","src_port","time","reason","detail"}.
 func (l Lone) MarshalJSON() ([]byte, error) {
-	return json.Marshal(loneJSON{l.Peer, l.SrcPort, reportTime(l.Time), l.Reason, l.Detail})
+	return json.Marshal(loneJSON{l.Peer, l.SrcPort, text.Time(l.Time), l.Reason, l.Detail})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -650,14 +650,14 @@ func (c CrossCheck) WriteText(w io.Writer) error {
 			mark = "  (foreign peer)"
 		}
 		fmt.Fprintf(bw, "  %-24s %-30s  %-30s  %9.1f µs%s\n", netip.AddrPortFrom(p.Peer, p.SrcPort),
-			p.KernelTime.UTC().Format(TimeLayout), p.AcceptTime.UTC().Format(TimeLayout),
+			p.KernelTime.UTC().Format(text.TimeLayout), p.AcceptTime.UTC().Format(text.TimeLayout),
 			float64(p.Delay)/float64(time.Microsecond), mark)
 	}
 	for _, l := range c.KernelOnly {
-		fmt.Fprintf(bw, "  kernel only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(TimeLayout), l.Reason, l.Detail)
+		fmt.Fprintf(bw, "  kernel only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(text.TimeLayout), l.Reason, l.Detail)
 	}
 	for _, l := range c.ServerOnly {
-		fmt.Fprintf(bw, "  server only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(TimeLayout), l.Reason, l.Detail)
+		fmt.Fprintf(bw, "  server only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(text.TimeLayout), l.Reason, l.Detail)
 	}
 	if d := c.Delay; d.Count > 0 {
 		fmt.Fprintf(bw, "app delay over %s: min %.1f µs, median %.1f µs, p99 %.1f µs, max %.1f µs\n",

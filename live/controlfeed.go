@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/flows"
@@ -59,8 +59,8 @@ func (c *controlFeed) run(ctx context.Context) error {
 }
 
 // stats are libpcap's counters of the control port's handle.
-func (c *controlFeed) stats() *analyze.ControlCapture {
-	cc := &analyze.ControlCapture{Port: c.port, MidStream: int(c.midStream.Load())}
+func (c *controlFeed) stats() *report.ControlCapture {
+	cc := &report.ControlCapture{Port: c.port, MidStream: int(c.midStream.Load())}
 	if st, err := c.live.Stats(); err == nil {
 		cc.LiveStats = st
 	}

@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/backoff-audit/audit/analyze"
-	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/control"
@@ -149,12 +149,12 @@ func RetryPort(pt *attempt.PortTracker, ctl *Control) (uint16, error) {
 // verified peer's chain by the cap of the session's own Start (or
 // opt.Policy), beside what its Stop answered and the cross-check of its
 // backoff_ms against the kernel's intervals. opt.Path is unused.
-func AuditControl(opt RecordOptions, ctl *Control, chains []attempt.Chain, capInfo attempt.CaptureInfo) (analyze.Report, error) {
-	rec := &analyze.RecordInfo{ControlPort: ctl.Port, Policy: analyze.PolicyFromRecord,
-		Outside: []analyze.OutsideSession{}, Warnings: []string{}}
+func AuditControl(opt RecordOptions, ctl *Control, chains []attempt.Chain, capInfo attempt.CaptureInfo) (report.Report, error) {
+	rec := &report.RecordInfo{ControlPort: ctl.Port, Policy: report.PolicyFromRecord,
+		Outside: []report.OutsideSession{}, Warnings: []string{}}
 	p := opt.DefaultPolicy
 	if opt.Policy != nil {
-		rec.Policy, p = analyze.PolicyFromCommandLine, *opt.Policy
+		rec.Policy, p = report.PolicyFromCommandLine, *opt.Policy
 	}
 	return auditSessions(opt, control.ServerSessions(ctl.Calls), chains, capInfo, rec, p)
 }
@@ -162,7 +162,7 @@ func AuditControl(opt RecordOptions, ctl *Control, chains []attempt.Chain, capIn
 // WriteSessions writes a report of sessions (AuditRecord, AuditControl) as
 // text or JSON to out, its warnings to errOut, and the HTML page when html
 // is set; it returns what Report.Failures counts.
-func WriteSessions(out, errOut io.Writer, rep analyze.Report, asJSON bool, html string) (failed, total int, first string, err error) {
+func WriteSessions(out, errOut io.Writer, rep report.Report, asJSON bool, htmlPath string) (failed, total int, first string, err error) {
 	for _, w := range rep.Record.Warnings {
 		fmt.Fprintf(errOut, "audit: warning: %s\n", w)
 	}
@@ -181,8 +181,8 @@ func WriteSessions(out, errOut io.Writer, rep analyze.Report, asJSON bool, html 
 	} else {
 		err = rep.WriteText(out)
 	}
-	if err == nil && html != "" {
-		err = htmlreport.WriteFile(html, rep, rep.Herd())
+	if err == nil && htmlPath != "" {
+		err = html.WriteFile(htmlPath, rep, rep.Herd())
 	}
 	failed, total, first = rep.Failures()
 	return failed, total, first, err

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/backoff-audit/audit/analyze"
-	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 )
@@ -119,7 +119,7 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 		opt.Policy = &cfg.Policy
 	}
 	if cfg.Record != "" || ctl != nil {
-		var rep analyze.Report
+		var rep report.Report
 		if cfg.Record != "" {
 			rep, err = AuditRecord(opt, tr.Peers(), info)
 		} else {
@@ -137,7 +137,7 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 	if !cfg.ModeSet {
 		cfg.Mode, inferred = cs.InferMode(cfg.Policy)
 	}
-	aud := analyze.NewAudit(port, cfg.Policy, backoff.Run{Mode: cfg.Mode}, cs, info).Only(peers...)
+	aud := report.NewAudit(port, cfg.Policy, backoff.Run{Mode: cfg.Mode}, cs, info).Only(peers...)
 	aud.ModeInferred = inferred
 	if cfg.Herd {
 		aud = aud.WithHerd()
@@ -146,7 +146,7 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 		return Outcome{}, err
 	}
 	if cfg.HTML != "" {
-		if err := htmlreport.WriteFile(cfg.HTML, aud.Report(), aud.Herd()); err != nil {
+		if err := html.WriteFile(cfg.HTML, aud.Report(), aud.Herd()); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -155,7 +155,7 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 
 // peersVerdict says why an audit of peers did not pass, or "" when there
 // were peers and every one passed.
-func peersVerdict(port uint16, sum analyze.Summary, peers []netip.Addr) string {
+func peersVerdict(port uint16, sum report.Summary, peers []netip.Addr) string {
 	switch {
 	case sum.PassedAll:
 		return ""

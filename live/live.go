@@ -21,8 +21,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
-	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
@@ -675,8 +675,8 @@ func (a *liveAuditor) caughtUp() bool {
 }
 
 // info is the capture's part of a report.
-func (a *liveAuditor) info(st attempt.LiveStats) analyze.LiveInfo {
-	info := analyze.LiveInfo{Iface: a.cfg.Iface, Timestamps: a.live.Timestamps(), LiveStats: st, Write: a.cfg.Write,
+func (a *liveAuditor) info(st attempt.LiveStats) report.LiveInfo {
+	info := report.LiveInfo{Iface: a.cfg.Iface, Timestamps: a.live.Timestamps(), LiveStats: st, Write: a.cfg.Write,
 		NotTaken: a.q.dropped(), Loopback: a.loopback}
 	if a.ctl != nil {
 		info.Control = a.ctl.stats()
@@ -733,7 +733,7 @@ func (a *liveAuditor) finish() {
 		err = r.WriteText(a.out)
 	}
 	if a.cfg.HTML != "" {
-		if herr := htmlreport.WriteFile(a.cfg.HTML, r, r.Herd()); herr != nil {
+		if herr := html.WriteFile(a.cfg.HTML, r, r.Herd()); herr != nil {
 			fmt.Fprintf(a.errOut, "audit live: %v\n", herr)
 		}
 	}

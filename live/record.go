@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
@@ -39,19 +39,19 @@ type RecordOptions struct {
 // peer; capInfo describes the capture. A record that holds no session
 // overlapping the capture is an error that names both spans. A torn last
 // line is a warning in the report's record section.
-func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.CaptureInfo) (analyze.Report, error) {
-	rec := &analyze.RecordInfo{Path: opt.Path, Policy: analyze.PolicyFromRecord,
-		Outside: []analyze.OutsideSession{}, Warnings: []string{}}
+func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.CaptureInfo) (report.Report, error) {
+	rec := &report.RecordInfo{Path: opt.Path, Policy: report.PolicyFromRecord,
+		Outside: []report.OutsideSession{}, Warnings: []string{}}
 	p := opt.DefaultPolicy
 	if opt.Policy != nil {
-		rec.Policy, p = analyze.PolicyFromCommandLine, *opt.Policy
+		rec.Policy, p = report.PolicyFromCommandLine, *opt.Policy
 	}
 	events, err := readRecordFile(opt.Path)
 	switch {
 	case errors.Is(err, session.ErrTornLine):
 		rec.Warnings = append(rec.Warnings, fmt.Sprintf("%v; the lines before it are used", err))
 	case err != nil:
-		return analyze.Report{}, err
+		return report.Report{}, err
 	}
 	return auditSessions(opt, session.ServerSessions(events), chains, capInfo, rec, p)
 }
@@ -61,7 +61,7 @@ func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.Capt
 // record file, or the server's control port. rec is the report's record
 // section, p its policy.
 func auditSessions(opt RecordOptions, all []session.ServerSession, chains []attempt.Chain, capInfo attempt.CaptureInfo,
-	rec *analyze.RecordInfo, p backoff.Policy) (analyze.Report, error) {
+	rec *report.RecordInfo, p backoff.Policy) (report.Report, error) {
 	source := "--record " + opt.Path
 	if rec.ControlPort != 0 {
 		source = fmt.Sprintf("control port %d", rec.ControlPort)
@@ -71,7 +71,7 @@ func auditSessions(opt RecordOptions, all []session.ServerSession, chains []atte
 		attempts = append(attempts, c.Attempts...)
 	}
 	if len(attempts) == 0 {
-		return analyze.Report{}, fmt.Errorf("%s: the capture has no attempt to port %d to cross-check", source, opt.Port)
+		return report.Report{}, fmt.Errorf("%s: the capture has no attempt to port %d to cross-check", source, opt.Port)
 	}
 	first, last := attempts[0].Time, attempts[0].Time
 	for _, a := range attempts {
@@ -83,21 +83,21 @@ func auditSessions(opt RecordOptions, all []session.ServerSession, chains []atte
 			sessions = append(sessions, s)
 			continue
 		}
-		o := analyze.OutsideSession{Number: s.Number, Start: s.Start.UTC().Format(text.TimeLayout), RetryPort: s.RetryPort}
+		o := report.OutsideSession{Number: s.Number, Start: s.Start.UTC().Format(text.TimeLayout), RetryPort: s.RetryPort}
 		if !s.EndTime.IsZero() {
 			o.End = s.EndTime.UTC().Format(text.TimeLayout)
 		}
 		rec.Outside = append(rec.Outside, o)
 	}
 	if len(sessions) == 0 {
-		return analyze.Report{}, fmt.Errorf("%s does not cover the capture: %s; the capture's attempts to port %d span %s – %s",
+		return report.Report{}, fmt.Errorf("%s does not cover the capture: %s; the capture's attempts to port %d span %s – %s",
 			source, recordSpan(all), opt.Port, first.UTC().Format(text.TimeLayout), last.UTC().Format(text.TimeLayout))
 	}
 	capInfo.Attempts, capInfo.Retransmits = len(attempts), 0
 	for _, c := range chains {
 		capInfo.Retransmits += c.Retransmits()
 	}
-	rep := analyze.Report{Port: opt.Port, Policy: p, Capture: capInfo, Peers: []analyze.PeerReport{}, Record: rec}
+	rep := report.Report{Port: opt.Port, Policy: p, Capture: capInfo, Peers: []report.PeerReport{}, Record: rec}
 	split := session.SplitAttempts(sessions, attempts)
 	for i, s := range sessions {
 		if opt.Policy != nil {
@@ -111,15 +111,15 @@ func auditSessions(opt RecordOptions, all []session.ServerSession, chains []atte
 			ls.cause = s.End.Cause
 		}
 		r := ls.report(opt.Port, split[i], attempt.CaptureInfo{}, nil, time.Time{})
-		var chain *analyze.PeerReport
+		var chain *report.PeerReport
 		if len(r.Peers) > 0 {
 			chain = &r.Peers[0]
 		}
-		rep.AddRecordSession(analyze.RecordSession{Session: *r.Session, Policy: s.Params.Policy,
+		rep.AddRecordSession(report.RecordSession{Session: *r.Session, Policy: s.Params.Policy,
 			Server: r.Server, CrossCheck: r.CrossCheck}, chain)
 	}
 	if opt.Herd {
-		h := analyze.NewReport(opt.Port, p, chains, capInfo).Herd()
+		h := report.NewReport(opt.Port, p, chains, capInfo).Herd()
 		rep.HerdReading = &h
 	}
 	return rep, nil

@@ -2,7 +2,7 @@ package live
 
 // The report of each session: the kernel's verdict (the `audit pcap`
 // report of the session's chain), the server's, and the cross-check of the
-// two lists, as sections of analyze.Report.
+// two lists, as sections of report.Report.
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
@@ -132,7 +132,7 @@ func (s *liveSession) attemptLine(a attempt.Attempt) string {
 // report judges one session. attempts are every attempt handed to the
 // session, of every address and time; those outside it are explained by the
 // cross-check, never judged. live is nil for a session of a record file.
-func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo attempt.CaptureInfo, live *analyze.LiveInfo, captureStart time.Time) analyze.Report {
+func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo attempt.CaptureInfo, live *report.LiveInfo, captureStart time.Time) report.Report {
 	var lost uint64
 	if live != nil {
 		lost = live.Lost()
@@ -181,30 +181,30 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 	}
 	// The verified peer's chain is verified once: its reading is the
 	// report's peer and the cross-check's kernel side.
-	var peers []analyze.PeerReport
+	var peers []report.PeerReport
 	if as := byPeer[chain]; len(as) > 0 {
 		c := attempt.Chain{Peer: chain, Attempts: as}
 		// The model of the session's mode (docs/spec.md §7.3); the run
 		// ends with the session, or where the capture stopped.
 		res := backoff.VerifyRun(s.policy, c.Times(), backoff.Run{Mode: s.mode, End: s.runEnd(), Endings: c.Endings(), Back: s.back})
 		input.Kernel = &res
-		peers = append(peers, analyze.PeerReportOf(c, res))
+		peers = append(peers, report.PeerReportOf(c, res))
 	}
-	r := analyze.NewReportOf(port, s.policy, peers, capInfo)
+	r := report.NewReportOf(port, s.policy, peers, capInfo)
 	r.Mode = s.mode
 	r.Capture.Attempts, r.Capture.Retransmits = len(inside), 0
 	for _, a := range inside {
 		r.Capture.Retransmits += a.Retransmits
 	}
 	if s.dropped > 0 && chain.IsValid() {
-		i := slices.IndexFunc(r.Peers, func(p analyze.PeerReport) bool { return p.Peer == chain })
+		i := slices.IndexFunc(r.Peers, func(p report.PeerReport) bool { return p.Peer == chain })
 		if i < 0 {
-			r.Peers = append(r.Peers, analyze.PeerReport{Peer: chain, Attempts: []analyze.AttemptReport{},
+			r.Peers = append(r.Peers, report.PeerReport{Peer: chain, Attempts: []report.AttemptReport{},
 				Intervals: []backoff.Interval{}, BackoffMS: []int32{}})
 			i = len(r.Peers) - 1
 		}
 		r.Peers[i].Overflowed(len(inside), s.dropped, s.maxAttempts)
-		r.Summary = analyze.Summarize(r.Peers)
+		r.Summary = report.Summarize(r.Peers)
 	}
 	r.Live = live
 	r.Foreign = []session.PeerCount{}
@@ -217,7 +217,7 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 	if !s.server && len(inside) > 0 {
 		end = inside[len(inside)-1].Time
 	}
-	r.Session = &analyze.SessionInfo{
+	r.Session = &report.SessionInfo{
 		Number: s.number, Start: s.start.UTC().Format(text.TimeLayout), Cause: s.cause,
 		MaxMS: s.maxMS, VerifiedReason: reason,
 		MaxAttempts: s.maxAttempts, Dropped: s.dropped, OutsideDropped: s.outsideDropped,
@@ -234,7 +234,7 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 	if !s.server {
 		return r
 	}
-	r.Server = analyze.NewServerVerdict(s.end)
+	r.Server = report.NewServerVerdict(s.end)
 	cc := s.serverSession().CrossCheck(input, attempts)
 	r.CrossCheck = &cc
 	return r

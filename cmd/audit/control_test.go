@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -47,7 +47,7 @@ func TestPcapControlPort(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d, want 0\n%s\n%s", code, stdout, stderr)
 			}
-			var rep analyze.Report
+			var rep report.Report
 			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 				t.Fatalf("%v\n%s", err, stdout)
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -44,7 +44,7 @@ func TestPcapFirstJittered(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("%s: exit %d; stderr: %s", name, code, stderr)
 		}
-		var rep analyze.Report
+		var rep report.Report
 		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -54,7 +54,7 @@ func TestPcapHerd(t *testing.T) {
 		}
 		_, out, _ := runAudit(t, args...)
 		var doc struct {
-			Herd *analyze.Herd `json:"herd"`
+			Herd *report.Herd `json:"herd"`
 		}
 		if err := json.Unmarshal([]byte(out), &doc); err != nil {
 			t.Fatal(err)
@@ -70,7 +70,7 @@ func TestPcapHerd(t *testing.T) {
 	// With --record, the herd is that of every chain of the capture.
 	_, out, stderr := runAudit(t, "pcap", "--herd", "--format", "json", "--record", "../../testdata/real-grpc-go.record.jsonl", "../../testdata/real-grpc-go.pcap")
 	var doc struct {
-		Herd *analyze.Herd `json:"herd"`
+		Herd *report.Herd `json:"herd"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Herd == nil || doc.Herd.Peers != 1 || doc.Herd.Attempts != 5 {
 		t.Errorf("--record --herd: herd %+v (%v); want 1 peer, 5 attempts\n%s", doc.Herd, err, stderr)

@@ -26,12 +26,13 @@ func TestImportGraph(t *testing.T) {
 		onlyStd   bool     // standard library only
 		allowed   []string // with onlyStd unset and forbidden empty: the standard library and these only
 	}{
-		{pkg: "analyze", forbidden: []string{"github.com/gopacket/", "google.golang.org/grpc", module + "/capture", module + "/server"}},
+		{pkg: "report", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/internal/text"}},
+		{pkg: "report/html", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/report", module + "/internal/text"}},
 		{pkg: "backoff", onlyStd: true},
 		{pkg: "attempt", allowed: []string{module + "/backoff", module + "/internal/text"}},
 		{pkg: "session", allowed: []string{module + "/backoff", module + "/attempt", module + "/internal/text"}},
-		{pkg: "pb", forbidden: []string{module + "/analyze", module + "/server", module + "/capture", module + "/interop", "github.com/gopacket/"}},
-		{pkg: "server", forbidden: []string{module + "/analyze", module + "/capture", module + "/interop", "github.com/gopacket/", "github.com/google/gopacket"}},
+		{pkg: "pb", forbidden: []string{module + "/report", module + "/server", module + "/capture", module + "/interop", "github.com/gopacket/"}},
+		{pkg: "server", forbidden: []string{module + "/report", module + "/capture", module + "/interop", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "capture", forbidden: []string{module + "/server", module + "/pb", module + "/interop", "google.golang.org/grpc"}},
 		{pkg: "interop", forbidden: []string{module + "/capture", module + "/server", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "h2", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/live", "github.com/gopacket/", "github.com/google/gopacket"}},

@@ -29,7 +29,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
@@ -145,14 +145,14 @@ func (r *liveRun) stop(t *testing.T) error {
 type liveJSON struct {
 	Port       uint16                 `json:"port"`
 	Capture    attempt.CaptureInfo    `json:"capture"`
-	Peers      []analyze.PeerReport   `json:"peers"`
-	Summary    analyze.Summary        `json:"summary"`
-	Session    analyze.SessionInfo    `json:"session"`
-	Live       analyze.LiveInfo       `json:"live"`
+	Peers      []report.PeerReport   `json:"peers"`
+	Summary    report.Summary        `json:"summary"`
+	Session    report.SessionInfo    `json:"session"`
+	Live       report.LiveInfo       `json:"live"`
 	Foreign    []session.PeerCount    `json:"foreign"`
-	Server     *analyze.ServerVerdict `json:"server"`
+	Server     *report.ServerVerdict `json:"server"`
 	CrossCheck *session.CrossCheck    `json:"crosscheck"`
-	Herd       *analyze.Herd          `json:"herd"`
+	Herd       *report.Herd          `json:"herd"`
 }
 
 func parseLiveReports(t *testing.T, lines []string) ([]liveJSON, []map[string]json.RawMessage) {
@@ -325,7 +325,7 @@ func TestLiveEndToEnd(t *testing.T) {
 	// `audit pcap` reads the --write file to the same verdict, to the ns.
 	stdout, stderr, _ := runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--max-backoff=1s",
 		"--port="+strconv.Itoa(r.retry), pcapPath)
-	var offline analyze.Report
+	var offline report.Report
 	if err := json.Unmarshal([]byte(stdout), &offline); err != nil {
 		t.Fatalf("audit pcap: %v\n%s\n%s", err, stdout, stderr)
 	}
@@ -342,7 +342,7 @@ func TestLiveEndToEnd(t *testing.T) {
 	stdout, stderr, _ = runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--port="+strconv.Itoa(r.retry),
 		"--server-log="+recordPath, pcapPath)
 	var withLog struct {
-		Sessions []analyze.RecordSession `json:"sessions"`
+		Sessions []report.RecordSession `json:"sessions"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &withLog); err != nil || len(withLog.Sessions) != 1 {
 		t.Fatalf("audit pcap --server-log: %d sessions, %v\n%s\n%s", len(withLog.Sessions), err, stdout, stderr)
@@ -359,8 +359,8 @@ func TestPcapServerLog(t *testing.T) {
 	const capFile, record = "../../testdata/real-grpc-go.pcap", "../../testdata/real-grpc-go.record.jsonl"
 	stdout, stderr, _ := runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--server-log="+record, capFile)
 	var rep struct {
-		Peers    []analyze.PeerReport    `json:"peers"`
-		Sessions []analyze.RecordSession `json:"sessions"`
+		Peers    []report.PeerReport    `json:"peers"`
+		Sessions []report.RecordSession `json:"sessions"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Sessions) != 1 || len(rep.Peers) != 1 {
 		t.Fatalf("%v: %d sessions, %d peers\n%s\n%s", err, len(rep.Sessions), len(rep.Peers), stdout, stderr)
@@ -548,7 +548,7 @@ func TestLiveMaxAttempts(t *testing.T) {
 }
 
 // verdictOf is a peer's verdict without its timestamps.
-func verdictOf(p analyze.PeerReport) (v struct {
+func verdictOf(p report.PeerReport) (v struct {
 	Verdict  backoff.Verdict
 	Ports    []uint16
 	Seqs     []uint32

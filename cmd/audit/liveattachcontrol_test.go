@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
@@ -155,7 +155,7 @@ func TestLiveAttachControlPortWrite(t *testing.T) {
 
 	for _, args := range [][]string{{}, {"--control_port=" + strconv.Itoa(srv.Control)}} {
 		code, stdout, stderr := runAudit(t, append(append([]string{"pcap", "--format=json"}, args...), path)...)
-		var off analyze.Report
+		var off report.Report
 		if err := json.Unmarshal([]byte(stdout), &off); err != nil {
 			t.Fatalf("audit pcap %v: exit %d, %v\n%s\n%s", args, code, err, stdout, stderr)
 		}

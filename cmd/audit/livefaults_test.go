@@ -31,7 +31,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
@@ -307,7 +307,7 @@ func TestLiveFaults(t *testing.T) {
 				t.Errorf("session cause %q; want %q…", rep.Session.Cause, want)
 			}
 			out, errb, pcode := runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--port="+strconv.Itoa(faultPort), pcapPath)
-			var offline analyze.Report
+			var offline report.Report
 			if err := json.Unmarshal([]byte(out), &offline); err != nil || len(offline.Peers) != 1 {
 				t.Fatalf("audit pcap (exit %d): %v, %d peers\n%s\n%s", pcode, err, len(offline.Peers), out, errb)
 			}

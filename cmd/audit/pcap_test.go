@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
@@ -313,13 +313,13 @@ func writeSYNs(t *testing.T, path string, syns []attempt.SYN) {
 	}
 }
 
-// With more than analyze.TablesUpTo peers a passing peer gets one line,
+// With more than report.TablesUpTo peers a passing peer gets one line,
 // unless --verbose asks for every table or --peer chooses the peers.
 func TestPcapManyPeers(t *testing.T) {
 	start := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 	dst := netip.MustParseAddrPort("127.0.0.1:50052")
 	var syns []attempt.SYN
-	const peers = analyze.TablesUpTo + 10
+	const peers = report.TablesUpTo + 10
 	for p := range peers {
 		gaps := []time.Duration{0, 1000 * time.Millisecond, 1600 * time.Millisecond}
 		if p%4 == 0 {
@@ -363,7 +363,7 @@ func TestPcapManyPeers(t *testing.T) {
 	}
 	// JSON has every peer in full, whatever their number.
 	_, stdout, _ := runAudit(t, "pcap", "--format", "json", path)
-	var doc analyze.Report
+	var doc report.Report
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 		t.Fatal(err)
 	}

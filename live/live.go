@@ -21,12 +21,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/backoff-audit/audit/report"
-	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/server"
 	"github.com/backoff-audit/audit/session"
 )

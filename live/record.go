@@ -6,10 +6,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
 )
 

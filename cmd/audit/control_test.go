@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report"
 )
 
 // controlRun is what testdata/make-control-capture.sh wrote beside each

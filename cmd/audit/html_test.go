@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report"
 )
 
 // audit pcap --html writes one page that opens from disk: the report's

@@ -29,13 +29,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/interop"
 	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/server"
 	"github.com/backoff-audit/audit/session"
 )
@@ -143,15 +143,15 @@ func (r *liveRun) stop(t *testing.T) error {
 
 // liveJSON reads a report line.
 type liveJSON struct {
-	Port       uint16                 `json:"port"`
-	Capture    attempt.CaptureInfo    `json:"capture"`
+	Port       uint16                `json:"port"`
+	Capture    attempt.CaptureInfo   `json:"capture"`
 	Peers      []report.PeerReport   `json:"peers"`
 	Summary    report.Summary        `json:"summary"`
 	Session    report.SessionInfo    `json:"session"`
 	Live       report.LiveInfo       `json:"live"`
-	Foreign    []session.PeerCount    `json:"foreign"`
+	Foreign    []session.PeerCount   `json:"foreign"`
 	Server     *report.ServerVerdict `json:"server"`
-	CrossCheck *session.CrossCheck    `json:"crosscheck"`
+	CrossCheck *session.CrossCheck   `json:"crosscheck"`
 	Herd       *report.Herd          `json:"herd"`
 }
 

@@ -26,13 +26,13 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
 )
 

@@ -31,12 +31,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
 )
 

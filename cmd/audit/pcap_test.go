@@ -18,9 +18,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/report"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")

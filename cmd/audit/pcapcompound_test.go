@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report"
 )
 
 // TestPcapCompoundingJitter reads testdata/real-compound.pcap.gz: grpc-js

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/report"
 )
 
 // TestPcapRealFates reads testdata/real-fates.pcap, a real grpc-go client

@@ -22,12 +22,12 @@ import (
 	"github.com/chromedp/chromedp"
 	xhtml "golang.org/x/net/html"
 
-	"github.com/backoff-audit/audit/report"
-	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/html"
 )
 
 // The browser tests open the page as a person does, from disk, in Debian's

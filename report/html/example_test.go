@@ -6,10 +6,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/backoff-audit/audit/report"
-	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/html"
 )
 
 // A capture's audit as a page: the report of every peer and the herd

@@ -3,8 +3,8 @@ package html
 import (
 	"time"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report"
 )
 
 // attemptFate is what the page shows of an attempt's fate (docs/spec.md

@@ -5,10 +5,10 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
 )
 

@@ -25,9 +25,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/report"
 )
 
 var (

@@ -30,11 +30,11 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/interop"
-	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/server"
 	"github.com/backoff-audit/audit/session"
@@ -66,9 +66,9 @@ type liveRun struct {
 
 var liveAddrs = regexp.MustCompile(`control port \S+:(\d+), retry port \S+:(\d+)`)
 
-// startLive runs live.Run with cfg (JSON reports, on lo, loopback ports
+// startLive runs auditrun.Run with cfg (JSON reports, on lo, loopback ports
 // unless set) until the test stops it or ends.
-func startLive(t *testing.T, cfg live.Config) *liveRun {
+func startLive(t *testing.T, cfg auditrun.Config) *liveRun {
 	t.Helper()
 	requireCapture(t)
 	r := &liveRun{out: &testutil.SyncBuffer{}, errOut: &testutil.SyncBuffer{}, done: make(chan error, 1)}
@@ -82,7 +82,7 @@ func startLive(t *testing.T, cfg live.Config) *liveRun {
 	cfg.Server.Logger = slog.New(slog.NewTextHandler(r.errOut, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	r.cancel = cancel
-	go func() { r.done <- outcomeError(live.Run(ctx, cfg, r.out, r.errOut)) }()
+	go func() { r.done <- outcomeError(auditrun.Run(ctx, cfg, r.out, r.errOut)) }()
 	t.Cleanup(func() {
 		r.cancel()
 		<-r.done
@@ -299,13 +299,13 @@ func TestLiveEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer record.Close()
-	cfg := live.Config{Write: pcapPath}
+	cfg := auditrun.Config{Write: pcapPath}
 	cfg.Server.Record = record
 	r := startLive(t, cfg)
 	client := runLiveClient(t, r.control, r.retry, 4500*time.Millisecond)
 	reps, raws := r.reports(t, 1)
 	if err := r.stop(t); err != nil && reps[0].Summary.PassedAll {
-		t.Errorf("live.Run after a passing session: %v", err)
+		t.Errorf("auditrun.Run after a passing session: %v", err)
 	}
 	rep := reps[0]
 	checkPairing(t, rep)
@@ -386,7 +386,7 @@ func TestPcapServerLog(t *testing.T) {
 func TestLiveForeignPeer(t *testing.T) {
 	t.Parallel()
 	firstAccept := make(chan struct{}, 1)
-	cfg := live.Config{Herd: true}
+	cfg := auditrun.Config{Herd: true}
 	cfg.Server.BeforeStamp = func(peer netip.AddrPort) {
 		if peer.Addr() == loopback {
 			select {
@@ -445,7 +445,7 @@ func TestLiveDelayedAcceptDisagrees(t *testing.T) {
 	// interval 3 late by the kernel's.
 	const delayed = 3
 	var n atomic.Int32
-	cfg := live.Config{}
+	cfg := auditrun.Config{}
 	cfg.Server.BeforeStamp = func(peer netip.AddrPort) {
 		if peer.Addr() == loopback && n.Add(1) == delayed {
 			time.Sleep(600 * time.Millisecond)
@@ -486,8 +486,8 @@ func TestLiveDelayedAcceptDisagrees(t *testing.T) {
 func TestLiveAttach(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t) // `audit server --record`, another process
-	withLog := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, Record: srv.Record})
-	sniff := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, MaxMS: liveMaxMS, Idle: 2500 * time.Millisecond})
+	withLog := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, Record: srv.Record})
+	sniff := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, MaxMS: liveMaxMS, Idle: 2500 * time.Millisecond})
 	runLiveClient(t, srv.Control, srv.Retry, 4500*time.Millisecond)
 	end, times := srv.session(t)
 
@@ -521,7 +521,7 @@ func TestLiveAttach(t *testing.T) {
 func TestLiveMaxAttempts(t *testing.T) {
 	t.Parallel()
 	const maxAttempts = 2
-	cfg := live.Config{}
+	cfg := auditrun.Config{}
 	cfg.Server.MaxAttempts = maxAttempts
 	r := startLive(t, cfg)
 	runLiveClient(t, r.control, r.retry, 4500*time.Millisecond) // 4 or 5 attempts
@@ -630,27 +630,27 @@ func TestLiveUsageErrors(t *testing.T) {
 	defer busy.Close()
 	tests := []struct {
 		name string
-		cfg  live.Config
+		cfg  auditrun.Config
 		want []string
 	}{
-		{"port in use", live.Config{Iface: "lo", Server: serverConfig("127.0.0.1:0", busy.Addr().String())},
+		{"port in use", auditrun.Config{Iface: "lo", Server: serverConfig("127.0.0.1:0", busy.Addr().String())},
 			[]string{"address already in use", busy.Addr().String()}},
-		{"unknown interface", live.Config{Iface: "nosuch0", Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")},
+		{"unknown interface", auditrun.Config{Iface: "nosuch0", Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")},
 			[]string{"unknown interface", "lo"}},
-		{"attach without port", live.Config{Iface: "lo", Attach: true}, []string{"--retry_port"}},
-		{"control port and record", live.Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 8, Record: "run.jsonl"},
+		{"attach without port", auditrun.Config{Iface: "lo", Attach: true}, []string{"--retry_port"}},
+		{"control port and record", auditrun.Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 8, Record: "run.jsonl"},
 			[]string{"--control_port", "--record"}},
-		{"control port is the retry port", live.Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 9},
+		{"control port is the retry port", auditrun.Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 9},
 			[]string{"--control_port 9", "--retry_port"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			err := outcomeError(live.Run(ctx, tt.cfg, io.Discard, io.Discard))
+			err := outcomeError(auditrun.Run(ctx, tt.cfg, io.Discard, io.Discard))
 			var ee *exitError
 			if !errors.As(err, &ee) || ee.code != exitUsage {
-				t.Fatalf("live.Run = %v; want a usage error", err)
+				t.Fatalf("auditrun.Run = %v; want a usage error", err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {

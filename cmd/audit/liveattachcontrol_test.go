@@ -27,10 +27,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
-	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/pb"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
@@ -86,7 +86,7 @@ func checkControlSession(t *testing.T, rep liveJSON, maxMS int32, passed bool, b
 func TestLiveAttachControlPort(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
-	r := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
+	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
 	if !strings.Contains(r.errOut.String(), "capturing control port "+strconv.Itoa(srv.Control)) {
 		t.Errorf("stderr does not say the control port is captured:\n%s", r.errOut)
 	}
@@ -126,7 +126,7 @@ func TestLiveAttachControlPortWrite(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
 	path := filepath.Join(t.TempDir(), "run.pcap")
-	r := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control, Write: path})
+	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control, Write: path})
 	runLiveClient(t, srv.Control, srv.Retry, 4500*time.Millisecond)
 	end, _ := srv.session(t)
 	reps, _ := r.reports(t, 1)
@@ -268,7 +268,7 @@ func TestLiveAttachControlPortCCore(t *testing.T) {
 	t.Parallel()
 	requireCapture(t)
 	srv := startPythonServer(t)
-	r := startLive(t, live.Config{Attach: true, RetryPort: srv.retry, ControlPort: srv.control})
+	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.retry, ControlPort: srv.control})
 	out, stderr, code := runClient(t, time.Minute, systemPython, "../../testdata/interop/reconnect_client.py",
 		"--server_host=127.0.0.1", "--server_control_port="+strconv.Itoa(srv.control), "--server_retry_port="+strconv.Itoa(srv.retry),
 		"--max_reconnect_backoff_ms=2000", "--deadline_s=6")
@@ -306,7 +306,7 @@ func TestLiveAttachControlMidStream(t *testing.T) {
 		}
 	}
 	// The connection and its preface are on the wire: now the capture.
-	r := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
+	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
 	rc := pb.NewReconnectServiceClient(conn)
 	if _, err := rc.Start(ctx, &pb.ReconnectParams{MaxReconnectBackoffMs: liveMaxMS}); err != nil {
 		t.Fatal(err)

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
-	"github.com/backoff-audit/audit/live"
 )
 
 // TestLiveFates: a session's report gives each attempt its fate from the
@@ -15,7 +15,7 @@ import (
 // SYN-ACK, with the client's hello and nothing from the server.
 func TestLiveFates(t *testing.T) {
 	t.Parallel()
-	r := startLive(t, live.Config{})
+	r := startLive(t, auditrun.Config{})
 	runLiveClient(t, r.control, r.retry, 3500*time.Millisecond)
 	reps, _ := r.reports(t, 1)
 	r.stop(t)

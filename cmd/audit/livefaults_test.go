@@ -32,10 +32,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
-	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
 )
@@ -412,7 +412,7 @@ func TestLiveFlood(t *testing.T) {
 		// and the queue at most maxQueued items (8 MiB) in two arrays.
 		heapBound = 40 << 20
 	)
-	cfg := live.Config{Attach: true, RetryPort: int(testutil.ClosedPort(t)), Idle: time.Second}
+	cfg := auditrun.Config{Attach: true, RetryPort: int(testutil.ClosedPort(t)), Idle: time.Second}
 	cfg.Server.MaxAttempts = maxAttempts
 	r := startLive(t, cfg)
 	before := heapAlloc()
@@ -453,7 +453,7 @@ func TestLiveFlood(t *testing.T) {
 			before, peak, after, heapBound, heapBound/4)
 	}
 	if err := r.stop(t); !isExit(err, exitFail) {
-		t.Errorf("live.Run after an overflowing session = %v; want exit %d", err, exitFail)
+		t.Errorf("auditrun.Run after an overflowing session = %v; want exit %d", err, exitFail)
 	}
 }
 
@@ -462,13 +462,13 @@ func TestLiveFlood(t *testing.T) {
 // many came and how many it forgot.
 func TestLiveFloodOutsideSessions(t *testing.T) {
 	t.Parallel()
-	syns := 2*live.OutsideKeep + 2000
-	r := startLive(t, live.Config{})
+	syns := 2*auditrun.OutsideKeep + 2000
+	r := startLive(t, auditrun.Config{})
 	sent := synFlood(t, netip.AddrPortFrom(loopback, uint16(r.retry)), syns)
 	// Stop once the capture has caught up: nothing comes for a while.
 	time.Sleep(500 * time.Millisecond)
 	if err := r.stop(t); err != nil {
-		t.Fatalf("live.Run: %v", err)
+		t.Fatalf("auditrun.Run: %v", err)
 	}
 	m := regexp.MustCompile(`(\d+) attempts came outside any session \(no Start covered them\); not judged; the (\d+) oldest were not kept`).
 		FindStringSubmatch(r.errOut.String())
@@ -477,9 +477,9 @@ func TestLiveFloodOutsideSessions(t *testing.T) {
 	}
 	came, forgot := atoi(t, m[1]), atoi(t, m[2])
 	t.Logf("sent %d; %d came outside any session, %d not kept", sent, came, forgot)
-	if came > sent || came < sent*9/10 || came-forgot < live.OutsideKeep || came-forgot > 2*live.OutsideKeep {
+	if came > sent || came < sent*9/10 || came-forgot < auditrun.OutsideKeep || came-forgot > 2*auditrun.OutsideKeep {
 		t.Errorf("%d came, %d forgotten, of %d sent; want (nearly) all counted and %d to %d kept",
-			came, forgot, sent, live.OutsideKeep, 2*live.OutsideKeep)
+			came, forgot, sent, auditrun.OutsideKeep, 2*auditrun.OutsideKeep)
 	}
 }
 

@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
-	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -39,7 +39,7 @@ func controlClient(t *testing.T, r *liveRun) pb.ReconnectServiceClient {
 // hangs and waits for ever: both verdicts fail it, never a vacuous pass.
 func TestLiveHangNeverGaveUp(t *testing.T) {
 	t.Parallel()
-	cfg := live.Config{}
+	cfg := auditrun.Config{}
 	cfg.Server.Mode = backoff.RetryMode{Kind: backoff.ModeHang}
 	cfg.Server.MinConnectTimeout = time.Second
 	r := startLive(t, cfg)
@@ -88,7 +88,7 @@ func TestLiveHangNeverGaveUp(t *testing.T) {
 // judge the session, which passes for a client that backs off.
 func TestLiveRefuseJudgedByKernel(t *testing.T) {
 	t.Parallel()
-	cfg := live.Config{HTML: filepath.Join(t.TempDir(), "session.html")}
+	cfg := auditrun.Config{HTML: filepath.Join(t.TempDir(), "session.html")}
 	cfg.Server.Mode = backoff.RetryMode{Kind: backoff.ModeRefuse}
 	r := startLive(t, cfg)
 	rpc := controlClient(t, r)

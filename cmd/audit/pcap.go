@@ -6,12 +6,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
-	"github.com/backoff-audit/audit/live"
 )
 
 func newPcapCmd() *cobra.Command {
-	cfg := live.FilesConfig{Policy: backoff.DefaultPolicy()}
+	cfg := auditrun.FilesConfig{Policy: backoff.DefaultPolicy()}
 	format := "text"
 	cmd := &cobra.Command{
 		Use:   "pcap FILE...",
@@ -79,7 +79,7 @@ or unreadable input.`,
 			cfg.Stdin = cmd.InOrStdin()
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
-			return outcomeError(live.AuditFiles(ctx, files, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return outcomeError(auditrun.AuditFiles(ctx, files, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	f := cmd.Flags()

@@ -23,9 +23,9 @@ import (
 	xhtml "golang.org/x/net/html"
 
 	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
-	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/report/html"
 )
@@ -467,7 +467,7 @@ func realReport(t *testing.T) report.Report {
 	}
 	tr := pt.Tracker(port)
 	info.SYNs = uint64(tr.SYNs())
-	r, err := live.AuditRecord(live.RecordOptions{Path: record, Port: port, DefaultPolicy: backoff.DefaultPolicy()}, tr.Peers(), info)
+	r, err := auditrun.AuditRecord(auditrun.RecordOptions{Path: record, Port: port, DefaultPolicy: backoff.DefaultPolicy()}, tr.Peers(), info)
 	if err != nil {
 		t.Fatal(err)
 	}

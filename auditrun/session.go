@@ -1,4 +1,4 @@
-package live
+package auditrun
 
 // The report of each session: the kernel's verdict (the `audit pcap`
 // report of the session's chain), the server's, and the cross-check of the

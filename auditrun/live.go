@@ -1,12 +1,13 @@
-// Package live is the live auditor: the reference server and a libpcap
-// capture of the SYNs to its retry port in one process, or (Attach) the
-// capture alone beside a server elsewhere, whose sessions it follows from
-// its record file or from its control port, captured too (docs/spec.md
-// §5.6). Each session is judged from the kernel's SYN timestamps, beside
-// the server's own verdict, and the two lists are cross-checked
-// (docs/spec.md §5). It also holds the offline form of that cross-check:
-// a capture file against a server's record file.
-package live
+// Package auditrun runs an audit, of capture files or of a live port. Live
+// (Run), it is the reference server and a libpcap capture of the SYNs to its
+// retry port in one process, or (Attach) the capture alone beside a server
+// elsewhere, whose sessions it follows from its record file or from its
+// control port, captured too (docs/spec.md §5.6). Each session is judged
+// from the kernel's SYN timestamps, beside the server's own verdict, and
+// the two lists are cross-checked (docs/spec.md §5). Offline (AuditFiles),
+// it reads capture files and judges every peer, or the sessions of a
+// server's record file or control port found in them.
+package auditrun
 
 import (
 	"cmp"

@@ -263,6 +263,7 @@ type liveAuditor struct {
 	batch           []liveItem // the queue's last batch, for its array
 	loopback        bool
 
+	fold         session.Fold // the server's sessions, from its events
 	sess         *liveSession
 	ending       bool // sess has ended on the server; waiting for its SYNs
 	number       int  // sniff-only session numbers
@@ -367,7 +368,7 @@ func (a *liveAuditor) loop(ctx context.Context, w *feeds, end *runEnd) {
 		case <-idle.C:
 			if a.sess != nil {
 				a.sess.cause = session.CauseIdle
-				a.sess.endTime = time.Now().Round(0) // wall clock, as the SYNs
+				a.sess.EndTime = time.Now().Round(0) // wall clock, as the SYNs
 				a.finish()
 			}
 		case err := <-w.capDone:
@@ -534,7 +535,7 @@ func (a *liveAuditor) addSYN(s attempt.SYN) {
 		if a.sess.dropped == 1 && !a.cfg.JSON { // later ones are only counted: a flood must not flood the output
 			fmt.Fprintf(a.out, "attempt %s  %-22s not kept: session %d holds its maximum of %d attempts; "+
 				"later ones are counted and the verdict will be %s\n",
-				at.Time.UTC().Format(text.TimeLayout), attempt.UnmapPort(at.Src), a.sess.number, a.sess.maxAttempts, backoff.Overflow)
+				at.Time.UTC().Format(text.TimeLayout), attempt.UnmapPort(at.Src), a.sess.Number, a.sess.maxAttempts, backoff.Overflow)
 		}
 	default:
 		a.tr.AddAttempt(at)
@@ -586,8 +587,7 @@ func (a *liveAuditor) addEvent(e session.RecordEvent) {
 	// in-process time.Now also carries a monotonic reading, which Sub
 	// would prefer, and intervals would differ from the record's by ns.
 	e.Time = e.Time.Round(0)
-	switch e.Event {
-	case session.EventStart:
+	if e.Event == session.EventStart {
 		if a.ending {
 			a.finish()
 		}
@@ -595,10 +595,13 @@ func (a *liveAuditor) addEvent(e session.RecordEvent) {
 			a.sess.cause = session.CauseInterrupted
 			a.finish()
 		}
-		a.sess = newServerSession(e, a.cfg.maxAttempts())
+	}
+	switch a.fold.Add(e) {
+	case session.Started:
+		a.sess = newServerSession(a.fold.Cur, a.cfg.maxAttempts())
 		// Read from the control port, the server's list is Stop's
 		// backoff_ms alone.
-		a.sess.backoffOnly = a.ctl != nil
+		a.sess.BackoffOnly = a.ctl != nil
 		// A record file is read some ms late: SYNs of the session may
 		// have come before its Start.
 		if a.outside > 0 {
@@ -606,25 +609,10 @@ func (a *liveAuditor) addEvent(e session.RecordEvent) {
 		}
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "session %d: Start from %s, max_reconnect_backoff_ms %d (%v)\n",
-				e.Session, e.Peer, a.sess.maxMS, a.sess.policy)
+				e.Session, e.Peer, a.sess.Params.MaxReconnectBackoffMS, a.sess.Params.Policy)
 		}
-	case session.EventAccept:
-		acc := session.Accept{Peer: e.Peer, Time: e.Time}
-		switch {
-		case a.sess == nil:
-		case e.Overflow: // the server did not keep it either: only counted, in its end
-		case !a.ending && e.Session == a.sess.number:
-			a.sess.accepts = append(a.sess.accepts, acc)
-		case a.ending && e.Session == 0 && len(a.sess.late) < a.sess.maxAttempts:
-			a.sess.late = append(a.sess.late, acc) // a SYN from just before Stop
-		}
-	case session.EventRestart:
-		if a.sess != nil && e.Session == a.sess.number && !a.ending {
-			a.sess.back = e.Time
-		}
-	case session.EventStop, session.EventExpire:
-		if a.sess != nil && e.Session == a.sess.number && !a.ending {
-			a.sess.end, a.sess.endTime = e.End, e.Time
+	case session.Ended:
+		if a.sess != nil && !a.ending {
 			if a.capEndCause == "" { // a capture error names the end
 				a.sess.cause = e.End.Cause
 			}
@@ -644,7 +632,7 @@ func (a *liveAuditor) caughtUp() bool {
 		return false
 	}
 	held := a.tr.List()
-	if s.backoffOnly {
+	if s.BackoffOnly {
 		// Its list names no address: caught up once the kernel holds as
 		// many attempts in the session as the list has.
 		n := 0
@@ -653,16 +641,16 @@ func (a *liveAuditor) caughtUp() bool {
 				n++
 			}
 		}
-		return s.end != nil && len(s.end.BackoffMS) > 0 && n > len(s.end.BackoffMS)
+		return s.End != nil && len(s.End.BackoffMS) > 0 && n > len(s.End.BackoffMS)
 	}
 	syns, accepts := map[netip.AddrPort]bool{}, map[netip.AddrPort]bool{}
 	for _, at := range held {
 		syns[attempt.UnmapPort(at.Src)] = true
 	}
-	for _, acc := range append(slices.Clone(s.accepts), s.late...) {
+	for _, acc := range append(slices.Clone(s.Accepts), s.Late...) {
 		accepts[attempt.UnmapPort(acc.Peer)] = true
 	}
-	for _, acc := range s.accepts {
+	for _, acc := range s.Accepts {
 		if !syns[attempt.UnmapPort(acc.Peer)] {
 			return false
 		}
@@ -694,8 +682,8 @@ func (a *liveAuditor) finish() {
 		fmt.Fprintf(a.errOut, "audit live: %v\n", err)
 	}
 	s.outsideDropped = a.outsideDropped
-	if a.srv != nil && s.end != nil && s.end.Dropped == 0 {
-		if ss, ok := a.srv.Session(s.number); ok {
+	if a.srv != nil && s.End != nil && s.End.Dropped == 0 {
+		if ss, ok := a.srv.Session(s.Number); ok {
 			s.serverResult = &ss.Result
 		}
 	}
@@ -708,9 +696,9 @@ func (a *liveAuditor) finish() {
 	r := s.report(a.port, attempts, capInfo, &info, a.captureStart)
 	// Attempts after a server session's end may belong to the next one.
 	var keep []attempt.Attempt
-	if s.server && !s.endTime.IsZero() {
+	if s.server && !s.EndTime.IsZero() {
 		for _, at := range attempts {
-			if at.Time.After(s.endTime) {
+			if at.Time.After(s.EndTime) {
 				keep = append(keep, at)
 			}
 		}

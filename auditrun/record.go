@@ -53,14 +53,14 @@ func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.Capt
 	case err != nil:
 		return report.Report{}, err
 	}
-	return auditSessions(opt, session.ServerSessions(events), chains, capInfo, rec, p)
+	return auditSessions(opt, session.Sessions(events), chains, capInfo, rec, p)
 }
 
 // auditSessions judges each of a server's sessions that overlaps the
 // capture, as AuditRecord describes, whatever they were read from: a
 // record file, or the server's control port. rec is the report's record
 // section, p its policy.
-func auditSessions(opt RecordOptions, all []session.ServerSession, chains []attempt.Chain, capInfo attempt.CaptureInfo,
+func auditSessions(opt RecordOptions, all []session.Session, chains []attempt.Chain, capInfo attempt.CaptureInfo,
 	rec *report.RecordInfo, p backoff.Policy) (report.Report, error) {
 	source := "--record " + opt.Path
 	if rec.ControlPort != 0 {
@@ -77,7 +77,7 @@ func auditSessions(opt RecordOptions, all []session.ServerSession, chains []atte
 	for _, a := range attempts {
 		first, last = minTime(first, a.Time), maxTime(last, a.Time)
 	}
-	var sessions []session.ServerSession
+	var sessions []session.Session
 	for _, s := range all {
 		if s.Overlaps(opt.Port, first, last) {
 			sessions = append(sessions, s)
@@ -103,10 +103,8 @@ func auditSessions(opt RecordOptions, all []session.ServerSession, chains []atte
 		if opt.Policy != nil {
 			s.Params.Policy = *opt.Policy
 		}
-		ls := &liveSession{number: s.Number, server: true, offline: true, start: s.Start, startPeer: s.Peer,
-			maxMS: s.Params.MaxReconnectBackoffMS, policy: s.Params.Policy, accepts: s.Accepts,
-			end: s.End, endTime: s.EndTime, late: s.Late, cause: session.CauseNoEnd, peer: s.Peer.Addr().Unmap(),
-			mode: s.Params.Mode, back: s.Back, backoffOnly: s.BackoffOnly}
+		ls := newServerSession(&s, 0)
+		ls.offline, ls.cause = true, session.CauseNoEnd
 		if s.End != nil {
 			ls.cause = s.End.Cause
 		}
@@ -140,7 +138,7 @@ func readRecordFile(path string) ([]session.RecordEvent, error) {
 
 // recordSpan says what a record holds, for the error of a record that
 // does not cover the capture.
-func recordSpan(sessions []session.ServerSession) string {
+func recordSpan(sessions []session.Session) string {
 	if len(sessions) == 0 {
 		return "the record holds no session"
 	}

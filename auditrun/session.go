@@ -17,31 +17,17 @@ import (
 	"github.com/backoff-audit/audit/session"
 )
 
-// liveSession is one session as the auditor follows it: from the server's
-// events when there is a server side, else from the SYNs alone.
+// liveSession is one session as the auditor judges it: a server's session
+// (its Start, kept accepts and end, as session.Fold builds it) with what
+// the auditor adds, or a sniff-only session, delimited by the SYNs alone.
 type liveSession struct {
-	number int
-	// server is false for a sniff-only session, delimited by --idle.
+	*session.Session
+	// server is false for a sniff-only session, delimited by --idle: only
+	// Number, Start and Params of Session are set.
 	server bool
 	// offline is set for a session of a record file, cross-checked
 	// against capture files.
-	offline   bool
-	start     time.Time
-	startPeer netip.AddrPort
-	maxMS     int32
-	policy    backoff.Policy
-	// mode is what the retry port did (docs/spec.md §7.1), and back when
-	// a restarted port listened again.
-	mode backoff.RetryMode
-	back time.Time
-	// backoffOnly marks a session read from the server's control port:
-	// its list is only its Stop's backoff_ms (session.ServerSession).
-	backoffOnly bool
-	accepts     []session.Accept
-	// late are the accepts just after the session ended (session 0).
-	late    []session.Accept
-	end     *session.SessionEnd
-	endTime time.Time
+	offline bool
 	cause   string
 	// maxAttempts caps the attempts the session keeps; dropped counts
 	// the later ones, which make its verdict backoff.Overflow.
@@ -67,44 +53,31 @@ type peerProgress struct {
 	last time.Time
 }
 
-func newServerSession(e session.RecordEvent, maxAttempts int) *liveSession {
-	s := &liveSession{number: e.Session, server: true, start: e.Time, startPeer: e.Peer, maxAttempts: maxAttempts,
-		peer: e.Peer.Addr().Unmap(), policy: backoff.DefaultPolicy(), seen: map[netip.Addr]peerProgress{}}
-	if e.Params != nil {
-		s.maxMS, s.policy, s.mode = e.Params.MaxReconnectBackoffMS, e.Params.Policy, e.Params.Mode
-	}
-	return s
+// newServerSession is the auditor's session of s, a server's session.
+func newServerSession(s *session.Session, maxAttempts int) *liveSession {
+	return &liveSession{Session: s, server: true, maxAttempts: maxAttempts,
+		peer: s.Peer.Addr().Unmap(), seen: map[netip.Addr]peerProgress{}}
 }
 
 func newSniffSession(number int, p backoff.Policy, mode backoff.RetryMode, maxAttempts int, first attempt.Attempt) *liveSession {
-	return &liveSession{number: number, start: first.Time, policy: p, mode: mode, maxAttempts: maxAttempts,
-		peer: first.Src.Addr().Unmap(), seen: map[netip.Addr]peerProgress{}}
+	return &liveSession{Session: &session.Session{Number: number, Start: first.Time, Params: session.SessionParams{Policy: p, Mode: mode}},
+		maxAttempts: maxAttempts, peer: first.Src.Addr().Unmap(), seen: map[netip.Addr]peerProgress{}}
 }
 
 // runEnd is when the session's run ended, for the model's tail (a hung
 // attempt the client never gave up on): the session's end, or where the
 // capture stopped if that came first; zero when unknown.
 func (s *liveSession) runEnd() time.Time {
-	if !s.captureEnd.IsZero() && (s.endTime.IsZero() || s.captureEnd.Before(s.endTime)) {
+	if !s.captureEnd.IsZero() && (s.EndTime.IsZero() || s.captureEnd.Before(s.EndTime)) {
 		return s.captureEnd
 	}
-	return s.endTime
-}
-
-// serverSession is the session as analyze's cross-check reads it.
-func (s *liveSession) serverSession() session.ServerSession {
-	return session.ServerSession{
-		Number: s.number, Start: s.start, Peer: s.startPeer,
-		Params:  session.SessionParams{MaxReconnectBackoffMS: s.maxMS, Policy: s.policy, Mode: s.mode},
-		Accepts: s.accepts, End: s.end, EndTime: s.endTime, Late: s.late, Back: s.back,
-		BackoffOnly: s.backoffOnly,
-	}
+	return s.EndTime
 }
 
 // contains reports whether t falls in the session; a sniff-only session
 // holds every attempt handed to it.
 func (s *liveSession) contains(t time.Time) bool {
-	return !s.server || session.InSession(t, s.start, s.endTime)
+	return !s.server || session.InSession(t, s.Start, s.EndTime)
 }
 
 // attemptLine is the line printed as an attempt arrives: kernel time, peer,
@@ -117,7 +90,7 @@ func (s *liveSession) attemptLine(a attempt.Attempt) string {
 	if p.n == 1 {
 		line += "  first attempt, no interval yet"
 	} else {
-		iv := s.policy.Check(p.n-1, a.Time.Sub(p.last))
+		iv := s.Params.Policy.Check(p.n-1, a.Time.Sub(p.last))
 		line += fmt.Sprintf("  interval %-2d %10.3f ms  expected %8.1f ms [%.0f–%.0f]  %s",
 			iv.K, iv.MeasuredMS, iv.ExpectedMS, iv.MinMS, iv.MaxMS, iv.Outcome)
 	}
@@ -137,12 +110,10 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 	if live != nil {
 		lost = live.Lost()
 	}
-	if s.backoffOnly && s.end != nil {
-		ss := s.serverSession()
-		ss.ChoosePeerFromKernel(attempts)
-		s.end = ss.End
+	if s.BackoffOnly && s.End != nil {
+		s.ChoosePeerFromKernel(attempts)
 	}
-	input := s.serverSession().Input(captureStart, lost)
+	input := s.Session.Input(captureStart, lost)
 	input.Offline = s.offline
 	input.CaptureEnd, input.CaptureEndCause = s.captureEnd, s.captureEndCause
 	input.Server = s.serverResult
@@ -153,18 +124,18 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 	slices.SortFunc(inside, func(a, b attempt.Attempt) int { return a.Time.Compare(b.Time) })
 	chain, reason := s.peer, session.VerifiedReason("")
 	if s.server {
-		chain = s.serverSession().VerifiedPeer()
-		if s.end != nil {
-			reason = s.end.VerifiedReason
+		chain = s.Session.VerifiedPeer()
+		if s.End != nil {
+			reason = s.End.VerifiedReason
 		}
-		if s.backoffOnly && s.end == nil { // open: its Stop did not come
+		if s.BackoffOnly && s.End == nil { // open: its Stop did not come
 			var connected []netip.Addr
 			for _, a := range inside {
 				if p := a.Src.Addr().Unmap(); !slices.Contains(connected, p) {
 					connected = append(connected, p)
 				}
 			}
-			chain, reason = session.ChooseVerifiedPeer(s.startPeer.Addr(), connected)
+			chain, reason = session.ChooseVerifiedPeer(s.Peer.Addr(), connected)
 			input.VerifiedPeer = chain
 		}
 	} else if len(inside) > 0 {
@@ -186,12 +157,12 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 		c := attempt.Chain{Peer: chain, Attempts: as}
 		// The model of the session's mode (docs/spec.md §7.3); the run
 		// ends with the session, or where the capture stopped.
-		res := backoff.VerifyRun(s.policy, c.Times(), backoff.Run{Mode: s.mode, End: s.runEnd(), Endings: c.Endings(), Back: s.back})
+		res := backoff.VerifyRun(s.Params.Policy, c.Times(), backoff.Run{Mode: s.Params.Mode, End: s.runEnd(), Endings: c.Endings(), Back: s.Back})
 		input.Kernel = &res
 		peers = append(peers, report.PeerReportOf(c, res))
 	}
-	r := report.NewReportOf(port, s.policy, peers, capInfo)
-	r.Mode = s.mode
+	r := report.NewReportOf(port, s.Params.Policy, peers, capInfo)
+	r.Mode = s.Params.Mode
 	r.Capture.Attempts, r.Capture.Retransmits = len(inside), 0
 	for _, a := range inside {
 		r.Capture.Retransmits += a.Retransmits
@@ -213,20 +184,20 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 			r.Foreign = append(r.Foreign, session.PeerCount{Addr: p, Attempts: len(byPeer[p])})
 		}
 	}
-	end := s.endTime
+	end := s.EndTime
 	if !s.server && len(inside) > 0 {
 		end = inside[len(inside)-1].Time
 	}
 	r.Session = &report.SessionInfo{
-		Number: s.number, Start: s.start.UTC().Format(text.TimeLayout), Cause: s.cause,
-		MaxMS: s.maxMS, VerifiedReason: reason,
+		Number: s.Number, Start: s.Start.UTC().Format(text.TimeLayout), Cause: s.cause,
+		MaxMS: s.Params.MaxReconnectBackoffMS, VerifiedReason: reason,
 		MaxAttempts: s.maxAttempts, Dropped: s.dropped, OutsideDropped: s.outsideDropped,
 	}
 	if !end.IsZero() {
 		r.Session.End = end.UTC().Format(text.TimeLayout)
 	}
-	if s.startPeer.IsValid() {
-		r.Session.StartPeer = s.startPeer.String()
+	if s.Peer.IsValid() {
+		r.Session.StartPeer = s.Peer.String()
 	}
 	if chain.IsValid() {
 		r.Session.VerifiedPeer = chain.String()
@@ -234,8 +205,8 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 	if !s.server {
 		return r
 	}
-	r.Server = report.NewServerVerdict(s.end)
-	cc := s.serverSession().CrossCheck(input, attempts)
+	r.Server = report.NewServerVerdict(s.End)
+	cc := s.Session.CrossCheck(input, attempts)
 	r.CrossCheck = &cc
 	return r
 }

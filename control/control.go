@@ -134,11 +134,11 @@ func Events(calls []Call) []session.RecordEvent {
 	return out
 }
 
-// ServerSessions is the sessions of the calls, as session.ServerSessions
+// ServerSessions is the sessions of the calls, as session.Sessions
 // groups a record's, each marked BackoffOnly: its list is its Stop's
 // backoff_ms.
-func ServerSessions(calls []Call) []session.ServerSession {
-	ss := session.ServerSessions(Events(calls))
+func ServerSessions(calls []Call) []session.Session {
+	ss := session.Sessions(Events(calls))
 	for i := range ss {
 		ss[i].BackoffOnly = true
 	}
@@ -147,7 +147,7 @@ func ServerSessions(calls []Call) []session.ServerSession {
 
 // End is the outcome of a session judged by p as its Stop answered it.
 // The answer names no verified peer: it is chosen from the kernel's
-// attempts (session.ServerSession.ChoosePeerFromKernel).
+// attempts (session.Session.ChoosePeerFromKernel).
 func End(info *h2.ReconnectInfo, p backoff.Policy) *session.SessionEnd {
 	end := &session.SessionEnd{Cause: session.CauseStop, Passed: info.Passed, Verdict: backoff.Passed,
 		BackoffMS: slices.Clone(info.BackoffMs), Foreign: []session.PeerCount{}}

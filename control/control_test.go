@@ -37,7 +37,7 @@ func TestEventsOfRecording(t *testing.T) {
 	caller := netip.MustParseAddrPort("127.0.0.1:44964")
 	start := time.Date(2026, 12, 1, 18, 13, 43, 118080272, time.UTC)
 	stop := time.Date(2026, 12, 1, 18, 13, 43, 118724925, time.UTC)
-	want := []session.ServerSession{{
+	want := []session.Session{{
 		Number: 1, Start: start, Peer: caller, EndTime: stop, BackoffOnly: true,
 		Params: session.SessionParams{MaxReconnectBackoffMS: 2000, Policy: backoff.ReferencePolicy(2000)},
 		End: &session.SessionEnd{Cause: session.CauseStop, Verdict: backoff.Failed, BackoffMS: []int32{0},

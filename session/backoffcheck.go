@@ -48,7 +48,7 @@ type IntervalPair struct {
 // verified peer (its list has no addresses), the peer ChooseVerifiedPeer
 // chooses among the addresses whose SYNs fall in the session, and writes
 // it into s.End. A session without an End is left as it is.
-func (s *ServerSession) ChoosePeerFromKernel(kernel []attempt.Attempt) {
+func (s *Session) ChoosePeerFromKernel(kernel []attempt.Attempt) {
 	if s.End == nil || s.End.VerifiedPeer.IsValid() {
 		return
 	}

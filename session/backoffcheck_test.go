@@ -98,7 +98,7 @@ func TestBackoffDisagreementText(t *testing.T) {
 // TestChoosePeerFromKernel holds the session rule (ChooseVerifiedPeer) over
 // the kernel's addresses inside a session whose server names none.
 func TestChoosePeerFromKernel(t *testing.T) {
-	s := ServerSession{Start: at(-50), EndTime: at(10000), Peer: netip.AddrPortFrom(xOther, 1), End: &SessionEnd{Cause: CauseStop}}
+	s := Session{Start: at(-50), EndTime: at(10000), Peer: netip.AddrPortFrom(xOther, 1), End: &SessionEnd{Cause: CauseStop}}
 	s.ChoosePeerFromKernel(append(kernelChain(), syn(xOther, 9, 20000)))
 	if s.End.VerifiedPeer != xClient || s.End.VerifiedReason != VerifiedSolePeer {
 		t.Errorf("verified peer %v (%s), want %v (%s)", s.End.VerifiedPeer, s.End.VerifiedReason, xClient, VerifiedSolePeer)

@@ -274,7 +274,7 @@ func TestDelayStats(t *testing.T) {
 	}
 }
 
-func TestServerSessions(t *testing.T) {
+func TestSessions(t *testing.T) {
 	params := &SessionParams{MaxReconnectBackoffMS: 1000, Policy: backoff.ReferencePolicy(1000)}
 	start := netip.MustParseAddrPort("127.0.0.1:40000")
 	end := &SessionEnd{Cause: CauseStop, Verdict: backoff.Passed, Passed: true, VerifiedPeer: xClient}
@@ -288,8 +288,8 @@ func TestServerSessions(t *testing.T) {
 		{Event: EventStart, Time: at(100), Session: 1, Peer: start, Params: params},
 		{Event: EventAccept, Time: at(110), Session: 1, Peer: netip.AddrPortFrom(xOther, 40003)},
 	}
-	got := ServerSessions(events)
-	want := []ServerSession{
+	got := Sessions(events)
+	want := []Session{
 		{Number: 1, Start: at(0), Peer: start, Params: *params, End: end, EndTime: at(30),
 			Accepts: []Accept{acc(xClient, 40001, 10), acc(xOther, 40002, 20)}},
 		{Number: 1, Start: at(100), Peer: start, Params: *params, Accepts: []Accept{acc(xOther, 40003, 110)}},

@@ -673,4 +673,3 @@ func (c CrossCheck) WriteText(w io.Writer) error {
 	}
 	return bw.Flush()
 }
-

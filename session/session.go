@@ -215,6 +215,7 @@ func SplitAttempts(sessions []Session, attempts []attempt.Attempt) [][]attempt.A
 	}
 	return out
 }
+
 // The rules of a session, which the server, the live auditor and the
 // offline cross-check all apply (docs/spec.md §4).
 

@@ -1,7 +1,6 @@
 package auditrun
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -149,7 +148,7 @@ func RetryPort(pt *attempt.PortTracker, ctl *Control) (uint16, error) {
 // verified peer's chain by the cap of the session's own Start (or
 // opt.Policy), beside what its Stop answered and the cross-check of its
 // backoff_ms against the kernel's intervals. opt.Path is unused.
-func AuditControl(opt RecordOptions, ctl *Control, chains []attempt.Chain, capInfo attempt.CaptureInfo) (report.Report, error) {
+func AuditControl(opt RecordOptions, ctl *Control, chains []attempt.Chain, capInfo attempt.CaptureInfo) (*report.RecordRun, error) {
 	rec := &report.RecordInfo{ControlPort: ctl.Port, Policy: report.PolicyFromRecord,
 		Outside: []report.OutsideSession{}, Warnings: []string{}}
 	p := opt.DefaultPolicy
@@ -162,7 +161,7 @@ func AuditControl(opt RecordOptions, ctl *Control, chains []attempt.Chain, capIn
 // WriteSessions writes a report of sessions (AuditRecord, AuditControl) as
 // text or JSON to out, its warnings to errOut, and the HTML page when html
 // is set; it returns what Report.Failures counts.
-func WriteSessions(out, errOut io.Writer, rep report.Report, asJSON bool, htmlPath string) (failed, total int, first string, err error) {
+func WriteSessions(out, errOut io.Writer, rep *report.RecordRun, asJSON bool, htmlPath string) (failed, total int, first string, err error) {
 	for _, w := range rep.Record.Warnings {
 		fmt.Fprintf(errOut, "audit: warning: %s\n", w)
 	}
@@ -175,14 +174,12 @@ func WriteSessions(out, errOut io.Writer, rep report.Report, asJSON bool, htmlPa
 			text.Plural(n, "session"), from)
 	}
 	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
+		err = rep.WriteJSON(out)
 	} else {
 		err = rep.WriteText(out)
 	}
 	if err == nil && htmlPath != "" {
-		err = html.WriteFile(htmlPath, rep, rep.Herd())
+		err = html.WriteFile(htmlPath, rep)
 	}
 	failed, total, first = rep.Failures()
 	return failed, total, first, err

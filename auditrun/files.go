@@ -119,7 +119,7 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 		opt.Policy = &cfg.Policy
 	}
 	if cfg.Record != "" || ctl != nil {
-		var rep report.Report
+		var rep *report.RecordRun
 		if cfg.Record != "" {
 			rep, err = AuditRecord(opt, tr.Peers(), info)
 		} else {
@@ -146,7 +146,7 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 		return Outcome{}, err
 	}
 	if cfg.HTML != "" {
-		if err := html.WriteFile(cfg.HTML, aud.Report(), aud.Herd()); err != nil {
+		if err := html.WriteFile(cfg.HTML, aud); err != nil {
 			return Outcome{}, err
 		}
 	}

@@ -12,7 +12,6 @@ package auditrun
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -714,15 +713,15 @@ func (a *liveAuditor) finish() {
 		a.failed++
 	}
 	if a.cfg.Herd {
-		r = r.WithHerd()
+		r.WithHerd()
 	}
 	if a.cfg.JSON {
-		err = json.NewEncoder(a.out).Encode(r)
+		err = r.WriteJSON(a.out)
 	} else {
 		err = r.WriteText(a.out)
 	}
 	if a.cfg.HTML != "" {
-		if herr := html.WriteFile(a.cfg.HTML, r, r.Herd()); herr != nil {
+		if herr := html.WriteFile(a.cfg.HTML, r); herr != nil {
 			fmt.Fprintf(a.errOut, "audit live: %v\n", herr)
 		}
 	}

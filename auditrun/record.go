@@ -39,7 +39,7 @@ type RecordOptions struct {
 // peer; capInfo describes the capture. A record that holds no session
 // overlapping the capture is an error that names both spans. A torn last
 // line is a warning in the report's record section.
-func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.CaptureInfo) (report.Report, error) {
+func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.CaptureInfo) (*report.RecordRun, error) {
 	rec := &report.RecordInfo{Path: opt.Path, Policy: report.PolicyFromRecord,
 		Outside: []report.OutsideSession{}, Warnings: []string{}}
 	p := opt.DefaultPolicy
@@ -51,7 +51,7 @@ func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.Capt
 	case errors.Is(err, session.ErrTornLine):
 		rec.Warnings = append(rec.Warnings, fmt.Sprintf("%v; the lines before it are used", err))
 	case err != nil:
-		return report.Report{}, err
+		return nil, err
 	}
 	return auditSessions(opt, session.Sessions(events), chains, capInfo, rec, p)
 }
@@ -61,7 +61,7 @@ func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.Capt
 // record file, or the server's control port. rec is the report's record
 // section, p its policy.
 func auditSessions(opt RecordOptions, all []session.Session, chains []attempt.Chain, capInfo attempt.CaptureInfo,
-	rec *report.RecordInfo, p backoff.Policy) (report.Report, error) {
+	rec *report.RecordInfo, p backoff.Policy) (*report.RecordRun, error) {
 	source := "--record " + opt.Path
 	if rec.ControlPort != 0 {
 		source = fmt.Sprintf("control port %d", rec.ControlPort)
@@ -71,7 +71,7 @@ func auditSessions(opt RecordOptions, all []session.Session, chains []attempt.Ch
 		attempts = append(attempts, c.Attempts...)
 	}
 	if len(attempts) == 0 {
-		return report.Report{}, fmt.Errorf("%s: the capture has no attempt to port %d to cross-check", source, opt.Port)
+		return nil, fmt.Errorf("%s: the capture has no attempt to port %d to cross-check", source, opt.Port)
 	}
 	first, last := attempts[0].Time, attempts[0].Time
 	for _, a := range attempts {
@@ -90,14 +90,14 @@ func auditSessions(opt RecordOptions, all []session.Session, chains []attempt.Ch
 		rec.Outside = append(rec.Outside, o)
 	}
 	if len(sessions) == 0 {
-		return report.Report{}, fmt.Errorf("%s does not cover the capture: %s; the capture's attempts to port %d span %s – %s",
+		return nil, fmt.Errorf("%s does not cover the capture: %s; the capture's attempts to port %d span %s – %s",
 			source, recordSpan(all), opt.Port, first.UTC().Format(text.TimeLayout), last.UTC().Format(text.TimeLayout))
 	}
 	capInfo.Attempts, capInfo.Retransmits = len(attempts), 0
 	for _, c := range chains {
 		capInfo.Retransmits += c.Retransmits()
 	}
-	rep := report.Report{Port: opt.Port, Policy: p, Capture: capInfo, Peers: []report.PeerReport{}, Record: rec}
+	rep := report.NewRecordRun(report.Head{Port: opt.Port, Policy: p, Capture: capInfo}, *rec)
 	split := session.SplitAttempts(sessions, attempts)
 	for i, s := range sessions {
 		if opt.Policy != nil {
@@ -109,16 +109,16 @@ func auditSessions(opt RecordOptions, all []session.Session, chains []attempt.Ch
 			ls.cause = s.End.Cause
 		}
 		r := ls.report(opt.Port, split[i], attempt.CaptureInfo{}, nil, time.Time{})
-		var chain *report.PeerReport
-		if len(r.Peers) > 0 {
-			chain = &r.Peers[0]
+		var chain attempt.Chain
+		var res *backoff.Result
+		if r.Peers.Len() > 0 {
+			chain, res = r.Peers.Verified(0)
 		}
-		rep.AddRecordSession(report.RecordSession{Session: *r.Session, Policy: s.Params.Policy,
-			Server: r.Server, CrossCheck: r.CrossCheck}, chain)
+		rep.AddSession(report.RecordSession{Session: r.Session, Policy: s.Params.Policy,
+			Server: r.Server, CrossCheck: r.CrossCheck}, chain, res)
 	}
 	if opt.Herd {
-		h := report.NewReport(opt.Port, p, chains, capInfo).Herd()
-		rep.HerdReading = &h
+		rep.SetHerd(report.NewPeers(p, backoff.Run{}, report.Chains(chains)).Herd(backoff.RetryMode{}))
 	}
 	return rep, nil
 }

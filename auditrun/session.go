@@ -105,7 +105,7 @@ func (s *liveSession) attemptLine(a attempt.Attempt) string {
 // report judges one session. attempts are every attempt handed to the
 // session, of every address and time; those outside it are explained by the
 // cross-check, never judged. live is nil for a session of a record file.
-func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo attempt.CaptureInfo, live *report.LiveInfo, captureStart time.Time) report.Report {
+func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo attempt.CaptureInfo, live *report.LiveInfo, captureStart time.Time) *report.SessionReport {
 	var lost uint64
 	if live != nil {
 		lost = live.Lost()
@@ -152,31 +152,26 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 	}
 	// The verified peer's chain is verified once: its reading is the
 	// report's peer and the cross-check's kernel side.
-	var peers []report.PeerReport
+	var chains []attempt.Chain
+	var results []backoff.Result
 	if as := byPeer[chain]; len(as) > 0 {
 		c := attempt.Chain{Peer: chain, Attempts: as}
 		// The model of the session's mode (docs/spec.md §7.3); the run
 		// ends with the session, or where the capture stopped.
 		res := backoff.VerifyRun(s.Params.Policy, c.Times(), backoff.Run{Mode: s.Params.Mode, End: s.runEnd(), Endings: c.Endings(), Back: s.Back})
 		input.Kernel = &res
-		peers = append(peers, report.PeerReportOf(c, res))
+		chains, results = append(chains, c), append(results, res)
 	}
-	r := report.NewReportOf(port, s.Params.Policy, peers, capInfo)
-	r.Mode = s.Params.Mode
+	r := &report.SessionReport{Head: report.Head{Port: port, Policy: s.Params.Policy, Mode: s.Params.Mode, Capture: capInfo},
+		Peers: report.VerifiedPeers(chains, results)}
 	r.Capture.Attempts, r.Capture.Retransmits = len(inside), 0
 	for _, a := range inside {
 		r.Capture.Retransmits += a.Retransmits
 	}
 	if s.dropped > 0 && chain.IsValid() {
-		i := slices.IndexFunc(r.Peers, func(p report.PeerReport) bool { return p.Peer == chain })
-		if i < 0 {
-			r.Peers = append(r.Peers, report.PeerReport{Peer: chain, Attempts: []report.AttemptReport{},
-				Intervals: []backoff.Interval{}, BackoffMS: []int32{}})
-			i = len(r.Peers) - 1
-		}
-		r.Peers[i].Overflowed(len(inside), s.dropped, s.maxAttempts)
-		r.Summary = report.Summarize(r.Peers)
+		r.Peers.Overflowed(chain, len(inside), s.dropped, s.maxAttempts)
 	}
+	r.Summary = r.Peers.Summary()
 	r.Live = live
 	r.Foreign = []session.PeerCount{}
 	for _, p := range order {
@@ -188,7 +183,7 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 	if !s.server && len(inside) > 0 {
 		end = inside[len(inside)-1].Time
 	}
-	r.Session = &report.SessionInfo{
+	r.Session = report.SessionInfo{
 		Number: s.Number, Start: s.Start.UTC().Format(text.TimeLayout), Cause: s.cause,
 		MaxMS: s.Params.MaxReconnectBackoffMS, VerifiedReason: reason,
 		MaxAttempts: s.maxAttempts, Dropped: s.dropped, OutsideDropped: s.outsideDropped,

@@ -157,7 +157,7 @@ func noConnectTimeout(r Result) (Signature, bool) {
 				"attempt %d hung for %.0f ms before the client gave up, beyond its connect deadline of %.0f ms", i+1, held, due)}, true
 		}
 	}
-	if r.Tail != "" && !(r.Attempts <= len(r.Run.Endings) && r.Run.Endings[r.Attempts-1].Fate == FateAbandoned) {
+	if r.Tail != "" && r.Attempts > 0 && !(r.Attempts <= len(r.Run.Endings) && r.Run.Endings[r.Attempts-1].Fate == FateAbandoned) {
 		return Signature{Name: SigNoConnTimeout, Seen: seenJS, Detail: r.Tail}, true
 	}
 	return Signature{}, false

@@ -7,9 +7,9 @@ import (
 	"github.com/backoff-audit/audit/backoff"
 )
 
-// fitCap returns the cap, in whole ms, below the policy's, under which
-// every failing peer of a passes (backoff.FitCap), 0 when there is none.
-func (a *Audit) fitCap() int64 {
+// FitCap returns the cap, in whole ms, below the policy's, under which
+// every failing peer passes (backoff.FitCap), 0 when there is none.
+func (a *Peers) FitCap() int64 {
 	var ranges []backoff.CapRange
 	var failing []int // indexes into a.peers
 	for i, p := range a.peers {
@@ -22,7 +22,7 @@ func (a *Audit) fitCap() int64 {
 		ranges = append(ranges, p.fit)
 		failing = append(failing, i)
 	}
-	return backoff.FitCap(a.Policy, ranges, func(i int, buf []time.Time) []time.Time {
+	return backoff.FitCap(a.policy, ranges, func(i int, buf []time.Time) []time.Time {
 		_, buf, _ = a.chains.Times(a.peers[failing[i]].index, buf)
 		return buf
 	})

@@ -108,14 +108,14 @@ func TestFitCapReported(t *testing.T) {
 			if got := tt.a.Summary.FitsCapMS; got != tt.want {
 				t.Errorf("FitsCapMS = %d, want %d", got, tt.want)
 			}
-			var text, report bytes.Buffer
+			var text, tables bytes.Buffer
 			if err := tt.a.WriteText(&text, false); err != nil {
 				t.Fatal(err)
 			}
-			if err := tt.a.Report().WriteText(&report); err != nil {
+			if err := tt.a.WriteText(&tables, true); err != nil {
 				t.Fatal(err)
 			}
-			for name, out := range map[string]string{"Audit.WriteText": text.String(), "Report.WriteText": report.String()} {
+			for name, out := range map[string]string{"WriteText": text.String(), "WriteText with tables": tables.String()} {
 				summary := tt.a.Summary.String() + "\n"
 				if tt.want > 0 {
 					summary += line

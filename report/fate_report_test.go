@@ -18,7 +18,7 @@ import (
 )
 
 // fateReport is a report of one peer whose attempts have every fate.
-func fateReport() Report {
+func fateReport() *Audit {
 	tr := attempt.NewTracker()
 	tr.SetFatesKnown(true)
 	srv := fateServer
@@ -56,12 +56,12 @@ func fateReport() Report {
 			tr.AddSegment(&s)
 		}
 	}
-	return NewReport(50052, backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{Packets: 20, SYNs: uint64(tr.SYNs())})
+	return NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, Chains(tr.Peers()), attempt.CaptureInfo{Packets: 20, SYNs: uint64(tr.SYNs())})
 }
 
 func TestFatesReportText(t *testing.T) {
 	var buf bytes.Buffer
-	if err := fateReport().WriteText(&buf); err != nil {
+	if err := fateReport().WriteText(&buf, true); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Golden(t, filepath.Join("testdata", "report-fates.golden"), buf.Bytes(), *update)
@@ -71,10 +71,12 @@ func TestFatesReportText(t *testing.T) {
 // nanosecond.
 func TestFatesReportJSON(t *testing.T) {
 	r := fateReport()
-	b, err := json.Marshal(r)
-	if err != nil {
+	var js bytes.Buffer
+	if err := r.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
+	b := js.Bytes()
+	peers := r.Peers.Reports()
 	var doc struct {
 		Peers []struct {
 			Attempts []map[string]any `json:"attempts"`
@@ -105,11 +107,11 @@ func TestFatesReportJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(r.Peers[0].Attempts, back.Peers[0].Attempts); diff != "" {
+	if diff := cmp.Diff(peers[0].Attempts, back.Peers[0].Attempts); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
 	// The hand-written encoder writes the same bytes.
-	pr := r.Peers[0]
+	pr := peers[0]
 	pr.Attempts = append(pr.Attempts,
 		AttemptReport{Ending: backoff.Ending{Fate: backoff.FateClosed, Accepted: -3, Duration: 2e15}},
 		AttemptReport{Ending: backoff.Ending{Fate: backoff.FateRefused, Duration: 123456789, ServerSent: "odd <name>"}},
@@ -130,21 +132,23 @@ func TestFatesReportJSON(t *testing.T) {
 func TestFatesReportSYNOnly(t *testing.T) {
 	r := sampleReport()
 	var plain bytes.Buffer
-	r.WriteText(&plain)
+	r.WriteText(&plain, true)
 	if strings.Contains(plain.String(), synOnlyNote) || strings.Contains(plain.String(), "fate") {
 		t.Errorf("report without SYNOnly mentions fates:\n%s", plain.String())
 	}
 	r.Capture.SYNOnly = true
 	var buf bytes.Buffer
-	r.WriteText(&buf)
+	r.WriteText(&buf, true)
 	if n := strings.Count(buf.String(), synOnlyNote); n != 1 {
 		t.Errorf("the note is there %d times, want once:\n%s", n, buf.String())
 	}
-	b, _ := json.Marshal(r)
-	if !strings.Contains(string(b), `"syn_only":true`) || strings.Count(string(b), `"fate":"unknown"`) != 8 {
+	var js bytes.Buffer
+	r.WriteJSON(&js)
+	b := js.Bytes()
+	if !strings.Contains(string(b), `"syn_only": true`) || strings.Count(string(b), `"fate":"unknown"`) != 8 {
 		t.Errorf("JSON: want syn_only and 8 unknown fates:\n%s", b)
 	}
-	for _, a := range r.Peers[0].Attempts {
+	for _, a := range r.Peers.Reports()[0].Attempts {
 		if a.Ending.Fate != backoff.FateUnknown {
 			t.Errorf("fate %q, want unknown", a.Ending.Fate)
 		}

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -45,3 +46,16 @@ const (
 	flagRST = 0x04
 	flagACK = 0x10
 )
+
+// NewPeerReport verifies one chain against p.
+func NewPeerReport(p backoff.Policy, c attempt.Chain) PeerReport {
+	return PeerReportOf(c, backoff.Verify(p, c.Times()))
+}
+
+func summarize(peers []PeerReport) Summary {
+	var s Summary
+	for _, p := range peers {
+		s.count(p.Passed, p.Verdict)
+	}
+	return s
+}

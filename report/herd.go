@@ -171,45 +171,9 @@ type herdPeer struct {
 	verdict backoff.Verdict
 }
 
-// NewHerd reads the herd of peers, whose chains were judged against p in
-// mode m.
-func NewHerd(peers []PeerReport, p backoff.Policy, m backoff.RetryMode) Herd {
-	hp := make([]herdPeer, 0, len(peers))
-	for _, pr := range peers {
-		h := herdPeer{addr: pr.Peer, verdict: pr.Verdict, times: make([]int64, len(pr.Attempts))}
-		for i, a := range pr.Attempts {
-			h.times[i] = a.Time.UnixNano()
-		}
-		for _, iv := range pr.Intervals {
-			if !iv.OK {
-				h.failed++
-			}
-		}
-		hp = append(hp, h)
-	}
-	return newHerd(hp, p, m)
-}
-
-// Herd reads the herd of r's peers, or returns the one WithHerd kept.
-func (r Report) Herd() Herd {
-	if r.HerdReading != nil {
-		return *r.HerdReading
-	}
-	return NewHerd(r.Peers, r.Policy, r.Mode)
-}
-
-// WithHerd returns r with its herd reading (Herd) kept, to be written with
-// it: a "herd" member after "summary" in JSON, the herd at the end of the
-// text, as Audit.WithHerd does.
-func (r Report) WithHerd() Report {
-	h := r.Herd()
-	r.HerdReading = &h
-	return r
-}
-
-// Herd reads the herd of the audit's peers, without building their
-// reports.
-func (a *Audit) Herd() Herd {
+// Herd reads the herd of the section's peers, in the retry mode m,
+// without building their reports.
+func (a *Peers) Herd(m backoff.RetryMode) Herd {
 	hp := make([]herdPeer, len(a.peers))
 	var buf []time.Time
 	for i, p := range a.peers {
@@ -220,10 +184,10 @@ func (a *Audit) Herd() Herd {
 		}
 		if !p.passed {
 			res := a.results[p.index]
-			if res.Intervals == nil {
+			if res.Intervals == nil && !a.verified {
 				run := a.run
 				run.Endings = a.chains.Endings(p.index, nil)
-				res = backoff.VerifyRun(a.Policy, times, run)
+				res = backoff.VerifyRun(a.policy, times, run)
 			}
 			for _, iv := range res.Intervals {
 				if !iv.OK {
@@ -234,7 +198,7 @@ func (a *Audit) Herd() Herd {
 		hp[i] = h
 		buf = times[:0]
 	}
-	return newHerd(hp, a.Policy, a.Mode)
+	return newHerd(hp, a.policy, m)
 }
 
 // herdAt is peer's attempt at t (Unix ns).

@@ -57,7 +57,7 @@ func flatGap(_, k int) time.Duration {
 }
 
 func herdOf(chains []attempt.Chain) Herd {
-	return NewReport(50052, backoff.DefaultPolicy(), chains, attempt.CaptureInfo{}).Herd()
+	return NewPeers(backoff.DefaultPolicy(), backoff.Run{}, Chains(chains)).Herd(backoff.RetryMode{})
 }
 
 // TestHerdRestartWave: 1000 peers whose server restarted, all failing
@@ -227,11 +227,11 @@ func TestHerdRate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var attempts []AttemptReport
+			c := attempt.Chain{Peer: netip.MustParseAddr("10.0.0.2")}
 			for _, o := range tt.offsets {
-				attempts = append(attempts, AttemptReport{Time: trackStart.Add(o)})
+				c.Attempts = append(c.Attempts, attempt.Attempt{Time: trackStart.Add(o)})
 			}
-			h := NewHerd([]PeerReport{{Peer: netip.MustParseAddr("10.0.0.2"), Attempts: attempts}}, backoff.DefaultPolicy(), backoff.RetryMode{})
+			h := herdOf([]attempt.Chain{c})
 			if h.Rate.BucketMS != tt.wantBucket || len(h.Rate.Counts) != tt.wantBuckets {
 				t.Errorf("bucket %d ms × %d, want %d ms × %d", h.Rate.BucketMS, len(h.Rate.Counts), tt.wantBucket, tt.wantBuckets)
 			}
@@ -298,13 +298,14 @@ func TestMaxUniformVariance(t *testing.T) {
 	}
 }
 
-// TestAuditHerd: an Audit reads the same herd as the report it builds.
+// TestAuditHerd: an Audit reads the same herd from a Tracker's chains as
+// from a slice of the same chains.
 func TestAuditHerd(t *testing.T) {
 	tr := chainsTracker(3*auditBatch + 17)
 	a := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), chainsInfo)
-	want := a.Report().Herd()
+	want := herdOf(tr.Peers())
 	if diff := cmp.Diff(want, a.Herd(), cmpopts.EquateComparable(netip.Addr{})); diff != "" {
-		t.Errorf("Audit.Herd (-Report().Herd() +got):\n%s", diff)
+		t.Errorf("Audit.Herd (-herd of the chains +got):\n%s", diff)
 	}
 	if len(want.Offenders) == 0 || want.Offenders[0].Failed == 0 {
 		t.Errorf("offenders %+v: want the failing peers", want.Offenders)
@@ -336,7 +337,7 @@ func TestHerdJSON(t *testing.T) {
 		t.Errorf("read back (-want +got):\n%s", diff)
 	}
 
-	empty, err := json.Marshal(NewHerd(nil, backoff.DefaultPolicy(), backoff.RetryMode{}))
+	empty, err := json.Marshal(herdOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,8 +365,8 @@ func ExampleHerd_WriteText() {
 		}
 		chains = append(chains, c)
 	}
-	r := NewReport(dst.Port(), backoff.DefaultPolicy(), chains, attempt.CaptureInfo{})
-	r.Herd().WriteText(os.Stdout)
+	a := NewAudit(dst.Port(), backoff.DefaultPolicy(), backoff.Run{}, Chains(chains), attempt.CaptureInfo{})
+	a.Herd().WriteText(os.Stdout)
 	// Output:
 	// herd: 12 peers, 48 attempts over 5.171 s from 2025-01-02T03:04:05.000000000Z; peak 12 attempts in the second from +0.000 s
 	// herd wave at attempt 1: 12 of 12 peers (100.0 %) within 11.0 ms from +0.000 s: first attempts: the peers started together, as after a server restart

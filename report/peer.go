@@ -109,11 +109,6 @@ type Summary struct {
 	FitsCapMS int64 `json:"fits_cap_ms,omitempty"`
 }
 
-// NewPeerReport verifies one chain against p.
-func NewPeerReport(p backoff.Policy, c attempt.Chain) PeerReport {
-	return PeerReportOf(c, backoff.Verify(p, c.Times()))
-}
-
 // PeerReportOf is the report of a chain already verified: res is VerifyRun's
 // result over c's times.
 func PeerReportOf(c attempt.Chain, res backoff.Result) PeerReport {
@@ -167,14 +162,6 @@ func verdictRank(v backoff.Verdict) int {
 		return 3
 	}
 	return 2 // any other failing verdict
-}
-
-func summarize(peers []PeerReport) Summary {
-	var s Summary
-	for _, p := range peers {
-		s.count(p.Passed, p.Verdict)
-	}
-	return s
 }
 
 // count adds a peer of the reference reading passed and verdict v.

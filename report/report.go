@@ -1,16 +1,14 @@
 package report
 
 import (
-	"net/netip"
-	"slices"
-
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/session"
 )
 
-// Report is what `audit pcap` prints, as text (WriteText) or as JSON. It is
-// a plain struct so that the live auditor can embed it and add members.
+// Report is the JSON of every document (Audit, SessionReport, RecordRun),
+// as a program reads it back with encoding/json: the documents write it,
+// and only tests and programs that read a report use this type.
 //
 // JSON schema (names are stable; consumers must ignore unknown members):
 //
@@ -106,62 +104,4 @@ type Report struct {
 	CrossCheck *session.CrossCheck `json:"crosscheck,omitempty"`
 	Record     *RecordInfo         `json:"record,omitempty"`
 	Sessions   []RecordSession     `json:"sessions,omitzero"`
-}
-
-// NewReport verifies every chain against p. Attempts and retransmits in
-// capture are counted from the chains; the other members are kept as given.
-// Peers are ordered failing first (failed, then too few attempts, then
-// passed), by address within each group.
-func NewReport(port uint16, p backoff.Policy, chains []attempt.Chain, capture attempt.CaptureInfo) Report {
-	peers := make([]PeerReport, len(chains))
-	for i, c := range chains {
-		peers[i] = NewPeerReport(p, c)
-	}
-	return NewReportOf(port, p, peers, capture)
-}
-
-// NewReportOf is the report of peers already verified against p: it orders
-// them as NewReport does, counts their attempts and retransmits into
-// capture, and sums them up.
-func NewReportOf(port uint16, p backoff.Policy, peers []PeerReport, capture attempt.CaptureInfo) Report {
-	r := Report{Port: port, Policy: p, Capture: capture, Peers: peers}
-	if r.Peers == nil {
-		r.Peers = []PeerReport{}
-	}
-	if r.Capture.Skipped == nil {
-		r.Capture.Skipped = map[string]uint64{}
-	}
-	if r.Capture.Files == nil {
-		r.Capture.Files = []attempt.FileInfo{}
-	}
-	r.Capture.Attempts, r.Capture.Retransmits = 0, 0
-	for _, pr := range r.Peers {
-		r.Capture.Attempts += len(pr.Attempts)
-		r.Capture.Retransmits += pr.Retransmits
-	}
-	slices.SortStableFunc(r.Peers, func(x, y PeerReport) int { return peerOrder(x.Verdict, x.Peer, y.Verdict, y.Peer) })
-	r.Summary = summarize(r.Peers)
-	return r
-}
-
-// Only keeps the peers whose address is in peers (IPv4-mapped addresses
-// unmapped) and recounts the summary; the capture members are unchanged.
-// With no addresses it returns r as is.
-func (r Report) Only(peers ...netip.Addr) Report {
-	if len(peers) == 0 {
-		return r
-	}
-	keep := make(map[netip.Addr]bool, len(peers))
-	for _, a := range peers {
-		keep[a.Unmap()] = true
-	}
-	out := r
-	out.Peers = make([]PeerReport, 0, len(peers))
-	for _, p := range r.Peers {
-		if keep[p.Peer] {
-			out.Peers = append(out.Peers, p)
-		}
-	}
-	out.Summary = summarize(out.Peers)
-	return out
 }

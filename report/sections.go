@@ -162,55 +162,6 @@ const (
 	PolicyFromCommandLine = "command line"
 )
 
-// AddRecordSession appends a session of the record file to r: its chain's
-// kernel verdict (r's peers gain it; nil when the capture holds none of
-// its attempts) and its section.
-func (r *Report) AddRecordSession(s RecordSession, chain *PeerReport) {
-	s.peer = -1
-	if chain != nil {
-		s.peer = len(r.Peers)
-		r.Peers = append(r.Peers, *chain)
-	}
-	r.Sessions = append(r.Sessions, s)
-	r.Summary = summarize(r.Peers)
-}
-
-// Failures counts the sessions a report judges (one for a session's
-// report, each of a record file's) and those that did not pass: the
-// kernel's verdict on the session's chain failed, or the server's did, or
-// a session with a server side ended without its answer. first names what
-// failed in the first that did not pass: which verdict, and its reason.
-func (r Report) Failures() (failed, total int, first string) {
-	note := func(f string) {
-		if failed == 0 {
-			first = f
-		}
-		failed++
-	}
-	if r.Session != nil {
-		var chain *PeerReport
-		for i := range r.Peers {
-			if !r.Peers[i].Passed || chain == nil {
-				chain = &r.Peers[i]
-			}
-		}
-		if f := sessionFailure(r.Session.Number, chain, r.CrossCheck != nil, r.Server); f != "" {
-			note(f)
-		}
-		return failed, 1, first
-	}
-	for _, s := range r.Sessions {
-		var chain *PeerReport
-		if s.peer >= 0 && s.peer < len(r.Peers) {
-			chain = &r.Peers[s.peer]
-		}
-		if f := sessionFailure(s.Session.Number, chain, true, s.Server); f != "" {
-			note(f)
-		}
-	}
-	return failed, len(r.Sessions), first
-}
-
 // sessionFailure says what failed in session n, or "" when it passed.
 func sessionFailure(n int, chain *PeerReport, hasServer bool, sv *ServerVerdict) string {
 	kernelFailed, kernelReason := true, "no attempt of the session's chain was seen"
@@ -258,15 +209,4 @@ func writeServerText(bw *bufio.Writer, sv *ServerVerdict) {
 		fmt.Fprintf(bw, ": %s", sv.Reason)
 	}
 	fmt.Fprintln(bw)
-}
-
-// Summarize counts peers by verdict, as a report's summary does.
-func Summarize(peers []PeerReport) Summary { return summarize(peers) }
-
-// Overflowed gives p the verdict of a session that kept its maximum of
-// attempts (see Overflowed).
-func (p *PeerReport) Overflowed(kept, dropped, maxAttempts int) {
-	var r backoff.Result
-	r, p.Reason = session.Overflowed(r, kept, dropped, maxAttempts)
-	p.Passed, p.Verdict, p.Strict = false, r.Reference.Verdict, r.Strict
 }

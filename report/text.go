@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"fmt"
-	"io"
 	"math"
 	"net/netip"
 	"strconv"
@@ -16,100 +15,68 @@ import (
 	"github.com/backoff-audit/audit/internal/text"
 )
 
-// WriteText writes the report for a person: a capture header, then per
-// peer a header line and the reference-style interval table, then a
-// summary line.
-//
-// A session's report (Session set) starts with the session's heading and
-// ends with its sections; a report read with a record file gives each
-// session its section, with the kernel verdict of its chain, before the
-// summary.
-func (r Report) WriteText(w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	var b []byte
-	peers := func(ps []PeerReport) {
-		for _, p := range ps {
-			b = append(b[:0], '\n')
-			bw.Write(appendPeerText(b, p))
+// writePeersText writes every peer of ps, each after a blank line: its
+// header, its table and its notes; or, when brief, a passing peer in one
+// line (its header and its largest jitter), after a line that counts them.
+func writePeersText(bw *bufio.Writer, ps *Peers, brief bool) error {
+	passed := ps.Summary().Passed
+	return WritePeers(bw, ps, func() struct{} { return struct{}{} }, func(b []byte, _ struct{}, i int, report func() *PeerReport) ([]byte, error) {
+		p := ps.peers[i]
+		if !brief || !p.passed {
+			b = append(b, '\n')
+			return appendPeerText(b, *report()), nil
 		}
-	}
-	switch {
-	case r.Session != nil:
-		writeSessionHeading(bw, r.Session)
-		if r.Live != nil {
-			fmt.Fprintf(bw, "kernel verdict, from SYN timestamps (%s):\n", r.Live.Timestamps)
-			c := r.Capture
-			fmt.Fprintf(bw, "port %d: %d SYNs captured on %s, %d attempts, %d retransmits\n",
-				r.Port, c.SYNs, r.Live.Iface, c.Attempts, c.Retransmits)
-			fmt.Fprintf(bw, "policy: %v%s\n", r.Policy, modeText(r.Policy, r.Mode))
-		} else {
-			writeTextHeader(bw, r.Port, r.Policy, r.Mode, r.ModeInferred, r.Capture)
+		if i == 0 || !ps.peers[i-1].passed {
+			b = append(b, '\n')
+			b = text.AppendPlural(b, passed, "passing peer")
+			b = append(b, ", one line each:\n"...)
 		}
-		peers(r.Peers)
-	case r.Record != nil:
-		writeCaptureLine(bw, r.Port, r.Capture)
-		r.writeRecordText(bw, peers)
-	default:
-		writeTextHeader(bw, r.Port, r.Policy, r.Mode, r.ModeInferred, r.Capture)
-		peers(r.Peers)
-	}
-	bw.WriteByte('\n')
-	fmt.Fprintln(bw, r.Summary.String())
-	if line := r.Summary.CapLine(); line != "" {
-		fmt.Fprintln(bw, line)
-	}
-	if s := r.Session; s != nil {
-		if s.Dropped > 0 {
-			fmt.Fprintf(bw, "%d more attempts than the session's maximum of %d were counted, not kept: the verdict is %s\n",
-				s.Dropped, s.MaxAttempts, backoff.Overflow)
-		}
-		if s.OutsideDropped > 0 {
-			fmt.Fprintf(bw, "%d older attempts outside any session were counted, not kept: the cross-check does not list them\n",
-				s.OutsideDropped)
-		}
-	}
-	for _, f := range r.Foreign {
-		fmt.Fprintf(bw, "foreign peer %s: %d attempts, not in the verdict\n", f.Addr, f.Attempts)
-	}
-	if r.CrossCheck != nil {
-		writeServerText(bw, r.Server)
-		if err := r.CrossCheck.WriteText(bw); err != nil {
-			return err
-		}
-	}
-	if r.Live != nil {
-		fmt.Fprintln(bw, r.Live.StatsLine())
-	}
-	if r.HerdReading != nil {
-		bw.WriteByte('\n')
-		if err := r.HerdReading.WriteText(bw); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
+		b = appendPeerHeader(b, p.header(""))
+		b = append(b, "; max |jitter| "...)
+		b = strconv.AppendFloat(b, p.maxJitter, 'f', 2, 64)
+		return append(b, "%\n"...), nil
+	})
 }
 
-// writeRecordText writes, for a capture read with a record file, where the
-// policy came from, what the record holds, and each session: its heading,
-// its chain's kernel verdict (written by peers), the server's verdict and
-// the cross-check.
-func (r Report) writeRecordText(bw *bufio.Writer, peers func([]PeerReport)) {
-	rec := r.Record
+// writeSummaryText writes the summary line after a blank line, and the
+// cap every failing peer fits when there is one.
+func writeSummaryText(bw *bufio.Writer, s Summary) {
+	bw.WriteByte('\n')
+	fmt.Fprintln(bw, s.String())
+	if line := s.CapLine(); line != "" {
+		fmt.Fprintln(bw, line)
+	}
+}
+
+// writeHerdText writes the herd reading after a blank line, when there is
+// one.
+func writeHerdText(bw *bufio.Writer, h *Herd) error {
+	if h == nil {
+		return nil
+	}
+	bw.WriteByte('\n')
+	return h.WriteText(bw)
+}
+
+// writeRecordText writes, for a capture read with a server's sessions,
+// where the policy came from (p, when the command line gave it) and what
+// the record holds.
+func writeRecordText(bw *bufio.Writer, p backoff.Policy, rec *RecordInfo, sessions int) {
 	switch {
 	case rec.Policy == PolicyFromRecord && rec.ControlPort != 0:
 		fmt.Fprintln(bw, "policy: each session's own, from the max_reconnect_backoff_ms of its Start call")
 	case rec.Policy == PolicyFromRecord:
 		fmt.Fprintln(bw, "policy: each session's own, from its Start line in the record")
 	case rec.ControlPort != 0:
-		fmt.Fprintf(bw, "policy: %v, from the command line; it overrides each session's Start call\n", r.Policy)
+		fmt.Fprintf(bw, "policy: %v, from the command line; it overrides each session's Start call\n", p)
 	default:
-		fmt.Fprintf(bw, "policy: %v, from the command line; it overrides each session's Start line\n", r.Policy)
+		fmt.Fprintf(bw, "policy: %v, from the command line; it overrides each session's Start line\n", p)
 	}
 	if rec.ControlPort != 0 {
 		fmt.Fprintf(bw, "server's control port %d (its Start and Stop calls; the server's list is Stop's backoff_ms): %s judged",
-			rec.ControlPort, text.Plural(len(r.Sessions), "session"))
+			rec.ControlPort, text.Plural(sessions, "session"))
 	} else {
-		fmt.Fprintf(bw, "server record %s: %s judged", rec.Path, text.Plural(len(r.Sessions), "session"))
+		fmt.Fprintf(bw, "server record %s: %s judged", rec.Path, text.Plural(sessions, "session"))
 	}
 	for i, o := range rec.Outside {
 		if i == 0 {
@@ -118,29 +85,16 @@ func (r Report) writeRecordText(bw *bufio.Writer, peers func([]PeerReport)) {
 		fmt.Fprintf(bw, " session %d (%s – %s)", o.Number, o.Start, cmp.Or(o.End, "open"))
 	}
 	bw.WriteString("\n")
-	for _, s := range r.Sessions {
-		writeSessionHeading(bw, &s.Session)
-		fmt.Fprintf(bw, "kernel verdict, from SYN timestamps (policy %v):", s.Policy)
-		var ps []PeerReport
-		if s.peer >= 0 && s.peer < len(r.Peers) {
-			ps = r.Peers[s.peer : s.peer+1]
-		} else {
-			bw.WriteString(" no attempt of its chain is in the capture")
-		}
-		bw.WriteString("\n")
-		peers(ps)
-		writeServerText(bw, s.Server)
-		s.CrossCheck.WriteText(bw)
-	}
 }
 
-func writeTextHeader(w *bufio.Writer, port uint16, p backoff.Policy, m backoff.RetryMode, inferred bool, c attempt.CaptureInfo) {
-	writeCaptureLine(w, port, c)
-	text := modeText(p, m)
-	if inferred && text != "" {
+// writeTextHeader writes the capture's line and the policy's.
+func writeTextHeader(w *bufio.Writer, h *Head) {
+	writeCaptureLine(w, h.Port, h.Capture)
+	text := modeText(h.Policy, h.Mode)
+	if h.ModeInferred && text != "" {
 		text += " (inferred from the fates)"
 	}
-	fmt.Fprintf(w, "policy: %v%s\n", p, text)
+	fmt.Fprintf(w, "policy: %v%s\n", h.Policy, text)
 }
 
 // modeText is what a report's policy line adds for a retry mode other than

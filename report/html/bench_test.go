@@ -8,14 +8,13 @@ import (
 
 // BenchmarkWrite writes the report of 10 000 peers (bigTracker's mix, as
 // the bench capture's) as `audit pcap` would: JSON is the Audit's own
-// writer, HTML this package's from the Audit's Report and Herd. Report
-// and Herd measure what the page needs beyond the JSON.
+// writer, HTML this package's from the same Audit. Herd measures what the
+// page needs beyond the JSON.
 func BenchmarkWrite(b *testing.B) {
 	const peers = 10000
 	a := bigAudit(peers)
-	r, h := a.Report(), a.Herd()
 	var page, js bytes.Buffer
-	if err := Write(&page, r, h); err != nil {
+	if err := Write(&page, a); err != nil {
 		b.Fatal(err)
 	}
 	if err := a.WriteJSON(&js); err != nil {
@@ -31,16 +30,11 @@ func BenchmarkWrite(b *testing.B) {
 	})
 	b.Run("HTML", func(b *testing.B) {
 		for b.Loop() {
-			if err := Write(io.Discard, r, h); err != nil {
+			if err := Write(io.Discard, a); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.ReportMetric(float64(page.Len())/1e6, "MB")
-	})
-	b.Run("Report", func(b *testing.B) {
-		for b.Loop() {
-			a.Report()
-		}
 	})
 	b.Run("Herd", func(b *testing.B) {
 		for b.Loop() {

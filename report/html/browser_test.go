@@ -144,11 +144,11 @@ func eval[T any](t *testing.T, tb *tab, js string) T {
 	return v
 }
 
-// writePage writes the page of r and h into a temporary folder.
-func writePage(t *testing.T, r report.Report, h report.Herd) string {
+// writePage writes the page of d into a temporary folder.
+func writePage(t *testing.T, d report.Document) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := html.Write(&b, r, h); err != nil {
+	if err := html.Write(&b, d); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "report.html")
@@ -206,8 +206,7 @@ func keep(t *testing.T, name string, shot []byte) {
 // TestBrowserMixed opens the page of a report with failing, passing and
 // too-few peers, a herd and a cross-check.
 func TestBrowserMixed(t *testing.T) {
-	r, h := html.MixedReport()
-	path := writePage(t, r, h)
+	path := writePage(t, html.MixedReport())
 	tb := newTab(t, 1200, 1800)
 	t.Logf("loaded in %v", tb.open(t, path))
 
@@ -319,8 +318,7 @@ func TestBrowserMixed(t *testing.T) {
 
 // TestBrowserPrint: printed, the page drops its controls and takes A4.
 func TestBrowserPrint(t *testing.T) {
-	r, h := html.MixedReport()
-	path := writePage(t, r, h)
+	path := writePage(t, html.MixedReport())
 	tb := newTab(t, 1200, 900)
 	tb.open(t, path)
 	tb.do(t, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -358,17 +356,24 @@ func TestBrowserRowMatchesGo(t *testing.T) {
 		html.AddChain(tr, fmt.Sprintf("10.5.0.%d", i+1), html.Start.Add(time.Duration(i)*time.Second),
 			html.MsDur(1000.25), html.MsDur(1700.5+float64(i)), html.MsDur(2400), html.MsDur(4000), html.MsDur(6000))
 	}
-	r := report.NewReport(50052, backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
 	// Every kind of column in one row: ok ones, a late one, and one after
 	// a connection that succeeded. Such a chain does not pass; it is
 	// called passing here so that it is a row.
-	p := &r.Peers[3]
-	if !p.Passed || r.Summary.Passed != len(r.Peers) {
-		t.Fatalf("peer %s: %s; want every peer passing", p.Peer, p.Verdict)
+	chains := tr.Peers()
+	results := make([]backoff.Result, len(chains))
+	for i, c := range chains {
+		results[i] = backoff.Verify(backoff.DefaultPolicy(), c.Times())
+		if !results[i].Passed() {
+			t.Fatalf("peer %s: %s; want every peer passing", c.Peer, results[i].Reference.Verdict)
+		}
 	}
-	p.Intervals[2].OK, p.Intervals[2].Outcome = false, backoff.Late
-	p.Intervals[4].Term = backoff.TermReset
-	path := writePage(t, r, r.Herd())
+	results[3].Intervals[2].OK, results[3].Intervals[2].Outcome = false, backoff.Late
+	results[3].Intervals[4].Term = backoff.TermReset
+	a := &report.Audit{Head: report.Head{Port: 50052, Policy: backoff.DefaultPolicy()}, Peers: report.VerifiedPeers(chains, results)}
+	a.Summary = a.Peers.Summary()
+	prs := a.Peers.Reports()
+	p := &prs[3]
+	path := writePage(t, a)
 
 	tb := newTab(t, 1200, 900)
 	tb.open(t, path)
@@ -423,7 +428,7 @@ func TestBrowserBig(t *testing.T) {
 		t.Skip("10 000 peers")
 	}
 	a := html.BigAudit(10000)
-	path := writePage(t, a.Report(), a.Herd())
+	path := writePage(t, a)
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -451,7 +456,7 @@ func TestBrowserBig(t *testing.T) {
 // realReport is `audit pcap --record` of the committed real capture
 // (testdata/README.md, "Real capture"): a grpc-go client, the server's
 // record, their cross-check.
-func realReport(t *testing.T) report.Report {
+func realReport(t *testing.T) *report.RecordRun {
 	t.Helper()
 	// From the repository's root, so that the page names the files as
 	// testdata/README.md does.
@@ -479,7 +484,8 @@ func realReport(t *testing.T) report.Report {
 // written with -update).
 func TestBrowserRealCapture(t *testing.T) {
 	r := realReport(t)
-	path := writePage(t, r, r.Herd())
+	path := writePage(t, r)
+	prs := r.Peers.Reports()
 	tb := newTab(t, 1100, 900)
 	tb.open(t, path)
 	type page struct {
@@ -492,7 +498,7 @@ func TestBrowserRealCapture(t *testing.T) {
 		Pairs: document.querySelectorAll("#crosscheck svg.hist").length,
 		Verdict: document.querySelector(".verdict").textContent,
 	})`)
-	want := page{Chains: len(r.Peers), Columns: len(r.Peers[0].Intervals), Pairs: 1, Verdict: "✓ PASS: 1 peer: 1 passed, 0 failed, 0 too few attempts"}
+	want := page{Chains: len(prs), Columns: len(prs[0].Intervals), Pairs: 1, Verdict: "✓ PASS: 1 peer: 1 passed, 0 failed, 0 too few attempts"}
 	if got != want {
 		t.Errorf("page %+v, want %+v", got, want)
 	}

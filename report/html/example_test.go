@@ -28,7 +28,7 @@ func ExampleWrite() {
 		log.Fatal(err)
 	}
 	defer f.Close()
-	if err := html.Write(f, a.Report(), a.Herd()); err != nil {
+	if err := html.Write(f, a); err != nil {
 		log.Fatal(err)
 	}
 }

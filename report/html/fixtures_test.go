@@ -50,7 +50,7 @@ const (
 // with too few attempts, a herd of passing peers that reconnect together
 // without jitter, and a session whose server list disagrees with the
 // kernel's on interval 1.
-func mixedReport() (report.Report, report.Herd) {
+func mixedReport() *report.SessionReport {
 	tr := attempt.NewTracker()
 	addChain(tr, mixedEarly, fixtureStart, msDur(1000.3), msDur(1702.5), msDur(1500.4), msDur(4301.2))
 	late := addChain(tr, mixedLate, fixtureStart.Add(3*time.Second), msDur(1000.4), msDur(2200.1), msDur(2690.7))
@@ -60,10 +60,11 @@ func mixedReport() (report.Report, report.Herd) {
 		addChain(tr, netip.AddrFrom4([4]byte{10, 1, 0, byte(i + 1)}).String(), fixtureStart.Add(20*time.Second+time.Duration(i)*time.Millisecond),
 			msDur(1000), msDur(1600), msDur(2560), msDur(4096))
 	}
-	r := report.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{
+	a := report.NewAudit(retryPort.Port(), backoff.DefaultPolicy(), backoff.Run{}, report.Chains(tr.Peers()), attempt.CaptureInfo{
 		Packets: 1234, SYNs: uint64(tr.SYNs()), Skipped: map[string]uint64{"not IP": 2},
 		Files: []attempt.FileInfo{{Path: "mixed.pcap", Format: "pcap (ns)", Bytes: 99999, Packets: 1234, SYNs: uint64(tr.SYNs())}},
 	})
+	r := &report.SessionReport{Head: a.Head, Peers: a.Peers, Summary: a.Summary}
 
 	// The server accepted attempt 2 of the late chain 350 ms after its
 	// SYN: its interval 1 is 1350 ms, late, where the kernel's is ok.
@@ -79,10 +80,10 @@ func mixedReport() (report.Report, report.Herd) {
 		Start: late[0].Time.Add(-time.Second), End: late[len(late)-1].Time.Add(time.Second)}
 	cc := session.NewCrossCheck(in, late, accepts)
 	r.CrossCheck = &cc
-	r.Session = &report.SessionInfo{Number: 1, Start: in.Start.Format(text.TimeLayout), End: in.End.Format(text.TimeLayout),
+	r.Session = report.SessionInfo{Number: 1, Start: in.Start.Format(text.TimeLayout), End: in.End.Format(text.TimeLayout),
 		Cause: "stop", StartPeer: mixedLate + ":40000", VerifiedPeer: mixedLate}
 	r.Server = &report.ServerVerdict{Passed: false, BackoffMS: []int32{1350, 2200, 2690}, Verdict: backoff.Failed, Reason: "interval 1: 1350 ms is late"}
-	return r, r.Herd()
+	return r
 }
 
 // bigTracker holds n peers like the bench capture's (testdata/README.md,

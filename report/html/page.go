@@ -53,10 +53,16 @@ var (
 	}).Parse(pageText))
 )
 
-// Write writes r, with the herd reading h of its peers, as one HTML page.
-func Write(w io.Writer, r report.Report, h report.Herd) error {
+// Write writes d as one HTML page, with the herd reading of its peers (its
+// own when it has one).
+func Write(w io.Writer, d report.Document) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
-	pg := newPage(r, h)
+	r := d.Parts()
+	h := r.Peers.Herd(r.Mode)
+	if r.Herd != nil {
+		h = *r.Herd
+	}
+	pg := newPage(&r, h)
 	if err := pageTemplate.ExecuteTemplate(bw, "head", pg); err != nil {
 		return fmt.Errorf("write html report: %w", err)
 	}
@@ -71,7 +77,7 @@ func Write(w io.Writer, r report.Report, h report.Herd) error {
 
 // page is what the templates read.
 type page struct {
-	R       *report.Report
+	R       *report.Parts
 	Pass    bool
 	Line    string // the summary line
 	CapLine string
@@ -93,15 +99,15 @@ type page struct {
 	marks map[int]map[int]string
 }
 
-func newPage(r report.Report, h report.Herd) *page {
-	pg := &page{R: &r, Pass: r.Summary.PassedAll, Line: r.Summary.String(), CapLine: r.Summary.CapLine(),
+func newPage(r *report.Parts, h report.Herd) *page {
+	pg := &page{R: r, Pass: r.Summary.PassedAll, Line: r.Summary.String(), CapLine: r.Summary.CapLine(),
 		Mode: r.Mode.String(), Warnings: r.Capture.Warnings(), Anchors: map[netip.Addr]string{},
 		marks: map[int]map[int]string{}, TablesUpTo: report.TablesUpTo, MinPeers: report.HerdMinPeers,
 		WaveRule: fmt.Sprintf("%.0f %% of the peers that made it, and at least %d peers,", report.HerdMinShare*100, report.HerdMinPeers),
 		Window:   fmtMS(float64(report.HerdWindow) / 1e6)}
-	for i, p := range r.Peers {
-		if _, ok := pg.Anchors[p.Peer]; !ok {
-			pg.Anchors[p.Peer] = peerID(i)
+	for i := range r.Peers.Len() {
+		if p := r.Peers.Peer(i); pg.Anchors[p] == "" {
+			pg.Anchors[p] = peerID(i)
 		}
 	}
 	if r.Record != nil {
@@ -120,8 +126,8 @@ func newPage(r report.Report, h report.Herd) *page {
 		}
 	}
 	pg.Herd = newHerdView(h, pg.Anchors)
-	pg.Checks = newCheckViews(&r, pg)
-	for i := range r.Peers {
+	pg.Checks = newCheckViews(r, pg)
+	for i := range r.Peers.Len() {
 		if pg.full(i) {
 			pg.Full++
 		}
@@ -133,7 +139,7 @@ func newPage(r report.Report, h report.Herd) *page {
 // report (as the text report gives each its table, report.TablesUpTo),
 // every peer that did not pass, and every chain a cross-check marks.
 func (pg *page) full(i int) bool {
-	return len(pg.R.Peers) <= report.TablesUpTo || !pg.R.Peers[i].Passed || pg.marks[i] != nil
+	return pg.R.Peers.Len() <= report.TablesUpTo || !pg.R.Peers.Passed(i) || pg.marks[i] != nil
 }
 
 // peerID is the id of peer i's element: "p-" and its index in the report.
@@ -168,7 +174,7 @@ func fmtMS(v float64) string {
 // renamed over path once complete: a reader (a browser reloading the page
 // that `audit live` rewrites at each session's end) never sees half a page,
 // and a failed write leaves what was there.
-func WriteFile(path string, r report.Report, h report.Herd) (err error) {
+func WriteFile(path string, d report.Document) (err error) {
 	dir, base := filepath.Split(path)
 	f, err := os.CreateTemp(cmp.Or(dir, "."), "."+base+".*.tmp")
 	if err != nil {
@@ -182,7 +188,7 @@ func WriteFile(path string, r report.Report, h report.Herd) (err error) {
 		}
 	}()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := Write(bw, r, h); err != nil {
+	if err := Write(bw, d); err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {

@@ -26,11 +26,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the screenshots in testdata/")
 
-// page parses what Write writes of r and h.
-func writePage(t testing.TB, r report.Report, h report.Herd) ([]byte, *xhtml.Node) {
+// writePage parses what Write writes of d.
+func writePage(t testing.TB, d report.Document) ([]byte, *xhtml.Node) {
 	t.Helper()
 	var b bytes.Buffer
-	if err := Write(&b, r, h); err != nil {
+	if err := Write(&b, d); err != nil {
 		t.Fatal(err)
 	}
 	doc, err := xhtml.Parse(bytes.NewReader(b.Bytes()))
@@ -93,8 +93,9 @@ func peerElement(t *testing.T, doc *xhtml.Node, addr string) *xhtml.Node {
 // the passing ones as rows, the herd's waves and offenders, and the
 // cross-check's disagreements on the chain's timeline.
 func TestWriteMixed(t *testing.T) {
-	r, h := mixedReport()
-	_, doc := writePage(t, r, h)
+	r := mixedReport()
+	_, doc := writePage(t, r)
+	h := r.Peers.Herd(r.Mode)
 
 	ids := map[string]bool{}
 	for _, n := range find(doc, func(n *xhtml.Node) bool { return attr(n, "id") != "" }) {
@@ -181,8 +182,7 @@ func TestWriteSmall(t *testing.T) {
 	for i := range report.TablesUpTo {
 		addChain(tr, fmt.Sprintf("10.3.0.%d", i+1), fixtureStart.Add(time.Duration(i)*time.Second), msDur(1000), msDur(1700))
 	}
-	r := report.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
-	_, doc := writePage(t, r, r.Herd())
+	_, doc := writePage(t, report.NewAudit(retryPort.Port(), backoff.DefaultPolicy(), backoff.Run{}, report.Chains(tr.Peers()), attempt.CaptureInfo{}))
 	if a, rows := len(find(doc, byClass("article", "peer"))), len(find(doc, byClass("details", "row"))); a != report.TablesUpTo || rows != 0 {
 		t.Errorf("%d peers in full, %d rows; want %d and none", a, rows, report.TablesUpTo)
 	}
@@ -190,8 +190,7 @@ func TestWriteSmall(t *testing.T) {
 
 // TestWriteEmpty: a report without peers is still a page.
 func TestWriteEmpty(t *testing.T) {
-	r := report.NewReport(retryPort.Port(), backoff.DefaultPolicy(), nil, attempt.CaptureInfo{})
-	b, doc := writePage(t, r, r.Herd())
+	b, doc := writePage(t, report.NewAudit(retryPort.Port(), backoff.DefaultPolicy(), backoff.Run{}, report.Chains(nil), attempt.CaptureInfo{}))
 	if len(find(doc, byClass("article", "peer")))+len(find(doc, byClass("details", "row"))) != 0 {
 		t.Error("peers on the page of a report without any")
 	}
@@ -203,8 +202,7 @@ func TestWriteEmpty(t *testing.T) {
 // TestWriteSelfContained: the page fetches nothing, so that it opens from
 // disk anywhere.
 func TestWriteSelfContained(t *testing.T) {
-	r, h := mixedReport()
-	b, doc := writePage(t, r, h)
+	b, doc := writePage(t, mixedReport())
 	for _, n := range find(doc, func(*xhtml.Node) bool { return true }) {
 		switch n.Data {
 		case "link", "img", "iframe", "object", "embed", "base", "audio", "video", "source":
@@ -229,25 +227,31 @@ func TestWriteSelfContained(t *testing.T) {
 }
 
 // TestWriteEscapes: text from a report (a reason, a signature's detail)
-// is escaped wherever it goes: into the page, and into a row's data.
+// is escaped wherever it goes: into a peer written in full, and into a
+// row's data.
 func TestWriteEscapes(t *testing.T) {
 	const evil = `<script>alert("x")</script> & 'q'`
 	tr := attempt.NewTracker()
-	for i := range report.TablesUpTo + 1 {
+	for i := range 2 {
 		addChain(tr, fmt.Sprintf("10.4.0.%d", i+1), fixtureStart, msDur(1000), msDur(1700))
 	}
-	r := report.NewReport(retryPort.Port(), backoff.DefaultPolicy(), tr.Peers(), attempt.CaptureInfo{})
-	r.Peers[0].Passed, r.Peers[0].Verdict, r.Peers[0].Reason = false, backoff.Failed, evil
-	r.Peers[1].Signatures = []backoff.Signature{{Name: "n", Seen: "s", Detail: evil}}
-	b, doc := writePage(t, r, r.Herd())
+	prs := report.NewPeers(backoff.DefaultPolicy(), backoff.Run{}, report.Chains(tr.Peers())).Reports()
+	prs[0].Passed, prs[0].Verdict, prs[0].Reason = false, backoff.Failed, evil
+	prs[1].Signatures = []backoff.Signature{{Name: "n", Seen: "s", Detail: evil}}
+	b := appendFullPeer(nil, 0, 0, &prs[0], nil)
+	b = new(formatter).appendRowPeer(b, 1, 1, &prs[1])
 	if bytes.Contains(b, []byte("<script>alert")) {
 		t.Fatal("the page holds the report's text unescaped")
 	}
-	reason := find(peerElement(t, doc, r.Peers[0].Peer.String()), byClass("p", "reason"))
+	doc, err := xhtml.Parse(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason := find(peerElement(t, doc, prs[0].Peer.String()), byClass("p", "reason"))
 	if len(reason) != 1 || nodeText(reason[0]) != "✗ "+evil {
 		t.Errorf("reason reads %v, want %q", reason, "✗ "+evil)
 	}
-	row := peerElement(t, doc, r.Peers[1].Peer.String())
+	row := peerElement(t, doc, prs[1].Peer.String())
 	var d struct{ X []string }
 	if err := json.Unmarshal([]byte(attr(row, "data-d")), &d); err != nil {
 		t.Fatalf("data-d of a row: %v", err)
@@ -269,10 +273,9 @@ type rowData struct {
 // intervals exactly, which the page draws the row from.
 func TestRowData(t *testing.T) {
 	a := bigAudit(500)
-	r := a.Report()
-	_, doc := writePage(t, r, a.Herd())
+	_, doc := writePage(t, a)
 	checked := 0
-	for _, p := range r.Peers {
+	for _, p := range a.Peers.Reports() {
 		if !p.Passed {
 			continue
 		}
@@ -316,8 +319,8 @@ func TestWriteBig(t *testing.T) {
 		t.Skip("10 000 peers")
 	}
 	a := bigAudit(10000)
-	r := a.Report()
-	b, doc := writePage(t, r, a.Herd())
+	r := a.Parts()
+	b, doc := writePage(t, a)
 	t.Logf("10 000 peers: %.2f MB", float64(len(b))/1e6)
 	if len(b) > 20e6 {
 		t.Errorf("%d bytes, more than 20 MB", len(b))
@@ -343,13 +346,12 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 // TestWriteError: a writer's error ends Write with it, wherever it comes.
 func TestWriteError(t *testing.T) {
 	a := bigAudit(2000)
-	r, h := a.Report(), a.Herd()
 	var all bytes.Buffer
-	if err := Write(&all, r, h); err != nil {
+	if err := Write(&all, a); err != nil {
 		t.Fatal(err)
 	}
 	for _, at := range []int{0, all.Len() / 2, all.Len() - 1} {
-		if err := Write(&failingWriter{n: at}, r, h); err == nil || !strings.Contains(err.Error(), "disk full") {
+		if err := Write(&failingWriter{n: at}, a); err == nil || !strings.Contains(err.Error(), "disk full") {
 			t.Errorf("writer failing after %d bytes: error %v, want it to say disk full", at, err)
 		}
 	}

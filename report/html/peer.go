@@ -23,23 +23,24 @@ const peerBatch = 256
 // (report.WriteBatches): in full (an article with its notes, chart and
 // table) or as a row that the page fills in from its data-d attribute when
 // opened.
-func writePeers(w *bufio.Writer, r *report.Report, pg *page) error {
+func writePeers(w *bufio.Writer, r *report.Parts, pg *page) error {
 	// data-s is each peer's rank by address, for the page's sort.
-	byAddr := make([]int, len(r.Peers))
+	n := r.Peers.Len()
+	byAddr := make([]int, n)
 	for i := range byAddr {
 		byAddr[i] = i
 	}
-	slices.SortStableFunc(byAddr, func(i, j int) int { return r.Peers[i].Peer.Compare(r.Peers[j].Peer) })
-	rank := make([]int, len(r.Peers))
-	for n, i := range byAddr {
-		rank[i] = n
+	slices.SortStableFunc(byAddr, func(i, j int) int { return r.Peers.Peer(i).Compare(r.Peers.Peer(j)) })
+	rank := make([]int, n)
+	for k, i := range byAddr {
+		rank[i] = k
 	}
-	return report.WriteBatches(w, len(r.Peers), peerBatch, func() *formatter { return new(formatter) },
-		func(b []byte, f *formatter, i int) ([]byte, error) {
+	return report.WritePeers(w, r.Peers, func() *formatter { return new(formatter) },
+		func(b []byte, f *formatter, i int, peer func() *report.PeerReport) ([]byte, error) {
 			if pg.full(i) {
-				return appendFullPeer(b, i, rank[i], &r.Peers[i], pg.marks[i]), nil
+				return appendFullPeer(b, i, rank[i], peer(), pg.marks[i]), nil
 			}
-			return f.appendRowPeer(b, i, rank[i], &r.Peers[i]), nil
+			return f.appendRowPeer(b, i, rank[i], peer()), nil
 		})
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
 )
@@ -59,20 +60,28 @@ type disagreeView struct {
 // maxLone bounds the lone attempts a cross-check lists.
 const maxLone = 50
 
-// newCheckViews finds each cross-check of r, the chain it judged among r's
-// peers, and marks that chain's disagreeing intervals in pg.marks.
-func newCheckViews(r *report.Report, pg *page) []checkView {
+// newCheckViews lays out each cross-check of r, and marks the disagreeing
+// intervals of the chain it judged in pg.marks.
+func newCheckViews(r *report.Parts, pg *page) []checkView {
 	var out []checkView
-	add := func(title string, c *session.CrossCheck, peer int) {
+	var buf []attempt.Attempt
+	for _, ch := range r.Checks {
+		c, peer := ch.Check, ch.Peer
+		title := fmt.Sprintf("Session %d: cross-check", ch.Session)
+		if ch.Session == 0 {
+			title = "Cross-check"
+		}
 		v := checkView{Title: title, C: c, Hist: template.HTML(appendDelayHistogram(nil, c.Pairs))}
 		v.KernelOnly, v.MoreKernelOnly = firstLone(c.KernelOnly)
 		v.ServerOnly, v.MoreServerOnly = firstLone(c.ServerOnly)
+		intervals := 0
 		if peer >= 0 {
 			v.Anchor = peerID(peer)
+			intervals = len(r.Peers.Report(peer, &buf).Intervals)
 		}
 		for _, d := range c.Disagreements {
 			dv := disagreeView{Disagreement: d}
-			if peer >= 0 && d.K >= 1 && d.K <= len(r.Peers[peer].Intervals) {
+			if peer >= 0 && d.K >= 1 && d.K <= intervals {
 				dv.Link = peerID(peer) + "-i" + strconv.Itoa(d.K)
 				if pg.marks[peer] == nil {
 					pg.marks[peer] = map[int]string{}
@@ -83,38 +92,7 @@ func newCheckViews(r *report.Report, pg *page) []checkView {
 		}
 		out = append(out, v)
 	}
-	if c := r.CrossCheck; c != nil {
-		title := "Cross-check"
-		if r.Session != nil {
-			title = fmt.Sprintf("Session %d: cross-check", r.Session.Number)
-		}
-		add(title, c, peerOf(r, c.VerifiedPeer, 0))
-	}
-	// A record's sessions add their chains to the report's peers in
-	// session order, each when the capture holds one of its attempts: the
-	// next unclaimed peer of the session's address is its chain.
-	next := 0
-	for _, s := range r.Sessions {
-		peer := -1
-		if s.Session.VerifiedPeer != "" && next < len(r.Peers) && r.Peers[next].Peer.String() == s.Session.VerifiedPeer {
-			peer, next = next, next+1
-		}
-		if s.CrossCheck != nil {
-			add(fmt.Sprintf("Session %d: cross-check", s.Session.Number), s.CrossCheck, peer)
-		}
-	}
 	return out
-}
-
-// peerOf is the index of the first peer of address a from index from, -1
-// when there is none.
-func peerOf(r *report.Report, a netip.Addr, from int) int {
-	for i := from; i < len(r.Peers); i++ {
-		if r.Peers[i].Peer == a {
-			return i
-		}
-	}
-	return -1
 }
 
 func firstLone(l []session.Lone) ([]session.Lone, int) {

@@ -88,19 +88,35 @@ const (
 )
 
 // fateRec is what the segments of one attempt showed so far. It holds no
-// pointers, in 24 bytes: a Tracker keeps one per attempt beside its
+// pointers, in 32 bytes: a Tracker keeps one per attempt beside its
 // attempts. Times are Unix nanoseconds (stamp.nanos).
 type fateRec struct {
-	acceptAt, endAt int64
-	serverISN       uint32
-	state           uint8 // fateAccepted | fateEnded | fateByServer
-	client, server  payloadCode
+	acceptAt, endAt, readyAt int64
+	serverISN                uint32
+	state                    uint8 // fateAccepted | fateEnded | fateByServer | fateRST | fateReady
+	client, server           payloadCode
+	// flights counts the runs of segments with data from one side then
+	// the other since the accept (at most maxFlights), the top bit saying
+	// which side sent the last: a TLS handshake that completes and a first
+	// answer from the server are four (docs/spec.md §7.2).
+	flights uint8
 }
 
 const (
 	fateAccepted = 1 << iota
 	fateEnded
 	fateByServer
+	fateRST   // the segment that ended the attempt was an RST
+	fateReady // the connection reached READY (at readyAt)
+)
+
+// Flights of data that show a connection READY inside TLS: the client's
+// hello, the server's flight, the client's finish (and its first data),
+// then the server's data.
+const (
+	readyFlights   = 4
+	maxFlights     = 0x7f
+	flightByServer = 0x80
 )
 
 // observe applies one segment of the attempt whose client ISN is isn, in
@@ -128,6 +144,9 @@ func (f *fateRec) observe(at stamp, fromClient bool, flags uint8, seq, ack, isn 
 	if f.state&fateEnded != 0 {
 		return
 	}
+	if sent != 0 && f.state&fateAccepted != 0 {
+		f.flight(at, fromClient)
+	}
 	accepted := f.state&fateAccepted != 0
 	switch {
 	case flags&(flagSYN|flagACK) == flagSYN|flagACK:
@@ -142,9 +161,36 @@ func (f *fateRec) observe(at stamp, fromClient bool, flags uint8, seq, ack, isn 
 		if !fromClient {
 			f.state |= fateByServer
 		}
+		if flags&flagRST != 0 {
+			f.state |= fateRST
+		}
 	case !fromClient && flags&flagRST != 0 && (flags&flagACK == 0 || ack == isn+1):
-		f.state |= fateEnded | fateByServer
+		f.state |= fateEnded | fateByServer | fateRST
 		f.endAt = at.nanos()
+	}
+}
+
+// flight counts a segment with data after the accept, and marks the
+// connection READY at the first data from the server that shows it:
+// HTTP/2 SETTINGS as its first bytes (plaintext), or, behind a TLS
+// ClientHello, the data that opens the fourth flight. A full TLS 1.2
+// handshake reaches its fourth flight at the server's Finished, before
+// any data; a key log (audit h2 --keylog) tells the two apart.
+func (f *fateRec) flight(at stamp, fromClient bool) {
+	var side uint8
+	if !fromClient {
+		side = flightByServer
+	}
+	if n := f.flights &^ flightByServer; n == 0 || f.flights&flightByServer != side {
+		f.flights = min(n+1, maxFlights) | side
+	}
+	if fromClient || f.state&fateReady != 0 {
+		return
+	}
+	if f.server == codeOf(backoff.PayloadH2Settings) ||
+		f.client == codeOf(backoff.PayloadTLSClientHello) && f.flights&^flightByServer >= readyFlights {
+		f.state |= fateReady
+		f.readyAt = at.nanos()
 	}
 }
 
@@ -165,8 +211,15 @@ func (f *fateRec) merge(g *fateRec) {
 		f.acceptAt, f.serverISN = g.acceptAt, g.serverISN
 	}
 	if g.state&fateEnded != 0 && (f.state&fateEnded == 0 || g.endAt < f.endAt) {
-		f.state = f.state&^fateByServer | fateEnded | g.state&fateByServer
+		f.state = f.state&^(fateByServer|fateRST) | fateEnded | g.state&(fateByServer|fateRST)
 		f.endAt = g.endAt
+	}
+	if g.state&fateReady != 0 && (f.state&fateReady == 0 || g.readyAt < f.readyAt) {
+		f.state |= fateReady
+		f.readyAt = g.readyAt
+	}
+	if g.flights&^flightByServer > f.flights&^flightByServer {
+		f.flights = g.flights
 	}
 	if f.client == 0 {
 		f.client = g.client
@@ -199,6 +252,10 @@ func (f *fateRec) ending(start stamp, last int64) backoff.Ending {
 	}
 	if ended {
 		e.Duration = time.Duration(f.endAt - from)
+		e.RST = f.state&fateRST != 0
+	}
+	if f.state&fateReady != 0 {
+		e.Ready, e.ReadyAfter = true, time.Duration(f.readyAt-from)
 	}
 	return e
 }
@@ -221,6 +278,13 @@ func fateOf(e backoff.Ending, start stamp) fateRec {
 	case backoff.FateAbandoned:
 		f.state |= fateEnded
 		f.endAt = from + int64(e.Duration)
+	}
+	if e.RST && f.state&fateEnded != 0 {
+		f.state |= fateRST
+	}
+	if e.Ready {
+		f.state |= fateReady
+		f.readyAt = from + int64(e.ReadyAfter)
 	}
 	return f
 }

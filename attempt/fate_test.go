@@ -92,19 +92,19 @@ func TestFates(t *testing.T) {
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(0.02), {Time: trackAt(1), Src: netip.MustParseAddrPort("10.0.0.1:1"), Dst: fateServer, Flags: flagSYN},
 				fateSeg(2, false, flagRST|flagACK, fateServerISN+1, fateISN+1, "")},
-			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(2)},
+			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(2), RST: true},
 		},
 		{
 			name: "refused: RST-ACK answers the SYN",
 			syns: []SYN{syn(0)},
 			segs: []Segment{fateSeg(0.04, false, flagRST|flagACK, 0, fateISN+1, "")},
-			want: backoff.Ending{Fate: backoff.FateRefused, Duration: fms(0.04)},
+			want: backoff.Ending{Fate: backoff.FateRefused, Duration: fms(0.04), RST: true},
 		},
 		{
 			name: "refused after a retransmission",
 			syns: []SYN{syn(0), syn(1000)},
 			segs: []Segment{fateSeg(1000.05, false, flagRST|flagACK, 0, fateISN+1, "")},
-			want: backoff.Ending{Fate: backoff.FateRefused, Duration: fms(1000.05)},
+			want: backoff.Ending{Fate: backoff.FateRefused, Duration: fms(1000.05), RST: true},
 		},
 		{
 			name: "an RST that acknowledges another ISN does not refuse",
@@ -121,7 +121,7 @@ func TestFates(t *testing.T) {
 			name: "closed by server: SYN-ACK, ClientHello, RST from the server",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(0.02), hello, fateSeg(0.2, false, flagRST|flagACK, fateServerISN+1, fateISN+100, "")},
-			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(0.2), ClientSent: backoff.PayloadTLSClientHello},
+			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(0.2), ClientSent: backoff.PayloadTLSClientHello, RST: true},
 		},
 		{
 			name: "closed by server with a FIN; the client's FIN after it does not change it",
@@ -140,7 +140,7 @@ func TestFates(t *testing.T) {
 			name: "abandoned by client: its RST answers a late SYN-ACK",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(1500), fateSeg(1500.01, true, flagRST, fateISN+1, 0, "")},
-			want: backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(1500), Duration: fms(1500.01)},
+			want: backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(1500), Duration: fms(1500.01), RST: true},
 		},
 		{
 			name: "open at end",
@@ -156,6 +156,39 @@ func TestFates(t *testing.T) {
 				fateSeg(2, false, flagACK|0x08, fateServerISN+2000, fateISN+600, backoff.PayloadH2Settings),
 				fateSeg(3, false, flagFIN|flagACK, fateServerISN+2100, fateISN+600, "")},
 			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(3), ClientSent: backoff.PayloadTLSClientHello, ServerSent: backoff.PayloadTLSServerHello},
+		},
+		{
+			name: "ready in plaintext: the server's first bytes are its SETTINGS",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(0.02), fateSeg(0.1, true, flagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadH2Preface),
+				fateSeg(0.3, false, flagACK|0x08, fateServerISN+1, fateISN+40, backoff.PayloadH2Settings),
+				fateSeg(600, false, flagFIN|flagACK, fateServerISN+40, fateISN+90, "")},
+			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(600), ClientSent: backoff.PayloadH2Preface,
+				ServerSent: backoff.PayloadH2Settings, Ready: true, ReadyAfter: fms(0.3)},
+		},
+		{
+			name: "ready inside TLS: the server's data opens the fourth flight",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(0.02), hello,
+				fateSeg(1, false, flagACK|0x08, fateServerISN+1, fateISN+518, backoff.PayloadTLSServerHello),
+				fateSeg(1.1, false, flagACK|0x08, fateServerISN+1100, fateISN+518, backoff.PayloadOther), // the same flight
+				fateSeg(2, true, flagACK|0x08, fateISN+518, fateServerISN+1500, backoff.PayloadOther),
+				fateSeg(2.1, true, flagACK|0x08, fateISN+580, fateServerISN+1500, backoff.PayloadOther),
+				fateSeg(3, false, flagACK|0x08, fateServerISN+1500, fateISN+700, backoff.PayloadOther),
+				fateSeg(4, false, flagRST|flagACK, fateServerISN+1600, fateISN+700, "")},
+			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(4), ClientSent: backoff.PayloadTLSClientHello,
+				ServerSent: backoff.PayloadTLSServerHello, Ready: true, ReadyAfter: fms(3), RST: true},
+		},
+		{
+			name: "not ready: a TLS handshake the client ends after the server's flight",
+			syns: []SYN{syn(0)},
+			segs: []Segment{synAck(0.02), hello,
+				fateSeg(1, false, flagACK|0x08, fateServerISN+1, fateISN+518, backoff.PayloadTLSServerHello),
+				fateSeg(2, true, flagACK|0x08, fateISN+518, fateServerISN+1500, backoff.PayloadOther), // its alert
+				fateSeg(2.1, true, flagFIN|flagACK, fateISN+540, fateServerISN+1500, ""),
+				fateSeg(3, false, flagACK|0x08, fateServerISN+1500, fateISN+541, backoff.PayloadOther)},
+			want: backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(2.1), ClientSent: backoff.PayloadTLSClientHello,
+				ServerSent: backoff.PayloadTLSServerHello},
 		},
 		{
 			name: "a side's bytes not at its ISN+1 are not its first",
@@ -237,7 +270,7 @@ func TestFatesSegmentsBeforeTheirSYN(t *testing.T) {
 		} else {
 			tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
 		}
-		want := backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(0.2)}
+		want := backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(0.2), RST: true}
 		if !viaPortTracker {
 			want = backoff.Ending{Fate: backoff.FateUnanswered}
 		}
@@ -285,7 +318,7 @@ func testFatesReusedTuple(t *testing.T, slots int) {
 		got = append(got, a.Ending)
 	}
 	want := []backoff.Ending{
-		{Fate: backoff.FateRefused, Duration: fms(1000.5)},
+		{Fate: backoff.FateRefused, Duration: fms(1000.5), RST: true},
 		{Fate: backoff.FateClosed, Accepted: fms(0.1), Duration: fms(0.3)},
 		{Fate: backoff.FateAbandoned, Accepted: fms(0.1), Duration: fms(100), ClientSent: backoff.PayloadH2Preface},
 	}
@@ -341,7 +374,7 @@ func TestFatesAddAttempt(t *testing.T) {
 
 	// Every fate survives the trip.
 	for _, e := range []backoff.Ending{
-		{Fate: backoff.FateRefused, Duration: fms(0.04)},
+		{Fate: backoff.FateRefused, Duration: fms(0.04), RST: true},
 		{Fate: backoff.FateUnanswered, Duration: fms(3000)},
 		{Fate: backoff.FateClosed, Accepted: fms(1), Duration: fms(2), ClientSent: backoff.PayloadH2Preface, ServerSent: backoff.PayloadH2Settings},
 		{Fate: backoff.FateAbandoned, Accepted: fms(1), Duration: fms(20000)},
@@ -374,7 +407,7 @@ func TestFatesSegmentsBounded(t *testing.T) {
 			t.Fatalf("after %d segments, %d wait; the bound is %d", 2*i+3, tr.late.n, tr.segBatch)
 		}
 	}
-	want := backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(1)}
+	want := backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(1), RST: true}
 	if got := tr.List()[0].Ending; got != want {
 		t.Errorf("Ending = %+v, want %+v", got, want)
 	}
@@ -401,7 +434,7 @@ func TestFatesPushed(t *testing.T) {
 	for _, a := range pt.Tracker(50052).Peers()[0].Attempts {
 		got = append(got, a.Ending)
 	}
-	want := []backoff.Ending{{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(3)}, {Fate: backoff.FateRefused, Duration: fms(3)}}
+	want := []backoff.Ending{{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(3)}, {Fate: backoff.FateRefused, Duration: fms(3), RST: true}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Endings (-want +got):\n%s", diff)
 	}
@@ -427,7 +460,7 @@ func TestFatesLateOfPushed(t *testing.T) {
 	if tr.pushed.n != 0 {
 		t.Errorf("%d SYNs still wait once the segments were read", tr.pushed.n)
 	}
-	want := []backoff.Ending{{Fate: backoff.FateRefused, Duration: fms(2)}, {Fate: backoff.FateUnanswered}}
+	want := []backoff.Ending{{Fate: backoff.FateRefused, Duration: fms(2), RST: true}, {Fate: backoff.FateUnanswered}}
 	var got []backoff.Ending
 	for _, a := range tr.List() {
 		got = append(got, a.Ending)

@@ -169,7 +169,7 @@ type recentAttempt struct {
 	// that leaving merges rather than stores: a load of a home long out of
 	// cache, on every SYN, was most of what installing cost.
 	homed bool
-	_     [35]byte // to 128 bytes: a slot never straddles more cache lines than it must
+	_     [27]byte // to 128 bytes: a slot never straddles more cache lines than it must
 }
 
 // leave stores the slot's fate at its attempt's home.

@@ -148,7 +148,7 @@ func Passes(p Policy, times []time.Time) bool {
 	}
 	e := p.Expected(1)
 	for k := 1; k < len(times); k++ {
-		if !p.check(k, e, times[k].Sub(times[k-1])).OK {
+		if !p.check(k, k, e, times[k].Sub(times[k-1])).OK {
 			return false
 		}
 		e = p.Next(e)

@@ -55,6 +55,15 @@ type Ending struct {
 	Duration time.Duration
 	// ClientSent and ServerSent name the first bytes each side sent.
 	ClientSent, ServerSent Payload
+	// Ready says the connection reached READY (docs/spec.md §7.2): the
+	// server's first bytes were its HTTP/2 SETTINGS, or, inside TLS, the
+	// server sent data after the client's second flight (the handshake
+	// completed and data went both ways); ReadyAfter is the time from the
+	// SYN to that segment.
+	Ready      bool
+	ReadyAfter time.Duration
+	// RST says the segment that ended the attempt was an RST, not a FIN.
+	RST bool
 }
 
 // ReportFate is the Fate a report writes: an empty one is unknown.

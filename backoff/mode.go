@@ -27,21 +27,29 @@ const (
 	// ModeGoaway is ModeSettingsClose with a GOAWAY NO_ERROR before the
 	// close.
 	ModeGoaway ModeKind = "goaway"
+	// ModeOutage is a healthy server that goes down and comes back: for
+	// RetryMode.Serve from the session's start the port serves (TLS, ALPN
+	// h2, the server's SETTINGS, the connection held READY), then it
+	// closes every connection and refuses for RetryMode.Down, then serves
+	// again.
+	ModeOutage ModeKind = "outage"
 )
 
 // modeKinds lists the kinds in the order help texts name them.
-var modeKinds = []ModeKind{ModeClose, ModeRefuse, ModeHang, ModeRestart, ModeSettingsClose, ModeGoaway}
+var modeKinds = []ModeKind{ModeClose, ModeRefuse, ModeHang, ModeRestart, ModeSettingsClose, ModeGoaway, ModeOutage}
 
 // ModeNames is the list of modes for help and error texts.
-const ModeNames = "close, refuse, hang, restart=DURATION, settings-close, goaway"
+const ModeNames = "close, refuse, hang, restart=DURATION, settings-close, goaway, outage=SERVE,DOWN"
 
 // RetryMode is what the retry port does during a session. The zero value,
 // which ParseRetryMode returns for "close", is ModeClose.
 type RetryMode struct {
 	Kind ModeKind
 	// Down is how long ModeRestart refuses, counted from the session's
-	// start; zero for every other kind.
-	Down time.Duration
+	// start, and how long ModeOutage refuses after serving for Serve; zero
+	// for every other kind.
+	Down  time.Duration
+	Serve time.Duration
 }
 
 // ParseRetryMode reads a mode as the --retry_mode flag spells it:
@@ -58,6 +66,14 @@ func ParseRetryMode(s string) (RetryMode, error) {
 		return RetryMode{}, fmt.Errorf("retry mode %q: unknown; the modes are %s", s, ModeNames)
 	case kind == ModeRestart && !hasArg:
 		return RetryMode{}, fmt.Errorf("retry mode %q: restart needs how long the port stays down, for example restart=5s", s)
+	case kind == ModeOutage:
+		serve, down, ok := strings.Cut(arg, ",")
+		a, errA := time.ParseDuration(serve)
+		d, errD := time.ParseDuration(down)
+		if !hasArg || !ok || errA != nil || errD != nil || a <= 0 || d <= 0 {
+			return RetryMode{}, fmt.Errorf("retry mode %q: outage needs how long the port serves, then how long it is down, both positive, for example outage=3s,5s", s)
+		}
+		return RetryMode{Kind: ModeOutage, Serve: a, Down: d}, nil
 	case kind != ModeRestart && hasArg:
 		return RetryMode{}, fmt.Errorf("retry mode %q: %s takes no value", s, kind)
 	case kind == ModeClose:
@@ -79,6 +95,8 @@ func (m RetryMode) String() string {
 		return string(ModeClose)
 	case ModeRestart:
 		return string(ModeRestart) + "=" + m.Down.String()
+	case ModeOutage:
+		return string(ModeOutage) + "=" + m.Serve.String() + "," + m.Down.String()
 	}
 	return string(m.Kind)
 }
@@ -91,6 +109,13 @@ func (m RetryMode) Is(k ModeKind) bool {
 // Hangs reports whether an attempt in this mode ends only when the client
 // gives up on it, at its connect timeout.
 func (m RetryMode) Hangs() bool { return m.Kind == ModeHang }
+
+// Succeeds reports whether the connections of this mode reach READY
+// before they close (in ModeOutage, while the port serves), so that each
+// resets the client's backoff.
+func (m RetryMode) Succeeds() bool {
+	return m.Kind == ModeSettingsClose || m.Kind == ModeGoaway || m.Kind == ModeOutage
+}
 
 // MarshalText writes m as String does.
 func (m RetryMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }

@@ -16,9 +16,10 @@ type Run struct {
 	// Endings, when not nil, holds each attempt's fate, in time order,
 	// one per attempt time.
 	Endings []Ending
-	// Back is when a restarted retry port listened again (ModeRestart);
-	// zero otherwise.
-	Back time.Time
+	// Down is when the retry port stopped serving (ModeOutage), Back when
+	// it listened or served again (ModeRestart, ModeOutage); zero
+	// otherwise, or when it has not.
+	Down, Back time.Time
 }
 
 // Term names what set an interval's window (docs/spec.md §7).
@@ -66,67 +67,113 @@ type Reconnects struct {
 	TightLoop bool `json:"tight_loop"`
 }
 
-// Hung reports whether attempt i hung until the client's connect timeout:
-// the server never answered it, or accepted it and sent nothing while it
-// lasted at least the connect timeout (less the tolerance), whoever closed
-// it in the end (the server closes what it holds when a session ends).
-// Fates decide where the wire shows them; otherwise the mode does. A
-// connection that ended sooner (refused, closed at once, a TLS handshake
-// the client failed) failed at once.
-func (r Run) Hung(i int, p Policy) bool {
-	if i < len(r.Endings) {
-		switch e := r.Endings[i]; e.Fate {
-		case FateUnanswered, FateOpen:
-			return true
-		case FateAbandoned, FateClosed:
-			return e.ServerSent == PayloadNone && e.Duration >= p.MinConnectTimeout-p.Tolerance
-		case FateUnknown, "":
-		default:
-			return false
-		}
-	}
-	return r.Mode.Hangs()
+// Class is what the model reads of one attempt (docs/spec.md §7.3): how it
+// ended, as far as the wire shows it, and otherwise as the retry mode says.
+type Class uint8
+
+const (
+	// ClassFailed: the attempt failed at once (refused, closed, a TLS handshake
+	// the client failed): the next attempt comes at the backoff's deadline.
+	ClassFailed Class = iota
+	// ClassHung: the wire shows the attempt waiting (SYN retransmissions, or an
+	// accepted connection held without a byte from the server) until its
+	// connect deadline, max(backoff's deadline, start + connect timeout).
+	ClassHung
+	// ClassReady: the connection reached READY (the server's SETTINGS, or a TLS
+	// handshake completed with data both ways): the backoff resets.
+	ClassReady
+	// ClassUnseen: nothing answered the attempt in the capture and nothing
+	// shows it waiting (no SYN retransmission), while the client's next
+	// SYN came before the connect deadline: the answer was not captured
+	// (a one-sided tap, a filter, drops). The next SYN shows it ended: it
+	// is judged as one that failed at once.
+	ClassUnseen
+)
+
+func (c Class) String() string {
+	return [...]string{"failed", "hung", "ready", "unseen"}[c]
 }
 
-// Succeeds reports whether the connections of this mode succeed before
-// they close, so that each one resets the client's backoff.
-func (r Run) Succeeds() bool {
-	return r.Mode.Kind == ModeSettingsClose || r.Mode.Kind == ModeGoaway
+// Class classifies attempt i, made at at, gap after which came the next
+// attempt (0 for the last attempt of a chain). Fates decide where the wire
+// shows them; otherwise the mode does.
+func (r Run) Class(i int, p Policy, at time.Time, gap time.Duration) Class {
+	if i < len(r.Endings) {
+		switch e := r.Endings[i]; {
+		case e.Ready:
+			return ClassReady
+		case e.Fate == FateUnanswered && e.Duration > 0, e.Fate == FateOpen:
+			return ClassHung
+		case e.Fate == FateUnanswered:
+			if gap == 0 || gap < p.MinConnectTimeout-p.Tolerance {
+				return ClassUnseen
+			}
+			return ClassHung // the next SYN came only after the connect deadline
+		case e.Fate == FateAbandoned, e.Fate == FateClosed:
+			if e.ServerSent == PayloadNone && e.Duration >= p.MinConnectTimeout-p.Tolerance {
+				return ClassHung
+			}
+			return ClassFailed
+		case e.Fate == FateRefused:
+			return ClassFailed
+		}
+	}
+	switch {
+	case r.Mode.Hangs():
+		return ClassHung
+	case r.Mode.Kind == ModeOutage && r.down(at):
+		return ClassFailed
+	case r.Mode.Succeeds():
+		return ClassReady
+	}
+	return ClassFailed
+}
+
+// down reports whether the retry port was down at t: from Down, until
+// Back when it came back.
+func (r Run) down(t time.Time) bool {
+	return !r.Down.IsZero() && !t.Before(r.Down) && (r.Back.IsZero() || r.Back.Before(r.Down) || t.Before(r.Back))
 }
 
 // VerifyRun judges one chain's attempt times against p in run: the model
-// of docs/spec.md §7, which the spec's ConnectWithBackoff gives for each
-// mode. Each attempt's connect deadline is max(current_deadline, now +
+// of docs/spec.md §7.3, which the spec's ConnectWithBackoff gives. Each
+// attempt's connect deadline is max(current_deadline, now +
 // MIN_CONNECT_TIMEOUT); after a failure the client sleeps until
-// current_deadline. An attempt that failed at once (close, refuse) leaves
-// the reference's window; one that hung until the connect timeout T leaves
-// [max(T, lo), max(T, hi)], lo and hi the backoff's bounds before the
-// tolerance. After a success (settings-close, goaway) backoff starts anew:
-// the interval is reported (TermReset), not judged.
+// current_deadline. An attempt that failed at once (or whose answer the
+// capture lacks) leaves the reference's window; one that hung until the
+// connect timeout T leaves [max(T, lo), max(T, hi)], lo and hi the
+// backoff's bounds before the tolerance. After a connection that reached
+// READY the backoff starts anew: the interval is reported (TermReset), not
+// judged, and the next one is judged as the first of a new chain.
 func VerifyRun(p Policy, times []time.Time, run Run) Result {
 	r := Result{Policy: p, Attempts: len(times), ReferencePassed: true, Run: run}
 	if n := len(times) - 1; n > 0 {
 		r.Intervals = make([]Interval, 0, n)
 		r.BackoffMS = make([]int32, 0, n)
 	}
-	e := p.first()
+	e, step, ready := p.first(), 1, 0
 	for k := 1; k < len(times); k++ {
 		d := times[k].Sub(times[k-1])
 		var iv Interval
-		switch {
-		case run.Succeeds():
+		switch run.Class(k-1, p, times[k-1], d) {
+		case ClassReady:
 			iv = p.reset(k, d)
-		case run.Hung(k-1, p):
-			iv = p.checkHung(k, e, d)
+			ready++
+		case ClassHung:
+			iv = p.checkHung(k, step, e, d)
 		default:
-			iv = p.check(k, e, d)
+			iv = p.check(k, step, e, d)
 		}
 		r.Intervals = append(r.Intervals, iv)
 		r.BackoffMS = append(r.BackoffMS, iv.BackoffMS)
 		if !iv.OK {
 			r.ReferencePassed = false
 		}
-		e = p.Next(e)
+		if iv.Term == TermReset {
+			e, step = p.first(), 1
+		} else {
+			e, step = p.Next(e), step+1
+		}
 	}
 	if len(times) > 0 {
 		r.Tail = p.tail(times, run, e)
@@ -136,7 +183,7 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 	if !run.Back.IsZero() {
 		r.Recovery = p.recovery(times, run.Back, r.Intervals)
 	}
-	if run.Succeeds() && len(times) > 1 {
+	if ready > 0 {
 		r.Reconnects = p.reconnects(times, r.Intervals)
 	}
 	return r
@@ -145,9 +192,9 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 // checkHung judges gap d as interval k after an attempt that hung until
 // the connect timeout: its window is the reference's, each bound raised to
 // at least the connect timeout.
-func (p Policy) checkHung(k int, e float64, d time.Duration) Interval {
+func (p Policy) checkHung(k, step int, e float64, d time.Duration) Interval {
 	t := Millis(p.MinConnectTimeout)
-	iv := p.check(k, max(e, t), d)
+	iv := p.check(k, step, max(e, t), d)
 	tol := Millis(p.Tolerance)
 	iv.MinMS = max(t, e*(1-p.Jitter)) - tol
 	iv.MaxMS = max(t, e*(1+p.Jitter)) + tol
@@ -164,7 +211,7 @@ func (p Policy) checkHung(k int, e float64, d time.Duration) Interval {
 	}
 	iv.OK = iv.Outcome == OK
 	iv.StrictOK = iv.OK
-	if k == 1 {
+	if step == 1 {
 		// The first backoff is not jittered: the attempt hangs until
 		// max(T, INITIAL_BACKOFF).
 		first := max(t, p.first())
@@ -188,7 +235,7 @@ func (p Policy) reset(k int, d time.Duration) Interval {
 // client never gave up on it, or never came back after it did.
 func (p Policy) tail(times []time.Time, run Run, e float64) string {
 	last := len(times) - 1
-	if run.End.IsZero() || !run.Hung(last, p) || run.Succeeds() {
+	if run.End.IsZero() || run.Class(last, p, times[last], 0) != ClassHung {
 		return ""
 	}
 	due := max(Millis(p.MinConnectTimeout), e*(1+p.Jitter)) + Millis(p.Tolerance)

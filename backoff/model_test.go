@@ -50,7 +50,7 @@ func TestVerifyRunHangConnectTimeoutDominates(t *testing.T) {
 		}
 	}
 	// Where the backoff outgrows the timeout it sets the window.
-	late := hangPolicy(3*time.Second).checkHung(4, 4096, 4000*time.Millisecond)
+	late := hangPolicy(3*time.Second).checkHung(4, 4, 4096, 4000*time.Millisecond)
 	if late.Term != TermBackoff || late.MinMS != 4096*0.8-100 || !late.OK {
 		t.Errorf("interval 4 with T=3 s: %+v", late)
 	}

@@ -112,10 +112,12 @@ func (r Result) Passed() bool { return r.Reference.Passed }
 
 // Check judges one gap d as interval k (k ≥ 1) of a chain.
 func (p Policy) Check(k int, d time.Duration) Interval {
-	return p.check(k, p.Expected(k), d)
+	return p.check(k, k, p.Expected(k), d)
 }
 
-func (p Policy) check(k int, e float64, d time.Duration) Interval {
+// check judges gap d as interval k of a chain, step of the backoff since
+// the chain (re)started, its expected value e.
+func (p Policy) check(k, step int, e float64, d time.Duration) Interval {
 	b := floorMS(d)
 	backoff := float64(b)
 	measured := Millis(d)
@@ -143,7 +145,7 @@ func (p Policy) check(k int, e float64, d time.Duration) Interval {
 	}
 	iv.OK = iv.Outcome == OK
 	iv.StrictOK = iv.OK
-	if k == 1 {
+	if step == 1 {
 		base := p.first()
 		iv.StrictOK = backoff >= base-tol && backoff <= base+tol
 	}

@@ -153,8 +153,11 @@ func (d *Decoder) viewOf(v *attempt.SegmentView, ip, tcp []byte, sec int64, nsec
 	v.Sent = backoff.PayloadNone
 	data, n := dataOf(ip, tcp)
 	v.Payload, v.PayloadLen = data, n
-	if len(data) > 0 {
+	switch {
+	case len(data) > 0:
 		v.Sent = attempt.PayloadOf(data, d.watched(v.SrcPort, v.SrcPort))
+	case n > 0: // bytes the snap length cut off: data all the same
+		v.Sent = backoff.PayloadOther
 	}
 }
 

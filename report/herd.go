@@ -350,7 +350,7 @@ func densest(at []herdAt) (Wave, int) {
 // the attempts, every deviation is 0 and spread is false.
 func policySpread(p backoff.Policy, m backoff.RetryMode, ks int) (sds []float64, spread bool) {
 	sds = make([]float64, ks)
-	if (backoff.Run{Mode: m}).Succeeds() {
+	if m.Succeeds() {
 		return sds, false
 	}
 	floor := 0.0

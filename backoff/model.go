@@ -53,14 +53,16 @@ type Recovery struct {
 	OK     bool    `json:"ok"`
 }
 
-// Reconnects is how fast a client came back to connections that succeeded
-// and were closed at once (settings-close, goaway). The spec resets backoff
+// Reconnects is how fast a client came back after connections that reached
+// READY and were closed (settings-close, goaway, the serving phases of
+// outage). The spec resets backoff
 // on success, so a client that follows it reconnects at once, each time: a
 // tight loop that a flapping server turns into a storm (docs/spec.md §7).
 type Reconnects struct {
-	// PerSecond is attempts per second over the chain.
+	// PerSecond is reconnections a second: the intervals after a READY
+	// connection over their total time.
 	PerSecond float64 `json:"per_second"`
-	// MedianMS is the median interval.
+	// MedianMS is the median of those intervals.
 	MedianMS float64 `json:"median_ms"`
 	// TightLoop is set when the median interval is below the first
 	// backoff's window: the client reset its backoff every time.
@@ -183,8 +185,8 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 	if !run.Back.IsZero() {
 		r.Recovery = p.recovery(times, run.Back, r.Intervals)
 	}
-	if ready > 0 {
-		r.Reconnects = p.reconnects(times, r.Intervals)
+	if ready > 1 { // a rate, not one reconnection
+		r.Reconnects = p.reconnects(r.Intervals)
 	}
 	return r
 }
@@ -270,12 +272,16 @@ func (p Policy) recovery(times []time.Time, back time.Time, ivs []Interval) *Rec
 	}
 }
 
-// reconnects measures the rate of a chain of successful connections.
-func (p Policy) reconnects(times []time.Time, ivs []Interval) *Reconnects {
-	span := Millis(times[len(times)-1].Sub(times[0]))
-	ds := make([]float64, len(ivs))
-	for i, iv := range ivs {
-		ds[i] = iv.MeasuredMS
+// reconnects measures how fast the client came back after its
+// connections that reached READY: the intervals that followed them.
+func (p Policy) reconnects(ivs []Interval) *Reconnects {
+	var ds []float64
+	var span float64
+	for _, iv := range ivs {
+		if iv.Term == TermReset {
+			ds = append(ds, iv.MeasuredMS)
+			span += iv.MeasuredMS
+		}
 	}
 	slices.Sort(ds)
 	med := ds[len(ds)/2]
@@ -284,7 +290,7 @@ func (p Policy) reconnects(times []time.Time, ivs []Interval) *Reconnects {
 	}
 	rc := &Reconnects{MedianMS: med, TightLoop: med < p.first()*(1-p.Jitter)-Millis(p.Tolerance)}
 	if span > 0 {
-		rc.PerSecond = float64(len(ivs)) * 1000 / span
+		rc.PerSecond = float64(len(ds)) * 1000 / span
 	}
 	return rc
 }

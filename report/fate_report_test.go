@@ -93,11 +93,11 @@ func TestFatesReportJSON(t *testing.T) {
 		got = append(got, a)
 	}
 	want := []map[string]any{
-		{"retransmits": 0.0, "fate": "refused", "duration_ms": 0.041},
+		{"retransmits": 0.0, "fate": "refused", "duration_ms": 0.041, "rst": true},
 		{"retransmits": 2.0, "fate": "unanswered", "duration_ms": 3000.0},
 		{"retransmits": 0.0, "fate": "closed by server", "accepted_ms": 0.02, "duration_ms": 0.3, "client_sent": "tls client hello"},
 		{"retransmits": 0.0, "fate": "abandoned by client", "accepted_ms": 0.02, "duration_ms": 20000.5,
-			"client_sent": "http/2 preface", "server_sent": "http/2 settings"},
+			"client_sent": "http/2 preface", "server_sent": "http/2 settings", "ready_ms": 1.0},
 		{"retransmits": 0.0, "fate": "open at end", "accepted_ms": 0.03},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -110,6 +110,13 @@ func appendEndingJSON(b []byte, e *backoff.Ending) []byte {
 		b = append(b, `,"server_sent":`...)
 		b = appendNameJSON(b, string(e.ServerSent))
 	}
+	if e.Ready {
+		b = append(b, `,"ready_ms":`...)
+		b = AppendMS(b, e.ReadyAfter)
+	}
+	if e.RST && e.Fate.Ended() {
+		b = append(b, `,"rst":true`...)
+	}
 	return append(b, '}')
 }
 

@@ -55,6 +55,8 @@ type attemptJSON struct {
 	DurationMS  *float64        `json:"duration_ms,omitempty"`
 	ClientSent  backoff.Payload `json:"client_sent,omitempty"`
 	ServerSent  backoff.Payload `json:"server_sent,omitempty"`
+	ReadyMS     *float64        `json:"ready_ms,omitempty"`
+	RST         bool            `json:"rst,omitempty"`
 }
 
 // MarshalJSON writes the time in UTC with nanoseconds, and the fate's
@@ -70,6 +72,11 @@ func (a AttemptReport) MarshalJSON() ([]byte, error) {
 	if e.Fate.Ended() {
 		v := backoff.Millis(e.Duration)
 		j.DurationMS = &v
+		j.RST = e.RST
+	}
+	if e.Ready {
+		v := backoff.Millis(e.ReadyAfter)
+		j.ReadyMS = &v
 	}
 	return json.Marshal(j)
 }
@@ -87,6 +94,10 @@ func (a *AttemptReport) UnmarshalJSON(b []byte) error {
 	if j.DurationMS != nil {
 		a.Ending.Duration = fromMS(*j.DurationMS)
 	}
+	if j.ReadyMS != nil {
+		a.Ending.Ready, a.Ending.ReadyAfter = true, fromMS(*j.ReadyMS)
+	}
+	a.Ending.RST = j.RST
 	return err
 }
 

@@ -178,7 +178,7 @@ func appendFatesText(b []byte, as []AttemptReport) []byte {
 	for i := range as {
 		e, f := &as[i].Ending, &as[0].Ending
 		known = known || e.ReportFate() != backoff.FateUnknown
-		alike = alike && e.ReportFate() == f.ReportFate() && e.ClientSent == f.ClientSent && e.ServerSent == f.ServerSent
+		alike = alike && e.ReportFate() == f.ReportFate() && e.ClientSent == f.ClientSent && e.ServerSent == f.ServerSent && e.Ready == f.Ready
 	}
 	switch {
 	case !known:
@@ -207,6 +207,10 @@ func appendFatesText(b []byte, as []AttemptReport) []byte {
 		b = appendLeft(b, sentText(e.ClientSent), 16)
 		b = append(b, "  "...)
 		b = append(b, sentText(e.ServerSent)...)
+		if e.Ready {
+			b = msText(append(b, "; ready at "...), e.ReadyAfter, true)
+			b = append(b, " ms"...)
+		}
 		b = append(b, '\n')
 	}
 	return b
@@ -234,7 +238,11 @@ func appendFatesAlike(b []byte, as []AttemptReport) []byte {
 	if server == "" {
 		server = "nothing"
 	}
-	return fmt.Appendf(b, "; client sent %s, server sent %s\n", client, server)
+	b = fmt.Appendf(b, "; client sent %s, server sent %s", client, server)
+	if e.Ready {
+		b = appendMSRange(b, "; READY at ", as, func(e *backoff.Ending) time.Duration { return e.ReadyAfter })
+	}
+	return append(b, '\n')
 }
 
 // appendMSRange appends label and the range of what over the

@@ -136,6 +136,8 @@ func (r *attemptRec) attempt() Attempt {
 //
 // A Tracker is not safe for concurrent use.
 type Tracker struct {
+	// last is the latest SYN's or segment's time (Last).
+	last stamp
 	// attempts in the order they were opened.
 	attempts blocks[attemptRec]
 	// table finds an attempt by its key: open addressing, linear probing,
@@ -352,6 +354,7 @@ func (t *Tracker) Add(s SYN) (a Attempt, isNew bool) {
 	t.syns++
 	k := keyOf(s)
 	sec, nsec := s.Time.Unix(), int32(s.Time.Nanosecond())
+	t.saw(stamp{sec, nsec})
 	fp := maphash.Comparable(t.seed, k) >> 32
 	i, slot := t.find(&k, fp)
 	if i >= 0 {
@@ -479,6 +482,7 @@ func (t *Tracker) push(s SYN) {
 		t.settle()
 	}
 	t.syns++
+	t.saw(stamp{s.Time.Unix(), int32(s.Time.Nanosecond())})
 	t.pushed.add(pushedOf(s))
 	if t.watching {
 		t.rememberPushed(t.pushed.n - 1)

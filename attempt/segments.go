@@ -214,6 +214,7 @@ func (t *Tracker) AddSegment(s *Segment) {
 	r.sport, r.dport = s.Src.Port(), s.Dst.Port()
 	r.seq, r.ack, r.flags, r.sent = s.Seq, s.Ack, s.Flags, codeOf(s.Sent)
 	r.sec, r.nsec = s.Time.Unix(), int32(s.Time.Nanosecond())
+	t.saw(r.at())
 	t.readSegment(&r)
 }
 
@@ -227,7 +228,26 @@ func (t *Tracker) AddSegmentView(v *SegmentView) {
 	r.sport, r.dport = v.SrcPort, v.DstPort
 	r.seq, r.ack, r.flags, r.sent = v.Seq, v.Ack, v.Flags, codeOf(v.Sent)
 	r.sec, r.nsec = v.Sec, v.Nsec
+	t.saw(r.at())
 	t.readSegment(&r)
+}
+
+// saw notes a packet of the port at at: the capture runs at least until
+// the latest (Last).
+func (t *Tracker) saw(at stamp) {
+	if t.last.before(at) {
+		t.last = at
+	}
+}
+
+// Last is the time of the latest SYN or segment of the port the tracker
+// read: where the capture is known to run to, for an attempt still open
+// there (backoff.Run.End); zero before any.
+func (t *Tracker) Last() time.Time {
+	if t.last == (stamp{}) {
+		return time.Time{}
+	}
+	return time.Unix(t.last.sec, int64(t.last.nsec)).UTC()
 }
 
 // watch starts the table of recent attempts, with the SYNs that wait,

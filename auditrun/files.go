@@ -137,7 +137,9 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 	if !cfg.ModeSet {
 		cfg.Mode, inferred = cs.InferMode(cfg.Policy)
 	}
-	aud := report.NewAudit(port, cfg.Policy, backoff.Run{Mode: cfg.Mode}, cs, info).Only(peers...)
+	// The capture runs at least to its last packet of the port: an
+	// attempt still held there is judged against its connect deadline.
+	aud := report.NewAudit(port, cfg.Policy, backoff.Run{Mode: cfg.Mode, End: tr.Last()}, cs, info).Only(peers...)
 	aud.ModeInferred = inferred
 	if cfg.Herd {
 		aud = aud.WithHerd()

@@ -163,6 +163,9 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 			ready++
 		case ClassHung:
 			iv = p.checkHung(k, step, e, d)
+		case ClassUnseen:
+			r.Unseen++
+			iv = p.check(k, step, e, d)
 		default:
 			iv = p.check(k, step, e, d)
 		}
@@ -177,8 +180,11 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 			e, step = p.Next(e), step+1
 		}
 	}
-	if len(times) > 0 {
+	if n := len(times); n > 0 {
 		r.Tail = p.tail(times, run, e)
+		if run.Class(n-1, p, times[n-1], 0) == ClassUnseen {
+			r.Unseen++
+		}
 	}
 	r.Reference = reading(r.Intervals, len(times), r.Tail, func(iv Interval) bool { return iv.OK })
 	r.Strict = reading(r.Intervals, len(times), r.Tail, func(iv Interval) bool { return iv.StrictOK })

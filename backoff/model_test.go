@@ -1,6 +1,8 @@
 package backoff
 
 import (
+	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -247,5 +249,96 @@ func TestParseRetryMode(t *testing.T) {
 	var m RetryMode
 	if !m.Is(ModeClose) || m.String() != "close" {
 		t.Errorf("zero mode %v", m)
+	}
+}
+
+// A READY connection resets the backoff in every mode, given or not: a
+// grpc-go client (backoff 500 ms ×1.6, no jitter) whose connection was
+// READY for 600 ms until the server went down reconnected 6 ms later, was
+// refused three times at 501, 801 and 1281 ms, and came back when the
+// server did. The interval after the READY one is reported, not judged,
+// and the next ones are intervals 1, 2, 3 of a new chain.
+func TestVerifyRunReadyResets(t *testing.T) {
+	p := Policy{BaseDelay: 500 * time.Millisecond, Multiplier: 1.6, MaxDelay: 120 * time.Second,
+		MinConnectTimeout: 20 * time.Second, Tolerance: 100 * time.Millisecond}
+	ts := chainAt(t0, 606, 501, 801, 1281)
+	endings := []Ending{
+		{Fate: FateClosed, Accepted: 20 * time.Microsecond, Duration: 600 * time.Millisecond, Ready: true, ReadyAfter: time.Millisecond,
+			ClientSent: PayloadH2Preface, ServerSent: PayloadH2Settings},
+		{Fate: FateRefused, Duration: 30 * time.Microsecond, RST: true},
+		{Fate: FateRefused, Duration: 30 * time.Microsecond, RST: true},
+		{Fate: FateRefused, Duration: 30 * time.Microsecond, RST: true},
+		{Fate: FateOpen, Accepted: 20 * time.Microsecond, Ready: true, ReadyAfter: time.Millisecond},
+	}
+	for _, mode := range []RetryMode{{}, {Kind: ModeRefuse}, {Kind: ModeRestart, Down: 2 * time.Second}, {Kind: ModeOutage, Serve: time.Second, Down: 2 * time.Second}} {
+		r := VerifyRun(p, ts, Run{Mode: mode, Endings: endings, End: ts[4].Add(time.Second)})
+		if !r.Passed() || !r.Strict.Passed {
+			t.Errorf("mode %v: %s; want passed", mode, r.Reason())
+		}
+		var got []string
+		for _, iv := range r.Intervals {
+			got = append(got, fmt.Sprintf("%s %.0f", cmp.Or(string(iv.Term), string(iv.Outcome)), iv.ExpectedMS))
+		}
+		if want := []string{"reset 0", "ok 500", "ok 800", "ok 1280"}; !slices.Equal(got, want) {
+			t.Errorf("mode %v: intervals %v, want %v", mode, got, want)
+		}
+	}
+	// Without the fates, the mode decides: close judges interval 1 against
+	// the first backoff and fails it.
+	if r := VerifyRun(p, ts, Run{}); r.Passed() || r.Reference.FirstFailure != 1 {
+		t.Errorf("without fates: %s, want interval 1 late", r.Reason())
+	}
+}
+
+// An attempt that nothing answered in the capture and that shows no wait
+// (no SYN retransmission) ended by the next SYN: with that SYN before the
+// connect deadline it is judged by the backoff window, not as a hang.
+func TestVerifyRunUnseen(t *testing.T) {
+	ts := chainAt(t0, 1000, 1600, 2560)
+	unseen := make([]Ending, 4)
+	for i := range unseen {
+		unseen[i] = Ending{Fate: FateUnanswered}
+	}
+	r := VerifyRun(DefaultPolicy(), ts, Run{Endings: unseen, End: ts[3].Add(time.Minute)})
+	if !r.Passed() || r.Unseen != 4 || r.Tail != "" {
+		t.Errorf("unseen answers: %s, %d unseen, tail %q; want passed, 4, none", r.Reason(), r.Unseen, r.Tail)
+	}
+	for _, iv := range r.Intervals {
+		if iv.Term != "" {
+			t.Errorf("interval %d: term %q, want the backoff's plain window", iv.K, iv.Term)
+		}
+	}
+	// Retransmitted, the wait shows: a hang.
+	hung := slices.Clone(unseen)
+	hung[0].Duration = 3 * time.Second
+	if c := (Run{Endings: hung}).Class(0, DefaultPolicy(), ts[0], time.Second); c != ClassHung {
+		t.Errorf("a retransmitted SYN: %v, want hung", c)
+	}
+	// The next SYN after the connect deadline: a hang too.
+	if c := (Run{Endings: unseen}).Class(0, DefaultPolicy(), ts[0], 21*time.Second); c != ClassHung {
+		t.Errorf("the next SYN 21 s later: %v, want hung", c)
+	}
+}
+
+func TestParseRetryModeOutage(t *testing.T) {
+	m, err := ParseRetryMode("outage=3s,5s")
+	if err != nil || m != (RetryMode{Kind: ModeOutage, Serve: 3 * time.Second, Down: 5 * time.Second}) || m.String() != "outage=3s,5s" {
+		t.Errorf("outage=3s,5s: %+v %q %v", m, m, err)
+	}
+	for _, bad := range []string{"outage", "outage=3s", "outage=3s,", "outage=,5s", "outage=0s,5s", "outage=3s,-1s", "outage=x,y"} {
+		if _, err := ParseRetryMode(bad); err == nil || !strings.Contains(err.Error(), "outage needs") {
+			t.Errorf("%q: %v, want an error that says what outage needs", bad, err)
+		}
+	}
+	// Without fates, an outage's attempts are READY but while the port is
+	// down.
+	run := Run{Mode: m, Down: t0.Add(3 * time.Second), Back: t0.Add(8 * time.Second)}
+	for _, tt := range []struct {
+		at   time.Duration
+		want Class
+	}{{0, ClassReady}, {3 * time.Second, ClassFailed}, {7 * time.Second, ClassFailed}, {8 * time.Second, ClassReady}} {
+		if got := run.Class(0, DefaultPolicy(), t0.Add(tt.at), time.Second); got != tt.want {
+			t.Errorf("at +%v: %v, want %v", tt.at, got, tt.want)
+		}
 	}
 }

@@ -98,6 +98,9 @@ type Result struct {
 	// again after it did (docs/spec.md §7). It fails both readings, with
 	// no interval at fault.
 	Tail string
+	// Unseen counts the attempts whose answer the capture lacks: nothing
+	// answered them and nothing shows them waiting (ClassUnseen).
+	Unseen int
 	// Recovery is set when the retry port came back during the chain
 	// (ModeRestart): how long after its return the client came again.
 	Recovery *Recovery

@@ -158,6 +158,9 @@ func (a *Audit) WriteJSON(w io.Writer) error {
 func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	writeTextHeader(bw, &a.Head)
+	if n := a.Summary.Unseen; n > 0 {
+		bw.Write(appendUnseen(nil, a.Capture.Attempts-n, a.Capture.Attempts))
+	}
 	if err := writePeersText(bw, a.Peers, !tables && a.Peers.Len() > TablesUpTo); err != nil {
 		return err
 	}

@@ -56,6 +56,7 @@ func summarize(peers []PeerReport) Summary {
 	var s Summary
 	for _, p := range peers {
 		s.count(p.Passed, p.Verdict)
+		s.Unseen += p.Unseen
 	}
 	return s
 }

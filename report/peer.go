@@ -32,6 +32,9 @@ type PeerReport struct {
 	Signatures      []backoff.Signature `json:"signatures,omitempty"`
 	Recovery        *backoff.Recovery   `json:"recovery,omitempty"`
 	Reconnects      *backoff.Reconnects `json:"reconnects,omitempty"`
+	// Unseen counts the attempts whose answer the capture lacks
+	// (backoff.ClassUnseen).
+	Unseen int `json:"unseen,omitempty"`
 }
 
 // AttemptReport is one attempt of a peer.
@@ -118,6 +121,9 @@ type Summary struct {
 	// ran with it. Only NewAudit looks for one (see capfit.go); a session's
 	// report is judged against the cap its Start asked for.
 	FitsCapMS int64 `json:"fits_cap_ms,omitempty"`
+	// Unseen counts the peers' attempts whose answer the capture lacks
+	// (PeerReport.Unseen).
+	Unseen int `json:"unseen,omitempty"`
 }
 
 // PeerReportOf is the report of a chain already verified: res is VerifyRun's
@@ -137,6 +143,7 @@ func PeerReportOf(c attempt.Chain, res backoff.Result) PeerReport {
 		Signatures:      backoff.Signatures(res),
 		Recovery:        res.Recovery,
 		Reconnects:      res.Reconnects,
+		Unseen:          res.Unseen,
 	}
 	if pr.Intervals == nil {
 		pr.Intervals = []backoff.Interval{}

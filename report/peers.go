@@ -78,6 +78,7 @@ type auditPeer struct {
 	strict    backoff.Reading
 	maxJitter float64          // the largest |jitter_pct| of its intervals
 	fit       backoff.CapRange // for a failing peer: the lower caps it could fit
+	unseen    int              // attempts whose answer the capture lacks
 	// overflow, when set, is the reason of a session that kept its
 	// maximum of attempts (Overflowed): it replaces the verdict.
 	overflow string
@@ -159,6 +160,7 @@ func VerifiedPeers(chains []attempt.Chain, results []backoff.Result) *Peers {
 func (ap *auditPeer) set(res backoff.Result) {
 	ap.verdict, ap.passed = res.Reference.Verdict, res.Reference.Passed
 	ap.refPassed, ap.strict, ap.maxJitter = res.ReferencePassed, res.Strict, maxJitter(res.Intervals)
+	ap.unseen = res.Unseen
 }
 
 // order sorts the peers into report order and counts them.
@@ -171,6 +173,7 @@ func (ps *Peers) count() Summary {
 	var s Summary
 	for _, p := range ps.peers {
 		s.count(p.passed, p.verdict)
+		s.Unseen += p.unseen
 	}
 	return s
 }

@@ -87,6 +87,13 @@ func writeRecordText(bw *bufio.Writer, p backoff.Policy, rec *RecordInfo, sessio
 	bw.WriteString("\n")
 }
 
+// appendUnseen says that answers of the attempts are missing from the
+// capture: captured of them had theirs.
+func appendUnseen(b []byte, captured, attempts int) []byte {
+	return fmt.Appendf(b, "answers captured for %d of %s: for the others the capture holds no answer and no SYN retransmission, so the next SYN shows each ended; they are judged by the backoff window\n",
+		captured, text.Plural(attempts, "attempt"))
+}
+
 // writeTextHeader writes the capture's line and the policy's.
 func writeTextHeader(w *bufio.Writer, h *Head) {
 	writeCaptureLine(w, h.Port, h.Capture)
@@ -157,6 +164,9 @@ func appendPeerText(b []byte, p PeerReport) []byte {
 	}
 	for _, sg := range p.Signatures {
 		b = fmt.Appendf(b, "  signature: %s (seen in %s): %s\n", sg.Name, sg.Seen, sg.Detail)
+	}
+	if p.Unseen > 0 {
+		b = appendUnseen(append(b, "  "...), len(p.Attempts)-p.Unseen, len(p.Attempts))
 	}
 	return appendFatesText(b, p.Attempts)
 }

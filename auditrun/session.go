@@ -158,7 +158,9 @@ func (s *liveSession) report(port uint16, attempts []attempt.Attempt, capInfo at
 		c := attempt.Chain{Peer: chain, Attempts: as}
 		// The model of the session's mode (docs/spec.md §7.3); the run
 		// ends with the session, or where the capture stopped.
-		res := backoff.VerifyRun(s.Params.Policy, c.Times(), backoff.Run{Mode: s.Params.Mode, End: s.runEnd(), Endings: c.Endings(), Back: s.Back})
+		run := s.Run()
+		run.End, run.Endings = s.runEnd(), c.Endings()
+		res := backoff.VerifyRun(s.Params.Policy, c.Times(), run)
 		input.Kernel = &res
 		chains, results = append(chains, c), append(results, res)
 	}

@@ -155,6 +155,32 @@ func (p Policy) check(k, step int, e float64, d time.Duration) Interval {
 	return iv
 }
 
+// With judges gap d in iv's window: what iv's verdict would be had the
+// interval measured d, as another clock measured it (the server's of the
+// kernel's interval). An interval after a READY connection is reported,
+// not judged, whatever it measured. StrictOK follows OK.
+func (iv Interval) With(d time.Duration) Interval {
+	out := iv
+	out.Measured, out.MeasuredMS, out.BackoffMS = d, Millis(d), floorMS(d)
+	if iv.Term == TermReset {
+		out.MaxMS = out.MeasuredMS
+		return out
+	}
+	if iv.ExpectedMS != 0 {
+		out.JitterPct = (out.MeasuredMS - iv.ExpectedMS) * 100 / iv.ExpectedMS
+	}
+	out.Outcome = OK
+	switch b := float64(out.BackoffMS); {
+	case b < iv.MinMS:
+		out.Outcome = Early
+	case b > iv.MaxMS:
+		out.Outcome = Late
+	}
+	out.OK = out.Outcome == OK
+	out.StrictOK = out.OK
+	return out
+}
+
 // WholeMS is the measured gap in whole milliseconds rounded down: BackoffMS
 // without its int32 saturation. Texts print it, so a gap of 30 days reads
 // as 2592000000 ms, not as 2147483647. It is computed from Measured, which

@@ -88,18 +88,22 @@ func (s *Session) ChoosePeerFromKernel(kernel []attempt.Attempt) {
 // the kernel's attempts. kernel may hold attempts of any address and any
 // time around the session: those outside it, and those of other addresses,
 // are explained, never judged. The verified peer's chain inside the
-// session gives the kernel's intervals; interval k of it is compared with
-// backoff_ms[k-1]. A list whose length is not the chain's less one is a
-// disagreement (one side has an attempt the other lacks), and the
-// intervals are then compared in order only as far as both go.
+// session gives the kernel's intervals. The server lists only the
+// attempts it accepted: where the kernel's fates show which those were
+// (an accepted fate), backoff_ms[j] is set against the interval between
+// the kernel's accepted attempts j and j+1, and compared when no attempt
+// the server missed lies between them; without fates, interval k is set
+// against backoff_ms[k-1]. Both are judged in the kernel's window (the
+// same mode, the same fates); the attempts the server could not see are
+// counted, never a disagreement.
 func NewBackoffCrossCheck(in CrossInput, kernel []attempt.Attempt, backoffMS []int32) CrossCheck {
 	c := CrossCheck{VerifiedPeer: in.VerifiedPeer, Tolerance: in.Policy.Tolerance, ServerSide: ServerSideBackoff,
 		Pairs: []Pair{}, Disagreements: []Disagreement{}}
 	inside := SessionAttempts(in, kernel)
-	var chain []time.Time
+	var chain []attempt.Attempt
 	for _, a := range inside {
 		if a.Src.Addr().Unmap() == in.VerifiedPeer {
-			chain = append(chain, a.Time)
+			chain = append(chain, a)
 		}
 	}
 	sorted := slices.Clone(kernel)
@@ -124,7 +128,10 @@ func NewBackoffCrossCheck(in CrossInput, kernel []attempt.Attempt, backoffMS []i
 	}
 	kr := in.Kernel
 	if kr == nil {
-		v := backoff.Verify(in.Policy, chain)
+		ch := attempt.Chain{Attempts: chain}
+		run := in.Run
+		run.Endings = ch.Endings()
+		v := backoff.VerifyRun(in.Policy, ch.Times(), run)
 		kr = &v
 	}
 	sr := in.Server
@@ -133,37 +140,68 @@ func NewBackoffCrossCheck(in CrossInput, kernel []attempt.Attempt, backoffMS []i
 		sr = &v
 	}
 	c.KernelPassed, c.ServerPassed = kr.Reference.Passed, sr.Reference.Passed
-	nk, ns := len(kr.Intervals), len(sr.Intervals)
-	for k := 1; k <= max(nk, ns); k++ {
-		p := IntervalPair{K: k, InKernel: k <= nk, InServer: k <= ns}
-		var kiv, siv backoff.Interval
-		if p.InKernel {
-			kiv = kr.Intervals[k-1]
-			p.KernelMS, p.KernelOK = kiv.MeasuredMS, kiv.OK
+
+	// Which of the chain's attempts the server saw: the accepted ones,
+	// where the fates say.
+	seen := make([]bool, len(chain))
+	fates := false
+	for i, a := range chain {
+		f := a.Ending.Fate
+		fates = fates || f != "" && f != backoff.FateUnknown
+		seen[i] = true
+	}
+	if fates {
+		for i, a := range chain {
+			if seen[i] = a.Ending.Fate.Accepted(); !seen[i] {
+				if c.ServerMissed == nil {
+					c.ServerMissed = map[string]int{}
+				}
+				c.ServerMissed[missedReason(in.Run, crossSide{ending: a.Ending})]++
+			}
+		}
+	}
+	c.ChainAttempts = len(chain)
+	var accepted []int // the chain's attempts the server saw, by index
+	for i, ok := range seen {
+		if ok {
+			accepted = append(accepted, i)
+		}
+	}
+	c.ServerSaw = len(accepted)
+	for j := 0; j+1 < len(accepted) || j < len(backoffMS); j++ {
+		p := IntervalPair{K: j + 1, InServer: j < len(backoffMS)}
+		var kiv backoff.Interval
+		if j+1 < len(accepted) {
+			a, b := accepted[j], accepted[j+1]
+			// The kernel's interval between the two, when the server
+			// missed no attempt between them.
+			if b == a+1 && b <= len(kr.Intervals) {
+				kiv = kr.Intervals[a]
+				p.K, p.InKernel = kiv.K, true
+				p.KernelMS, p.KernelOK = kiv.MeasuredMS, kiv.OK
+			}
 		}
 		if p.InServer {
-			siv = sr.Intervals[k-1]
-			p.ServerMS, p.ServerOK = siv.BackoffMS, siv.OK
-		}
-		if p.InKernel && p.InServer {
-			p.ShiftMS = float64(p.ServerMS) - float64(kiv.BackoffMS)
-			if kiv.OK != siv.OK {
-				c.Disagreements = append(c.Disagreements, c.shifted(kiv, siv, p.ShiftMS))
+			p.ServerMS = backoffMS[j]
+			siv := sr.Intervals[j]
+			p.ServerOK = siv.OK
+			if p.InKernel {
+				siv = kiv.With(time.Duration(p.ServerMS) * time.Millisecond)
+				siv.K = j + 1
+				p.ServerOK = siv.OK
+			}
+			if p.InKernel {
+				p.ShiftMS = float64(p.ServerMS) - float64(kiv.BackoffMS)
+				if kiv.OK != siv.OK {
+					c.Disagreements = append(c.Disagreements, c.shifted(kiv, siv, p.ShiftMS))
+				}
 			}
 		}
 		c.Intervals = append(c.Intervals, p)
 	}
-	if nk != ns {
-		c.Disagreements = append(c.Disagreements, Disagreement{
-			K: min(nk, ns) + 1, ServerK: min(nk, ns) + 1, ToleranceMS: backoff.Millis(c.Tolerance),
-			Cause: fmt.Sprintf("the server's backoff_ms has %s, the kernel's chain of %s inside the session %s: "+
-				"one side has an attempt the other lacks (a refused SYN, a SYN the capture missed, a connection the server counted from another address), "+
-				"so the intervals are compared in order only as far as both go",
-				text.Plural(ns, "interval"), chainText(in.VerifiedPeer), text.Plural(nk, "interval")),
-		})
-	}
 	c.Delay = DelayStats{}
-	c.Agree = nk == ns && len(c.Disagreements) == 0 && c.KernelPassed == c.ServerPassed
+	c.Agree = c.ServerSaw == c.ChainAttempts && len(backoffMS) == max(0, len(accepted)-1) &&
+		len(c.Disagreements) == 0 && c.KernelPassed == c.ServerPassed
 	return c
 }
 
@@ -224,16 +262,10 @@ func (c CrossCheck) writeBackoffText(bw *bufio.Writer) {
 		fmt.Fprintf(bw, "  %3d  %11s  %9s  %9s  %-6s  %s\n", p.K, kms, sms, shift,
 			okText(p.InKernel, p.KernelOK), okText(p.InServer, p.ServerOK))
 	}
-	for _, l := range c.KernelOnly {
-		fmt.Fprintf(bw, "  kernel only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(text.TimeLayout), l.Reason, l.Detail)
+	writeLone(bw, "kernel only", c.KernelOnly)
+	if c.ServerSaw > 0 && ns != c.ServerSaw-1 {
+		fmt.Fprintf(bw, "the server's backoff_ms has %s where the %d attempts it could see make %d\n",
+			text.Plural(ns, "interval"), c.ServerSaw, c.ServerSaw-1)
 	}
-	for _, d := range c.Disagreements {
-		fmt.Fprintf(bw, "DISAGREE interval %d: %s\n", d.K, d.Cause)
-	}
-	switch {
-	case c.Agree:
-		fmt.Fprintln(bw, "kernel and server timestamps agree: as many intervals, same verdict on every interval")
-	case len(c.Disagreements) == 0:
-		fmt.Fprintf(bw, "kernel and server verdicts differ: kernel passed=%v, server passed=%v\n", c.KernelPassed, c.ServerPassed)
-	}
+	c.writeVerdictText(bw, "as many intervals, same verdict on every interval")
 }

@@ -6,8 +6,10 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -26,13 +28,25 @@ func TestBackoffCrossCheck(t *testing.T) {
 		wantDisagree []int
 		// wantKernelOnly are the reasons of the attempts outside the comparison.
 		wantKernelOnly []string
+		mode           backoff.RetryMode
+		// wantText is a line the text must hold.
+		wantText string
 	}{
 		{name: "agree", kernel: kernelChain(), backoffMS: []int32{1000, 1000, 1000, 1000},
 			wantAgree: true, wantServerPassed: true},
 		{name: "server's app delay moves interval 2 out", kernel: kernelChain(), backoffMS: []int32{1000, 1301, 1000, 1000},
 			wantDisagree: []int{2}},
+		// Without fates, nothing says which attempt the server lacks: the
+		// lists are compared as far as both go, and the lengths are said,
+		// not a disagreement.
 		{name: "server has one interval fewer", kernel: kernelChain(), backoffMS: []int32{1000, 1000, 1000},
-			wantServerPassed: true, wantDisagree: []int{4}},
+			wantServerPassed: true, wantText: "the server's backoff_ms has 3 intervals where the 5 attempts it could see make 4"},
+		// The fates say the server could not see attempt 3 (refused while
+		// its port was down): its backoff_ms of 3 intervals spans it, and
+		// only the intervals between attempts it saw are compared.
+		{name: "a refused attempt is counted, not a disagreement", kernel: refuseThird(kernelChain()), backoffMS: []int32{1000, 2000, 1000},
+			mode: backoff.RetryMode{Kind: backoff.ModeRefuse}, wantServerPassed: false,
+			wantText: "the server saw 4 of the 5 attempts of 127.0.0.1: 1 refused while its port was down"},
 		{name: "foreign and outside attempts are explained, not compared",
 			kernel:    append(kernelChain(), syn(xOther, 50000, 500), syn(xClient, 40100, 20000)),
 			backoffMS: []int32{1000, 1000, 1000, 1000}, wantAgree: true, wantServerPassed: true,
@@ -40,7 +54,9 @@ func TestBackoffCrossCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := NewBackoffCrossCheck(crossInput(), tt.kernel, tt.backoffMS)
+			in := crossInput()
+			in.Run.Mode = tt.mode
+			c := NewBackoffCrossCheck(in, tt.kernel, tt.backoffMS)
 			if c.Agree != tt.wantAgree || c.ServerPassed != tt.wantServerPassed || !c.KernelPassed {
 				t.Errorf("Agree, ServerPassed, KernelPassed = %v, %v, %v; want %v, %v, true",
 					c.Agree, c.ServerPassed, c.KernelPassed, tt.wantAgree, tt.wantServerPassed)
@@ -80,8 +96,23 @@ func TestBackoffCrossCheck(t *testing.T) {
 			if got := strings.Count(text.String(), "DISAGREE"); got != len(tt.wantDisagree) {
 				t.Errorf("text has %d DISAGREE lines, want %d:\n%s", got, len(tt.wantDisagree), text.String())
 			}
+			if !strings.Contains(text.String(), tt.wantText) || strings.Contains(text.String(), "verdicts differ") {
+				t.Errorf("text lacks %q, or says the verdicts differ:\n%s", tt.wantText, text.String())
+			}
 		})
 	}
+}
+
+// refuseThird gives the attempts of chain fates: the third refused, the
+// others accepted and closed.
+func refuseThird(chain []attempt.Attempt) []attempt.Attempt {
+	for i := range chain {
+		chain[i].Ending = backoff.Ending{Fate: backoff.FateClosed, Accepted: 20 * time.Microsecond, Duration: 200 * time.Microsecond}
+		if i == 2 {
+			chain[i].Ending = backoff.Ending{Fate: backoff.FateRefused, Duration: 20 * time.Microsecond, RST: true}
+		}
+	}
+	return chain
 }
 
 // TestBackoffDisagreementText holds the diagnosis of an interval whose

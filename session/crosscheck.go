@@ -73,11 +73,15 @@ type CrossInput struct {
 	// Offline is set when the capture is a file: a SYN it lacks is "not in
 	// the capture", since a file keeps no drop counts.
 	Offline bool
+	// Run is what the session's chains are judged in (the retry mode,
+	// the session's end, the port's return); its Endings are ignored: each
+	// side's chain is judged with the fates of the kernel's attempts.
+	Run backoff.Run
 	// Kernel and Server, when set, are the readings of the verified peer's
-	// chain inside the session that the caller already has: Verify over
+	// chain inside the session that the caller already has: the model over
 	// the SYN times of SessionAttempts, and over the server's accept times
-	// (its own verdict, when it kept every attempt). NewCrossCheck verifies
-	// what is not given, so that each chain is verified once per reading.
+	// (its own verdict, when it kept every attempt). NewCrossCheck judges
+	// what is not given, so that each chain is judged once per reading.
 	Kernel, Server *backoff.Result
 	// Late holds connections the server accepted just after the session
 	// ended (record session 0): a SYN sent inside the session whose accept
@@ -218,6 +222,13 @@ type CrossCheck struct {
 	Delay         DelayStats
 	Disagreements []Disagreement
 	Tolerance     time.Duration
+	// ChainAttempts counts the verified peer's attempts inside the
+	// session, ServerSaw those the server's list holds; ServerMissed says
+	// why it lacks the others, by reason (its port was down, the kernel
+	// refused them, ...). They are not disagreements: a server cannot
+	// list what it never accepted.
+	ChainAttempts, ServerSaw int
+	ServerMissed             map[string]int
 	// ServerSide is "" when the server's list is its accepts (a record
 	// file, the in-process server), ServerSideBackoff when it is only its
 	// Stop's backoff_ms: Pairs, ServerOnly and Delay are then empty, and
@@ -255,6 +266,8 @@ type crossSide struct {
 	t    time.Time
 	ap   netip.AddrPort
 	pair int // index into CrossCheck.Pairs, -1 when alone
+	// ending is, for a SYN, its attempt's fate.
+	ending backoff.Ending
 	// late is, for a SYN, when the server accepted it after the session
 	// ended (in.Late); zero otherwise.
 	late time.Time
@@ -266,7 +279,7 @@ func crossSides(in CrossInput, kernel []attempt.Attempt, server []Accept) (ks, s
 	lateAt := in.late(kernel)
 	ks = make([]crossSide, len(kernel))
 	for i, a := range kernel {
-		ks[i] = crossSide{t: a.Time, ap: attempt.UnmapPort(a.Src), pair: -1, late: lateAt[i]}
+		ks[i] = crossSide{t: a.Time, ap: attempt.UnmapPort(a.Src), pair: -1, late: lateAt[i], ending: a.Ending}
 	}
 	ss = make([]crossSide, len(server))
 	for i, a := range server {
@@ -349,9 +362,11 @@ func (c *CrossCheck) explainServerOnly(in CrossInput, ss []crossSide) {
 	}
 }
 
-// diagnose verifies the chain as each side timed it and explains every
-// interval whose verdict differs, and every attempt of the chain that one
-// side lacks. It reports whether the chain has such a lone attempt.
+// diagnose judges the chain as each side timed it, with the same model
+// (the mode and the kernel's fates), and explains every interval whose
+// verdict differs between two attempts both sides saw. The attempts of the
+// chain the server's list lacks are counted with their reason, never a
+// disagreement. It reports whether the server lacks any.
 func (c *CrossCheck) diagnose(in CrossInput, ks, ss []crossSide) (lonely bool) {
 	var kc, sc []crossSide
 	for _, k := range ks {
@@ -364,64 +379,84 @@ func (c *CrossCheck) diagnose(in CrossInput, ks, ss []crossSide) (lonely bool) {
 			sc = append(sc, s)
 		}
 	}
-	kTimes := make([]time.Time, len(kc))
+	kTimes, kEnds := make([]time.Time, len(kc)), make([]backoff.Ending, len(kc))
+	byPair := map[int]backoff.Ending{}
 	for i, k := range kc {
-		kTimes[i] = k.t
+		kTimes[i], kEnds[i] = k.t, k.ending
+		if k.pair >= 0 {
+			byPair[k.pair] = k.ending
+		}
 	}
-	sTimes := make([]time.Time, len(sc))
+	sTimes, sEnds := make([]time.Time, len(sc)), make([]backoff.Ending, len(sc))
 	sIndex := map[int]int{} // pair index → position in sc
 	for i, s := range sc {
 		sTimes[i] = s.t
 		if s.pair >= 0 {
-			sIndex[s.pair] = i
+			sIndex[s.pair], sEnds[i] = i, byPair[s.pair]
 		}
 	}
 	kr, sr := in.Kernel, in.Server
 	if kr == nil {
-		v := backoff.Verify(in.Policy, kTimes)
+		run := in.Run
+		run.Endings = kEnds
+		v := backoff.VerifyRun(in.Policy, kTimes, run)
 		kr = &v
 	}
 	if sr == nil {
-		v := backoff.Verify(in.Policy, sTimes)
+		run := in.Run
+		run.Endings = sEnds
+		v := backoff.VerifyRun(in.Policy, sTimes, run)
 		sr = &v
 	}
 	c.KernelPassed, c.ServerPassed = kr.Reference.Passed, sr.Reference.Passed
-
-	for i, k := range kc {
-		if k.pair < 0 {
-			lonely = true
-			c.Disagreements = append(c.Disagreements, c.missing(kr, i, k.ap.Port(), "the kernel only (refused)"))
+	c.ChainAttempts = len(kc)
+	for _, k := range kc {
+		if k.pair >= 0 {
+			c.ServerSaw++
+			continue
 		}
-	}
-	for i, s := range sc {
-		if s.pair < 0 {
-			lonely = true
-			c.Disagreements = append(c.Disagreements, Disagreement{
-				ServerK: max(i, 0), ToleranceMS: backoff.Millis(in.Policy.Tolerance), SrcPort: s.ap.Port(),
-				Cause: fmt.Sprintf("accept %d (port %d) has no SYN in the capture (%s): the kernel's chain is one attempt short and its intervals from there on span other attempts",
-					i+1, s.ap.Port(), in.uncaptured(s.ap, s.t).Reason),
-			})
+		lonely = true
+		if c.ServerMissed == nil {
+			c.ServerMissed = map[string]int{}
 		}
+		c.ServerMissed[missedReason(in.Run, k)]++
 	}
-	for k := 1; k < len(kc); k++ {
+	for k := 1; k < len(kc) && k <= len(kr.Intervals); k++ {
 		a, b := kc[k-1], kc[k]
 		if a.pair < 0 || b.pair < 0 {
 			continue
 		}
 		sa, sb := sIndex[a.pair], sIndex[b.pair]
 		if sb != sa+1 {
-			continue // the server's interval spans another attempt: explained above
+			continue // the server's interval spans an attempt the kernel lacks
 		}
-		kiv, siv := kr.Intervals[k-1], sr.Intervals[sb-1]
+		kiv := kr.Intervals[k-1]
+		siv := kiv.With(sTimes[sb].Sub(sTimes[sa]))
+		siv.K = sb
 		if kiv.OK == siv.OK {
 			continue
 		}
 		c.Disagreements = append(c.Disagreements, c.moved(kiv, siv, k, c.Pairs[a.pair], c.Pairs[b.pair]))
 	}
-	slices.SortStableFunc(c.Disagreements, func(a, b Disagreement) int {
-		return cmp.Or(cmp.Compare(a.K, b.K), cmp.Compare(a.ServerK, b.ServerK))
-	})
 	return lonely
+}
+
+// missedReason says why the server's list lacks attempt k of the chain:
+// its fate, and what the retry mode did at that moment.
+func missedReason(run backoff.Run, k crossSide) string {
+	switch f := k.ending.Fate; {
+	case f == backoff.FateRefused && (run.Mode.Is(backoff.ModeRefuse) || run.Mode.Is(backoff.ModeRestart) || run.Mode.Is(backoff.ModeOutage)):
+		return "refused while its port was down"
+	case f == backoff.FateRefused:
+		return "refused"
+	case f == backoff.FateUnanswered:
+		return "unanswered"
+	case f.Accepted():
+		return "accepted by the kernel, never recorded by the server"
+	case run.Mode.Is(backoff.ModeRefuse) || run.Mode.Is(backoff.ModeRestart) || run.Mode.Is(backoff.ModeOutage):
+		return "made while its port may have been down"
+	}
+	return "never recorded by the server"
 }
 
 // moved diagnoses interval k, between attempts k and k+1 of the kernel's
@@ -443,19 +478,6 @@ func (c CrossCheck) moved(kiv, siv backoff.Interval, k int, a, b Pair) Disagreem
 		"kernel %d ms is %s, server %d ms is %s (window %.0f–%.0f ms, of which %.0f ms on each side is tolerance)",
 		who, p.SrcPort, backoff.Millis(p.Delay), verb, k, math.Abs(d.ShiftMS),
 		kiv.WholeMS(), kiv.Outcome, siv.WholeMS(), siv.Outcome, kiv.MinMS, kiv.MaxMS, d.ToleranceMS)
-	return d
-}
-
-// missing names attempt i of the kernel's chain, which the server's list
-// lacks: the kernel's intervals i and i+1 (1-based) have no counterpart.
-func (c CrossCheck) missing(kr *backoff.Result, i int, port uint16, side string) Disagreement {
-	d := Disagreement{K: i, Attempt: i + 1, SrcPort: port, ToleranceMS: backoff.Millis(c.Tolerance), KernelOK: true}
-	if i > 0 {
-		d.KernelOK = kr.Intervals[i-1].OK
-		d.KernelMS = kr.Intervals[i-1].BackoffMS
-	}
-	d.Cause = fmt.Sprintf("attempt %d (port %d) was seen by %s: the server's chain is one attempt short and its intervals from there on span other attempts",
-		i+1, port, side)
 	return d
 }
 

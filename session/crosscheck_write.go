@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
@@ -79,13 +82,17 @@ type crossJSON struct {
 	ToleranceMS   float64        `json:"tolerance_ms"`
 	ServerSide    string         `json:"server_side,omitempty"`
 	Intervals     []IntervalPair `json:"intervals,omitempty"`
+	ChainAttempts int            `json:"chain_attempts"`
+	ServerSaw     int            `json:"server_saw"`
+	ServerMissed  map[string]int `json:"server_missed,omitempty"`
 }
 
 // MarshalJSON writes {"agree","verified_peer","kernel_passed","server_passed",
 // "pairs","kernel_only","server_only","delay_us":{"count","min","median",
 // "p99","max"},"disagreements":[{"k","server_k","kernel_ok","server_ok",
 // "kernel_ms","server_ms","attempt","src_port","shift_ms","tolerance_ms",
-// "cause"}],"tolerance_ms"}; lists are [] when empty, never null. A
+// "cause"}],"tolerance_ms","chain_attempts","server_saw","server_missed":
+// {"reason": count}}; lists are [] when empty, never null. A
 // cross-check against backoff_ms adds "server_side": "backoff_ms" and
 // "intervals": [{"k","kernel_ms","server_ms","shift_ms","kernel_ok",
 // "server_ok","in_kernel","in_server"}].
@@ -95,6 +102,7 @@ func (c CrossCheck) MarshalJSON() ([]byte, error) {
 		Pairs: c.Pairs, KernelOnly: c.KernelOnly, ServerOnly: c.ServerOnly,
 		Delay: c.Delay, Disagreements: c.Disagreements, ToleranceMS: backoff.Millis(c.Tolerance),
 		ServerSide: c.ServerSide, Intervals: c.Intervals,
+		ChainAttempts: c.ChainAttempts, ServerSaw: c.ServerSaw, ServerMissed: c.ServerMissed,
 	}
 	if c.VerifiedPeer.IsValid() {
 		j.VerifiedPeer = c.VerifiedPeer.String()
@@ -131,8 +139,51 @@ func (c *CrossCheck) UnmarshalJSON(b []byte) error {
 		Pairs: j.Pairs, KernelOnly: j.KernelOnly, ServerOnly: j.ServerOnly, Delay: j.Delay,
 		Disagreements: j.Disagreements, Tolerance: time.Duration(j.ToleranceMS * float64(time.Millisecond)),
 		ServerSide: j.ServerSide, Intervals: j.Intervals,
+		ChainAttempts: j.ChainAttempts, ServerSaw: j.ServerSaw, ServerMissed: j.ServerMissed,
 	}
 	return nil
+}
+
+// maxLone is how many attempts of one side a text lists: a storm's are
+// thousands, which their count says as well.
+const maxLone = 20
+
+// writeLone lists the attempts one side saw alone, at most maxLone.
+func writeLone(bw *bufio.Writer, side string, ls []Lone) {
+	for i, l := range ls {
+		if i == maxLone {
+			fmt.Fprintf(bw, "  %s: %d more (the JSON report lists them all)\n", side, len(ls)-maxLone)
+			break
+		}
+		fmt.Fprintf(bw, "  %s: %s at %s: %s (%s)\n", side, netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(text.TimeLayout), l.Reason, l.Detail)
+	}
+}
+
+// writeVerdictText writes what the server's list lacks of the chain, one
+// line per disagreement, and the conclusion: the two agree (same, what),
+// agree on every interval both saw, or reach different verdicts.
+func (c CrossCheck) writeVerdictText(bw *bufio.Writer, same string) {
+	if c.ServerSaw < c.ChainAttempts {
+		reasons := slices.Sorted(maps.Keys(c.ServerMissed))
+		parts := make([]string, len(reasons))
+		for i, r := range reasons {
+			parts[i] = fmt.Sprintf("%d %s", c.ServerMissed[r], r)
+		}
+		fmt.Fprintf(bw, "the server saw %d of the %s of %s: %s\n", c.ServerSaw, text.Plural(c.ChainAttempts, "attempt"),
+			chainText(c.VerifiedPeer), strings.Join(parts, ", "))
+	}
+	for _, d := range c.Disagreements {
+		fmt.Fprintf(bw, "DISAGREE interval %d: %s\n", d.K, d.Cause)
+	}
+	switch {
+	case c.Agree:
+		fmt.Fprintln(bw, "kernel and server timestamps agree: "+same)
+	case len(c.Disagreements) > 0:
+	case c.ServerSaw < c.ChainAttempts || c.KernelPassed == c.ServerPassed:
+		fmt.Fprintln(bw, "kernel and server timestamps agree on every interval both saw")
+	default:
+		fmt.Fprintf(bw, "kernel and server verdicts differ: kernel passed=%v, server passed=%v\n", c.KernelPassed, c.ServerPassed)
+	}
 }
 
 // WriteText writes the cross-check for a person: every pair with its app
@@ -159,23 +210,12 @@ func (c CrossCheck) WriteText(w io.Writer) error {
 			p.KernelTime.UTC().Format(text.TimeLayout), p.AcceptTime.UTC().Format(text.TimeLayout),
 			float64(p.Delay)/float64(time.Microsecond), mark)
 	}
-	for _, l := range c.KernelOnly {
-		fmt.Fprintf(bw, "  kernel only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(text.TimeLayout), l.Reason, l.Detail)
-	}
-	for _, l := range c.ServerOnly {
-		fmt.Fprintf(bw, "  server only: %s at %s: %s (%s)\n", netip.AddrPortFrom(l.Peer, l.SrcPort), l.Time.UTC().Format(text.TimeLayout), l.Reason, l.Detail)
-	}
+	writeLone(bw, "kernel only", c.KernelOnly)
+	writeLone(bw, "server only", c.ServerOnly)
 	if d := c.Delay; d.Count > 0 {
 		fmt.Fprintf(bw, "app delay over %s: min %.1f µs, median %.1f µs, p99 %.1f µs, max %.1f µs\n",
 			text.Plural(d.Count, "pair"), d.MinUS, d.MedianUS, d.P99US, d.MaxUS)
 	}
-	for _, d := range c.Disagreements {
-		fmt.Fprintf(bw, "DISAGREE interval %d: %s\n", d.K, d.Cause)
-	}
-	if c.Agree {
-		fmt.Fprintln(bw, "kernel and server timestamps agree: same attempts, same verdict on every interval")
-	} else if len(c.Disagreements) == 0 {
-		fmt.Fprintf(bw, "kernel and server verdicts differ: kernel passed=%v, server passed=%v\n", c.KernelPassed, c.ServerPassed)
-	}
+	c.writeVerdictText(bw, "same attempts, same verdict on every interval")
 	return bw.Flush()
 }

@@ -182,7 +182,18 @@ func (s *Session) Input(captureStart time.Time, lost uint64) CrossInput {
 		Start: s.Start, End: s.EndTime,
 		CaptureStart: captureStart, Lost: lost,
 		Late: s.Late,
+		Run:  s.Run(),
 	}
+}
+
+// Run is what the session's chains are judged in: its retry mode, its end,
+// and when its retry port went down and came back.
+func (s *Session) Run() backoff.Run {
+	r := backoff.Run{Mode: s.Params.Mode, End: s.EndTime, Back: s.Back}
+	if m := s.Params.Mode; m.Is(backoff.ModeOutage) {
+		r.Down = s.Start.Add(m.Serve)
+	}
+	return r
 }
 
 // Overlaps reports whether the session could hold attempts seen between

@@ -114,7 +114,12 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 	}
 	tr := pt.Tracker(port)
 	info.SYNs = uint64(tr.SYNs())
-	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd}
+	// Every peer is verified, whatever Peers keeps.
+	cs, inferred := tr.Chains(), false
+	if !cfg.ModeSet {
+		cfg.Mode, inferred = cs.InferMode(cfg.Policy)
+	}
+	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd, Mode: cfg.Mode}
 	if cfg.PolicySet {
 		opt.Policy = &cfg.Policy
 	}
@@ -131,11 +136,6 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 		var o Outcome
 		o.Failed, o.Sessions, o.FirstFailure, err = WriteSessions(out, errOut, rep, cfg.JSON, cfg.HTML)
 		return o, err
-	}
-	// Every peer is verified, whatever Peers keeps.
-	cs, inferred := tr.Chains(), false
-	if !cfg.ModeSet {
-		cfg.Mode, inferred = cs.InferMode(cfg.Policy)
 	}
 	// The capture runs at least to its last packet of the port: an
 	// attempt still held there is judged against its connect deadline.

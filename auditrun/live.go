@@ -156,7 +156,7 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	defer live.Close()
 	var ctl *controlFeed
 	if cfg.ControlPort != 0 {
-		if ctl, err = openControl(cfg.Iface, uint16(cfg.ControlPort), shared, q.pushEvent, q.pushWarning); err != nil {
+		if ctl, err = openControl(cfg.Iface, uint16(cfg.ControlPort), cfg.Server.Mode, shared, q.pushEvent, q.pushWarning); err != nil {
 			return Outcome{}, err
 		}
 		defer ctl.close()
@@ -539,7 +539,7 @@ func (a *liveAuditor) addSYN(s attempt.SYN) {
 		a.tr.AddAttempt(at)
 		a.inside++
 		if !a.cfg.JSON {
-			fmt.Fprintln(a.out, a.sess.attemptLine(at))
+			fmt.Fprintln(a.out, a.sess.attemptLine(at, a.tr.Ending))
 		}
 	}
 }
@@ -600,14 +600,21 @@ func (a *liveAuditor) addEvent(e session.RecordEvent) {
 		// Read from the control port, the server's list is Stop's
 		// backoff_ms alone.
 		a.sess.BackoffOnly = a.ctl != nil
-		// A record file is read some ms late: SYNs of the session may
-		// have come before its Start.
-		if a.outside > 0 {
-			a.hold(a.tr.List())
-		}
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "session %d: Start from %s, max_reconnect_backoff_ms %d (%v)\n",
 				e.Session, e.Peer, a.sess.Params.MaxReconnectBackoffMS, a.sess.Params.Policy)
+		}
+		// A record file is read some ms late: SYNs of the session may
+		// have come before its Start. They join it, and get their lines.
+		if a.outside > 0 {
+			held := a.tr.List()
+			slices.SortStableFunc(held, func(x, y attempt.Attempt) int { return x.Time.Compare(y.Time) })
+			a.hold(held)
+			for _, at := range held {
+				if a.sess.contains(at.Time) && !a.cfg.JSON {
+					fmt.Fprintln(a.out, a.sess.attemptLine(at, a.tr.Ending)+"  (its SYN came before the Start was read)")
+				}
+			}
 		}
 	case session.Ended:
 		if a.sess != nil && !a.ending {

@@ -28,6 +28,9 @@ type RecordOptions struct {
 	// Herd ends the report with the herd of every chain of the capture
 	// (not only the sessions' verified peers).
 	Herd bool
+	// Mode is the retry mode of sessions whose server does not say it (a
+	// control port's): given, or read from the fates.
+	Mode backoff.RetryMode
 }
 
 // AuditRecord judges every session of a record file that overlaps the

@@ -153,35 +153,31 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 		r.Intervals = make([]Interval, 0, n)
 		r.BackoffMS = make([]int32, 0, n)
 	}
-	e, step, ready := p.first(), 1, 0
-	for k := 1; k < len(times); k++ {
-		d := times[k].Sub(times[k-1])
-		var iv Interval
-		switch run.Class(k-1, p, times[k-1], d) {
+	j := Judge{Policy: p, Run: run}
+	ready := 0
+	for k, t := range times {
+		var prev Ending
+		if k > 0 && k-1 < len(run.Endings) {
+			prev = run.Endings[k-1]
+		}
+		iv, class, ok := j.Next(t, prev)
+		if !ok {
+			continue
+		}
+		switch class {
 		case ClassReady:
-			iv = p.reset(k, d)
 			ready++
-		case ClassHung:
-			iv = p.checkHung(k, step, e, d)
 		case ClassUnseen:
 			r.Unseen++
-			iv = p.check(k, step, e, d)
-		default:
-			iv = p.check(k, step, e, d)
 		}
 		r.Intervals = append(r.Intervals, iv)
 		r.BackoffMS = append(r.BackoffMS, iv.BackoffMS)
 		if !iv.OK {
 			r.ReferencePassed = false
 		}
-		if iv.Term == TermReset {
-			e, step = p.first(), 1
-		} else {
-			e, step = p.Next(e), step+1
-		}
 	}
 	if n := len(times); n > 0 {
-		r.Tail = p.tail(times, run, e)
+		r.Tail = p.tail(times, run, j.e)
 		if run.Class(n-1, p, times[n-1], 0) == ClassUnseen {
 			r.Unseen++
 		}
@@ -195,6 +191,55 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 		r.Reconnects = p.reconnects(r.Intervals)
 	}
 	return r
+}
+
+// Judge applies the model to one chain an attempt at a time, as the
+// attempts come: the live auditor's lines, the server's log, the interop
+// client's check. VerifyRun is a Judge over a whole chain, so that a line
+// printed as an attempt arrives says what the verdict will. The zero
+// Judge's policy is the zero Policy: set Policy and Run (its Endings are
+// not read).
+type Judge struct {
+	Policy Policy
+	Run    Run
+	n      int       // attempts so far
+	last   time.Time // the last attempt's start
+	e      float64   // the next interval's expected backoff, in ms
+	step   int       // the next interval's step since the chain began or reset
+}
+
+// Attempts is the number of attempts judged so far.
+func (j *Judge) Attempts() int { return j.n }
+
+// Next judges the interval that an attempt at t ends, prev being what the
+// wire (or the server) showed of the attempt before it; ok is false for
+// the chain's first attempt, which ends no interval. class is what the
+// model read of the attempt before.
+func (j *Judge) Next(t time.Time, prev Ending) (iv Interval, class Class, ok bool) {
+	j.n++
+	if j.n == 1 {
+		j.last, j.e, j.step = t, j.Policy.first(), 1
+		return Interval{}, ClassFailed, false
+	}
+	p, k, d := j.Policy, j.n-1, t.Sub(j.last)
+	run := j.Run
+	run.Endings = []Ending{prev}
+	class = run.Class(0, p, j.last, d)
+	switch class {
+	case ClassReady:
+		iv = p.reset(k, d)
+	case ClassHung:
+		iv = p.checkHung(k, j.step, j.e, d)
+	default:
+		iv = p.check(k, j.step, j.e, d)
+	}
+	if iv.Term == TermReset {
+		j.e, j.step = p.first(), 1
+	} else {
+		j.e, j.step = p.Next(j.e), j.step+1
+	}
+	j.last = t
+	return iv, class, true
 }
 
 // checkHung judges gap d as interval k after an attempt that hung until

@@ -85,6 +85,12 @@ type Config struct {
 	Reissue bool
 	// Deadline is the retry RPC's deadline (the reference uses 540 s).
 	Deadline time.Duration
+	// Mode is the retry port's mode (`audit server --retry_mode`), which
+	// the own check judges the server's list in; the zero Mode is the
+	// interop test's. In a mode where the server cannot see every attempt
+	// (backoff.RetryMode.ServerSeesAll) neither the server's answer nor the
+	// own check judges the chain: only the kernel's SYNs do.
+	Mode backoff.RetryMode
 	// Progress, when not nil, gets a line per connectivity-state change of
 	// the retry channel while the retry RPC waits, and a line every
 	// ProgressEvery while the state holds: the RPC can only end at its
@@ -237,7 +243,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Steps 4 and 5.
 	rep.Server = info
-	rep.Own = checkBackoffs(cfg.policy(), info.GetBackoffMs())
+	rep.Own = backoff.VerifyBackoff(cfg.policy(), info.GetBackoffMs(), cfg.Mode)
 	return rep, nil
 }
 
@@ -466,21 +472,6 @@ func (c Config) retryCredentials() (credentials.TransportCredentials, error) {
 	return credentials.NewClientTLSFromCert(pool, name), nil
 }
 
-// checkBackoffs runs the one verifier over the server's backoff_ms. Gaps
-// laid end to end from an arbitrary origin are whole milliseconds, so
-// Verify's floor leaves each value unchanged and every interval is judged
-// exactly as the server judged it.
-func checkBackoffs(p backoff.Policy, backoffMS []int32) backoff.Result {
-	times := make([]time.Time, len(backoffMS)+1)
-	t := time.Unix(0, 0)
-	times[0] = t
-	for i, b := range backoffMS {
-		t = t.Add(time.Duration(b) * time.Millisecond)
-		times[i+1] = t
-	}
-	return backoff.Verify(p, times)
-}
-
 // Verdict is the run's outcome: it passes only when the retry RPC ended in
 // DEADLINE_EXCEEDED, the server said passed and the own check agrees.
 // reason names what failed first.
@@ -488,6 +479,8 @@ func (r *Report) Verdict() (passed bool, reason string) {
 	switch {
 	case r.Retry.Code != codes.DeadlineExceeded:
 		return false, fmt.Sprintf("retry RPC ended in %v, want DeadlineExceeded: %v", r.Retry.Code, r.Retry.Err)
+	case r.Own.Reference.Verdict == backoff.NotJudged:
+		return true, "" // the server's answer cannot judge this mode either
 	case !r.Server.GetPassed() && !r.Own.Passed():
 		return false, "server says failed; " + r.Own.Reason()
 	case !r.Server.GetPassed():
@@ -517,9 +510,29 @@ func (r *Report) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// Numbers align right; the verdict, after the last tab, stays left.
 	fmt.Fprint(tw, "k\tbackoff_ms\texpected_ms\twindow_ms\tjitter\t  verdict\n")
-	for _, iv := range r.Own.Intervals {
+	ivs := r.Own.Intervals
+	for i := 0; i < len(ivs); i++ {
+		iv := ivs[i]
+		j := i
+		for j < len(ivs) && ivs[j].Term == backoff.TermReset {
+			j++
+		}
+		if j-i >= 3 { // a storm of READY connections: one row
+			lo, hi := ivs[i].BackoffMS, ivs[i].BackoffMS
+			for _, v := range ivs[i:j] {
+				lo, hi = min(lo, v.BackoffMS), max(hi, v.BackoffMS)
+			}
+			fmt.Fprintf(tw, "%d–%d\t%d–%d\t-\t-\t-\t  %d intervals after READY connections: reset, not judged\n",
+				iv.K, ivs[j-1].K, lo, hi, j-i)
+			i = j - 1
+			continue
+		}
+		verdict := string(iv.Outcome)
+		if iv.Term != "" {
+			verdict += " (" + string(iv.Term) + ")"
+		}
 		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f–%.0f\t%+.2f%%\t  %s\n",
-			iv.K, iv.BackoffMS, iv.ExpectedMS, iv.MinMS, iv.MaxMS, iv.JitterPct, iv.Outcome)
+			iv.K, iv.BackoffMS, iv.ExpectedMS, iv.MinMS, iv.MaxMS, iv.JitterPct, verdict)
 	}
 	tw.Flush()
 

@@ -99,9 +99,18 @@ type running struct {
 	endings []backoff.Ending
 }
 
+// chainState is one address's chain as the log judges it, an interval a
+// line as each connection arrives: the model (backoff.Judge) in the
+// session's mode, as the verdict judges the chain.
 type chainState struct {
-	n    int
-	last time.Time
+	n     int
+	judge backoff.Judge
+}
+
+// run is what the session's chains are judged in: the mode, and when its
+// retry port came back.
+func (s *Session) run() backoff.Run {
+	return backoff.Run{Mode: s.Params.Mode, Back: s.Back}
 }
 
 // accepted records one retry connection and logs its interval. It returns
@@ -128,16 +137,14 @@ func (s *Server) accepted(peer netip.AddrPort) *heldConn {
 			sess.Accepts = append(sess.Accepts, session.Accept{Peer: peer, Time: t})
 			ch := sess.chains[peer.Addr()]
 			if ch == nil {
-				ch = &chainState{}
+				ch = &chainState{judge: backoff.Judge{Policy: sess.Params.Policy, Run: sess.run()}}
 				sess.chains[peer.Addr()] = ch
 				sess.order = append(sess.order, peer.Addr())
 			}
-			if ch.n > 0 {
-				v := sess.Params.Policy.Check(ch.n, t.Sub(ch.last))
+			if v, _, ok := ch.judge.Next(t, backoff.Ending{}); ok {
 				iv = &v
 			}
 			ch.n++
-			ch.last = t
 		}
 	}
 	var startAddr netip.Addr
@@ -404,9 +411,9 @@ func (s *Server) verdict(sess *running) {
 	// attempt's ending, set each interval's window; a hung last attempt
 	// the client never gave up on fails the chain. In close mode it is
 	// backoff.Verify.
-	r := backoff.VerifyRun(sess.Params.Policy, times, backoff.Run{
-		Mode: sess.Params.Mode, End: sess.Ended, Endings: sess.Endings, Back: sess.Back,
-	})
+	run := sess.run()
+	run.End, run.Endings = sess.Ended, sess.Endings
+	r := backoff.VerifyRun(sess.Params.Policy, times, run)
 	end.Reason = r.Reason()
 	switch m := sess.Params.Mode; {
 	case m.Is(backoff.ModeRefuse):

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/interop"
 )
 
@@ -35,6 +36,14 @@ of a PEM file instead, for a retry port that completes the handshake, and
 again each time it fails before the deadline, for a retry port whose
 connections succeed and then drop (audit server --retry_mode settings-close
 or goaway): a channel with no RPC waiting does not reconnect.
+
+--retry_mode names the retry port's mode (audit server --retry_mode), which
+the own check judges backoff_ms in: after a connection that reached READY
+(settings-close, goaway) the backoff begins anew and the interval is not
+judged. In refuse, restart and outage the server's list lacks the attempts
+its port refused: neither its answer nor the own check can judge the chain,
+both say so, and that is not a failure (audit live judges it from the
+kernel's SYNs).
 
 While the retry RPC waits, stderr gets a line per state change of the retry
 channel and one every ` + interop.DefaultProgressEvery.String() + ` otherwise, each with the time so far and the
@@ -77,6 +86,7 @@ Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 	f.StringVar(&cfg.CAFile, "ca_file", "", "PEM roots the retry channel trusts (default: a certificate made in memory)")
 	f.StringVar(&cfg.ServerHostOverride, "server_host_override", interop.DefaultServerHostOverride,
 		"the server name TLS asks for and checks")
+	f.TextVar(&cfg.Mode, "retry_mode", cfg.Mode, "the retry port's mode, which the own check judges backoff_ms in: "+backoff.ModeNames)
 	f.BoolVar(&cfg.Reissue, "reissue", false, "make the retry RPC again when it fails before the deadline")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr while the retry RPC waits")
 	cmd.MarkFlagRequired("server_control_port")

@@ -288,7 +288,7 @@ func VerifyBackoff(p Policy, backoffMS []int32, mode RetryMode) Result {
 	r := VerifyRun(p, times, Run{Mode: mode})
 	if !mode.ServerSeesAll() {
 		r.Reference, r.Strict = Reading{Verdict: NotJudged}, Reading{Verdict: NotJudged}
-		r.Skipped = fmt.Sprintf("not judged: in %v mode the server's list holds only the attempts it accepted, not those refused while its port was down; the kernel's SYNs judge the chain", mode)
+		r.Skipped = fmt.Sprintf("in %v mode the server's list holds only the attempts it accepted, not those refused while its port was down; the kernel's SYNs judge the chain", mode)
 	}
 	return r
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -23,7 +24,11 @@ import (
 //     closes;
 //   - settings-close and goaway: accept, stamp, complete TLS with ALPN h2,
 //     read the client's HTTP/2 preface, send the server's SETTINGS (and a
-//     GOAWAY), and close: the attempt succeeds and the connection dies.
+//     GOAWAY), and close: the attempt succeeds and the connection dies;
+//   - outage=A,D: for A from the session's start, accept, stamp, complete
+//     TLS with ALPN h2 and serve HTTP/2, answering every RPC UNAVAILABLE
+//     and holding the connection READY; then close every connection and
+//     refuse for D; then serve again until the session ends.
 //
 // Outside sessions the port accepts and closes in every mode.
 
@@ -36,19 +41,18 @@ func (s *Server) initMode() error {
 	if err != nil {
 		return fmt.Errorf("retry mode: %w", err)
 	}
-	if m.Kind != backoff.ModeRestart && m.Down != 0 {
-		return fmt.Errorf("retry mode %s: only restart takes a duration (got %v)", m, m.Down)
+	if m.Kind != backoff.ModeRestart && m.Kind != backoff.ModeOutage && (m.Down != 0 || m.Serve != 0) {
+		return fmt.Errorf("retry mode %s: only restart and outage take durations (got %v, %v)", m, m.Down, m.Serve)
 	}
 	s.mode, m = p, p
-	if s.cfg.TLSCert != nil && !m.Is(backoff.ModeSettingsClose) && !m.Is(backoff.ModeGoaway) {
-		return fmt.Errorf("--tls_cert: --retry_mode=%s presents no certificate (only settings-close and goaway do)", m)
+	if s.cfg.TLSCert != nil && !m.Succeeds() {
+		return fmt.Errorf("--tls_cert: --retry_mode=%s presents no certificate (only settings-close, goaway and outage do)", m)
+	}
+	if !m.ServerSeesAll() && !canStopListening {
+		return fmt.Errorf("retry mode %s: the retry port can stop listening on Linux only", m)
 	}
 	switch m.Kind {
-	case backoff.ModeRefuse, backoff.ModeRestart:
-		if !canStopListening {
-			return fmt.Errorf("retry mode %s: the retry port can stop listening on Linux only", m)
-		}
-	case backoff.ModeSettingsClose, backoff.ModeGoaway:
+	case backoff.ModeSettingsClose, backoff.ModeGoaway, backoff.ModeOutage:
 		cert := s.cfg.TLSCert
 		if cert == nil {
 			c, err := defaultCertificate()
@@ -91,7 +95,7 @@ type heldConn struct {
 func (s *Server) holdLocked(sess *running, peer netip.AddrPort, t time.Time) (hc *heldConn, full bool) {
 	limit := 0
 	switch sess.Params.Mode.Kind {
-	case backoff.ModeHang:
+	case backoff.ModeHang, backoff.ModeOutage:
 		limit = s.cfg.MaxHeld
 	case backoff.ModeSettingsClose, backoff.ModeGoaway:
 		limit = s.cfg.MaxHandshakes
@@ -123,9 +127,12 @@ func (s *Server) serveHeld(hc *heldConn, c net.Conn) {
 	s.holders.Add(1)
 	go func() {
 		defer s.holders.Done()
-		if hc.sess.Params.Mode.Hangs() {
+		switch m := hc.sess.Params.Mode; {
+		case m.Hangs():
 			s.hold(hc, c)
-		} else {
+		case m.Is(backoff.ModeOutage):
+			s.serve(hc, c)
+		default:
 			s.handshake(hc, c)
 		}
 	}()
@@ -228,6 +235,58 @@ func (s *Server) handshake(hc *heldConn, c net.Conn) {
 		s.log.Info("retry connection closed before the server's SETTINGS", "session", id,
 			"peer", hc.peer.String(), "err", err)
 	}
+}
+
+// serve holds a connection READY in outage mode: TLS with ALPN h2, then
+// HTTP/2 served until the client closes it, the port goes down or the
+// session ends (which close it), every RPC answered UNAVAILABLE.
+func (s *Server) serve(hc *heldConn, c net.Conn) {
+	c.SetDeadline(time.Now().Add(s.handshakeTimeout))
+	tc := tls.Server(c, s.tlsConf)
+	err := tc.Handshake()
+	if err == nil && tc.ConnectionState().NegotiatedProtocol != http2.NextProtoTLS {
+		err = fmt.Errorf("the client did not offer ALPN %s", http2.NextProtoTLS)
+	}
+	s.mu.Lock()
+	if err == nil && !hc.ended {
+		hc.sent = true
+		hc.sess.Handshakes++
+	}
+	s.mu.Unlock()
+	if err == nil {
+		c.SetDeadline(time.Time{})
+		(&http2.Server{}).ServeConn(tc, &http2.ServeConnOpts{Handler: http.HandlerFunc(unavailable)})
+	}
+	c.Close()
+	s.mu.Lock()
+	if hc.ended { // the port's going down or the session's end closed it
+		s.mu.Unlock()
+		return
+	}
+	hc.ended = true
+	delete(s.held, hc)
+	if err != nil {
+		hc.sess.HandshakeErrors++
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Info("retry connection closed before it was READY", "session", hc.sess.ID, "peer", hc.peer.String(), "err", err)
+	}
+}
+
+// unavailable answers a gRPC call UNAVAILABLE, as a server that is up but
+// cannot serve yet, after holding it for at most a second: a client that
+// makes its call again at once does not spin.
+func unavailable(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-r.Context().Done():
+		return
+	case <-time.After(time.Second):
+	}
+	w.Header().Set("Content-Type", "application/grpc")
+	w.Header().Set("Grpc-Status", "14")
+	w.Header().Set("Grpc-Message", "the retry port serves no RPC (audit server --retry_mode outage)")
+	w.WriteHeader(http.StatusOK)
 }
 
 // payloadOf names the first bytes a client sent.

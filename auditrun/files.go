@@ -152,6 +152,9 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 			return Outcome{}, err
 		}
 	}
+	if aud.Summary.Peers == 0 {
+		return Outcome{Nothing: fmt.Sprintf("nothing judged: %s", peersVerdict(port, aud.Summary, peers))}, nil
+	}
 	return Outcome{Verdict: peersVerdict(port, aud.Summary, peers)}, nil
 }
 

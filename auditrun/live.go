@@ -75,6 +75,9 @@ type Outcome struct {
 	Sessions, Failed int
 	FirstFailure     string
 	Verdict          string
+	// Nothing, when set, says that nothing was judged (no attempt to the
+	// port, no session) and what was seen instead: not a pass.
+	Nothing string
 }
 
 // policy is what a sniff-only session is judged against: the cap of
@@ -192,7 +195,11 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 			err = fmt.Errorf("--write %s: %w", cfg.Write, ferr)
 		}
 	}
-	return Outcome{Sessions: a.sessions, Failed: a.failed, FirstFailure: a.firstFailure}, err
+	o := Outcome{Sessions: a.sessions, Failed: a.failed, FirstFailure: a.firstFailure}
+	if a.sessions == 0 && err == nil {
+		o.Nothing = fmt.Sprintf("nothing judged: no session ended in the run (%s seen on port %d)", text.Plural(int(a.totalSYNs), "SYN"), a.port)
+	}
+	return o, err
 }
 
 // checkControl vets ControlPort: it names another server's control
@@ -257,6 +264,7 @@ type liveAuditor struct {
 	outsideDropped  int
 	packets         uint64
 	syns            uint64
+	totalSYNs       uint64 // over the whole run, for its exit
 	skipped         map[string]uint64
 	batch           []liveItem // the queue's last batch, for its array
 	loopback        bool
@@ -505,6 +513,7 @@ func (a *liveAuditor) handle(it *liveItem) bool {
 func (a *liveAuditor) addSYN(s attempt.SYN) {
 	a.packets++
 	a.syns++
+	a.totalSYNs++
 	if a.tr.Retransmit(s) {
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "retransmit %s  %-22s (kernel retransmission, not a backoff)\n",

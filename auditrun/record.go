@@ -100,7 +100,14 @@ func auditSessions(opt RecordOptions, all []session.Session, chains []attempt.Ch
 	for _, c := range chains {
 		capInfo.Retransmits += c.Retransmits()
 	}
-	rep := report.NewRecordRun(report.Head{Port: opt.Port, Policy: p, Capture: capInfo}, *rec)
+	// The run's mode is its sessions', when they share one.
+	mode := sessions[0].Params.Mode
+	for _, s := range sessions {
+		if s.Params.Mode != mode {
+			mode = backoff.RetryMode{}
+		}
+	}
+	rep := report.NewRecordRun(report.Head{Port: opt.Port, Policy: p, Mode: mode, Capture: capInfo}, *rec)
 	split := session.SplitAttempts(sessions, attempts)
 	for i, s := range sessions {
 		if opt.Policy != nil {

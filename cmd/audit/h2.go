@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -60,10 +61,13 @@ GOAWAY's last stream id, a retry outside both windows or beyond
 				}
 				err = rep.Write(cmd.OutOrStdout(), format)
 			}
-			if err != nil {
+			switch {
+			case err != nil:
 				return usageError(err)
-			} else if rep.Problems > 0 {
+			case rep.Problems > 0:
 				return verdictError("%s found", text.Plural(rep.Problems, "problem"))
+			case len(rep.Connections) == 0:
+				return usageError(errors.New("nothing judged: no HTTP/2 connection in the capture (--port names the port to decode when it is not detected)"))
 			}
 			return nil
 		},

@@ -77,7 +77,7 @@ func TestH2ExitCodes(t *testing.T) {
 	}{
 		{name: "clean", args: []string{capture}, code: exitOK, stdout: "verdict: no problem found"},
 		{name: "by port", args: []string{"--port", "50051", capture}, code: exitOK, stdout: "3 connections"},
-		{name: "another port", args: []string{"--port", "9", capture}, code: exitOK, stdout: "0 connections"},
+		{name: "another port", args: []string{"--port", "9", capture}, code: exitUsage, stdout: "0 connections", stderr: "nothing judged: no HTTP/2 connection"},
 		{name: "a segment lost", args: []string{withoutSegment(t, capture, 8)}, code: exitFail, stdout: "damaged", stderr: "problem"},
 		{name: "not a capture", args: []string{garbage}, code: exitUsage, stderr: "garbage.pcap: unknown file format"},
 		{name: "missing file", args: []string{filepath.Join(t.TempDir(), "none.pcap")}, code: exitUsage, stderr: "none.pcap: no such file"},

@@ -39,12 +39,15 @@ func (e *exitError) Unwrap() error { return e.err }
 func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
 
 // outcomeError maps what a run judged to the exit status: a usage error
-// when err is set; a failed verdict when sessions failed (how many, and
-// what failed first: which verdict, and why) or peers did not pass.
+// when err is set or nothing was judged; a failed verdict when sessions
+// failed (how many, and what failed first: which verdict, and why) or
+// peers did not pass.
 func outcomeError(o auditrun.Outcome, err error) error {
 	switch {
 	case err != nil:
 		return usageError(err)
+	case o.Nothing != "":
+		return usageError(errors.New(o.Nothing))
 	case o.Verdict != "":
 		return verdictError("%s", o.Verdict)
 	case o.Failed > 0:

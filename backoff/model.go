@@ -51,6 +51,9 @@ type Recovery struct {
 	MinMS  float64 `json:"min_ms"`
 	MaxMS  float64 `json:"max_ms"`
 	OK     bool    `json:"ok"`
+	// ReadyMS is the time from the port's return to the connection of that
+	// attempt reaching READY, where the wire shows it did.
+	ReadyMS *float64 `json:"ready_ms,omitempty"`
 }
 
 // Reconnects is how fast a client came back after connections that reached
@@ -185,7 +188,7 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 	r.Reference = reading(r.Intervals, len(times), r.Tail, func(iv Interval) bool { return iv.OK })
 	r.Strict = reading(r.Intervals, len(times), r.Tail, func(iv Interval) bool { return iv.StrictOK })
 	if !run.Back.IsZero() {
-		r.Recovery = p.recovery(times, run.Back, r.Intervals)
+		r.Recovery = p.recovery(times, run.Endings, run.Back, r.Intervals)
 	}
 	if ready > 1 { // a rate, not one reconnection
 		r.Reconnects = p.reconnects(r.Intervals)
@@ -306,14 +309,14 @@ func (p Policy) tail(times []time.Time, run Run, e float64) string {
 
 // recovery finds the first attempt after back and what the backoff owed
 // then: interval k's expected time, counted from back.
-func (p Policy) recovery(times []time.Time, back time.Time, ivs []Interval) *Recovery {
+func (p Policy) recovery(times []time.Time, endings []Ending, back time.Time, ivs []Interval) *Recovery {
 	i, _ := slices.BinarySearchFunc(times, back, func(t, b time.Time) int { return t.Compare(b) })
 	if i == 0 || i == len(times) {
 		return nil
 	}
 	iv := ivs[i-1]
 	from := Millis(back.Sub(times[i-1]))
-	return &Recovery{
+	rc := &Recovery{
 		Attempt: i,
 		AfterMS: Millis(times[i].Sub(back)),
 		OwedMS:  iv.ExpectedMS - from,
@@ -321,6 +324,11 @@ func (p Policy) recovery(times []time.Time, back time.Time, ivs []Interval) *Rec
 		MaxMS:   iv.MaxMS - from,
 		OK:      iv.OK,
 	}
+	if i < len(endings) && endings[i].Ready {
+		v := Millis(times[i].Add(endings[i].ReadyAfter).Sub(back))
+		rc.ReadyMS = &v
+	}
+	return rc
 }
 
 // reconnects measures how fast the client came back after its
@@ -344,4 +352,52 @@ func (p Policy) reconnects(ivs []Interval) *Reconnects {
 		rc.PerSecond = float64(len(ds)) * 1000 / span
 	}
 	return rc
+}
+
+// A channel's connectivity states, as gRPC names them.
+const (
+	StateConnecting       = "CONNECTING"
+	StateReady            = "READY"
+	StateTransientFailure = "TRANSIENT_FAILURE"
+	StateIdle             = "IDLE"
+)
+
+// State is a channel entering a connectivity state, as the wire shows it.
+type State struct {
+	State string    `json:"state"`
+	At    time.Time `json:"time"`
+}
+
+// States reads a chain's channel states from the wire: CONNECTING at each
+// attempt's SYN, READY when its connection reached READY, IDLE when a
+// READY connection ended, TRANSIENT_FAILURE when an attempt failed (at its
+// end on the wire; an attempt whose answer the capture lacks, at the next
+// SYN). endings[i] is what the wire showed of attempt i at times[i]; with
+// no fate known, nothing but CONNECTING is shown.
+func States(times []time.Time, endings []Ending) []State {
+	out := make([]State, 0, 2*len(times))
+	for i, t := range times {
+		out = append(out, State{StateConnecting, t})
+		if i >= len(endings) {
+			continue
+		}
+		e := endings[i]
+		switch {
+		case e.Ready:
+			out = append(out, State{StateReady, t.Add(e.ReadyAfter)})
+			if e.Fate.Ended() {
+				out = append(out, State{StateIdle, t.Add(e.Duration)})
+			}
+		case e.Fate == FateUnanswered:
+			if i+1 < len(times) { // it ended, at the latest, with the next SYN
+				out = append(out, State{StateTransientFailure, times[i+1]})
+			}
+		case e.Fate.Ended():
+			out = append(out, State{StateTransientFailure, t.Add(e.Duration)})
+		}
+	}
+	// A connection may outlive the next attempt's SYN (a client that
+	// dropped it without closing): the states in time order.
+	slices.SortStableFunc(out, func(a, b State) int { return a.At.Compare(b.At) })
+	return out
 }

@@ -172,8 +172,12 @@ func appendPeerText(b []byte, p PeerReport, verbose bool) []byte {
 		if rc.OK {
 			verdict = "ok"
 		}
-		b = fmt.Appendf(b, "  recovery: attempt %d came %.0f ms after the port's return; the backoff owed %.0f ms then (window %.0f–%.0f ms): %s\n",
+		b = fmt.Appendf(b, "  recovery: attempt %d came %.0f ms after the port's return; the backoff owed %.0f ms then (window %.0f–%.0f ms): %s",
 			rc.Attempt+1, rc.AfterMS, rc.OwedMS, rc.MinMS, rc.MaxMS, verdict)
+		if rc.ReadyMS != nil {
+			b = fmt.Appendf(b, "; READY %.0f ms after the return", *rc.ReadyMS)
+		}
+		b = append(b, '\n')
 	}
 	for _, sg := range p.Signatures {
 		b = fmt.Appendf(b, "  signature: %s (seen in %s): %s\n", sg.Name, sg.Seen, sg.Detail)
@@ -181,7 +185,21 @@ func appendPeerText(b []byte, p PeerReport, verbose bool) []byte {
 	if p.Unseen > 0 {
 		b = appendUnseen(append(b, "  "...), len(p.Attempts)-p.Unseen, len(p.Attempts))
 	}
+	if verbose && len(p.States) > 0 {
+		b = appendStates(b, p)
+	}
 	return appendFatesText(b, p.Attempts, verbose)
+}
+
+// appendStates appends the channel's states, one line: each from the
+// first attempt, in ms.
+func appendStates(b []byte, p PeerReport) []byte {
+	b = append(b, "  states (ms from the first attempt):"...)
+	t0 := p.Attempts[0].Time
+	for _, st := range p.States {
+		b = fmt.Appendf(b, " %s %.1f", st.State, backoff.Millis(st.At.Sub(t0)))
+	}
+	return append(b, '\n')
 }
 
 // minResetRun is the shortest run of intervals after READY connections

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,44 +113,5 @@ func TestH2RetryTolerance(t *testing.T) {
 	}
 	if code, stdout, stderr := runAudit(t, append(short, "--retry-tolerance", "2s")...); code != exitOK {
 		t.Errorf("--retry-tolerance 2s: exit %d, want %d\n%s%s", code, exitOK, stdout, stderr)
-	}
-}
-
-// TestH2CCoreBDPProbes: on the C-core capture (C-core 1.51 client and
-// server), each side's PINGs answer the other's DATA within microseconds,
-// as C-core's BDP estimator sends them: they are counted as BDP probes,
-// with no PING cadence found, though their data is not grpc-go's.
-func TestH2CCoreBDPProbes(t *testing.T) {
-	code, stdout, stderr := runAudit(t, "h2", "--format", "json", fixture("control-ccore.pcap"))
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr: %s", code, stderr)
-	}
-	var rep struct {
-		Connections []struct {
-			Pings []struct {
-				Dir    string `json:"dir"`
-				Count  int    `json:"count"`
-				Probes int    `json:"bdp_probes"`
-			} `json:"pings"`
-		} `json:"connections"`
-		Findings []struct {
-			Kind string `json:"kind"`
-		} `json:"findings"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Connections) == 0 || len(rep.Connections[0].Pings) != 2 {
-		t.Fatalf("want the control connection first, with both sides' PINGs:\n%s", stdout)
-	}
-	for _, p := range rep.Connections[0].Pings {
-		if p.Count != 0 || p.Probes != 2 {
-			t.Errorf("%s: %d PINGs and %d BDP probes; want 0 and 2 (one after each call's DATA)", p.Dir, p.Count, p.Probes)
-		}
-	}
-	for _, f := range rep.Findings {
-		if f.Kind == "ping_cadence" {
-			t.Errorf("a ping_cadence finding on BDP probes alone:\n%s", stdout)
-		}
 	}
 }

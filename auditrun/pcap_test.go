@@ -34,11 +34,16 @@ const fixtures = "../testdata"
 
 func fixture(name string) string { return filepath.Join(fixtures, name) }
 
-// filesRun is what one AuditFiles call gave: its outcome and error, and
-// what it printed (the report, then warnings).
-type filesRun struct {
+// result is what a run gave: its outcome, or why nothing was judged.
+type result struct {
 	Outcome
-	err            error
+	err error
+}
+
+// filesRun is what one AuditFiles call gave, and what it printed (the
+// report, then warnings).
+type filesRun struct {
+	result
 	stdout, stderr string
 }
 
@@ -50,7 +55,7 @@ const (
 	runPassed = "passed"
 )
 
-func (r filesRun) verdict() string {
+func (r result) verdict() string {
 	switch {
 	case r.err != nil:
 		return runError
@@ -71,7 +76,7 @@ func auditFiles(t *testing.T, cfg FilesConfig, files ...string) filesRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	o, err := AuditFiles(ctx, files, cfg, &out, &errOut)
-	return filesRun{Outcome: o, err: err, stdout: out.String(), stderr: errOut.String()}
+	return filesRun{result: result{o, err}, stdout: out.String(), stderr: errOut.String()}
 }
 
 // capped is a configuration whose policy is the spec's with cap d, given

@@ -97,8 +97,8 @@ func TestPcapControlPortErrors(t *testing.T) {
 		want string
 	}{
 		{"not a control port", FilesConfig{Control: 41427}, "no connection to it in the capture calls"},
-		{"with a record", FilesConfig{Control: 39799, Record: "x.jsonl"}, "--control_port with --record"},
-		{"with a peer", FilesConfig{Control: 39799, Peers: []string{"127.0.0.1"}}, "--peer with --record or --control_port"},
+		{"with a record", FilesConfig{Control: 39799, Record: "x.jsonl"}, "Control 39799: not with Record"},
+		{"with a peer", FilesConfig{Control: 39799, Peers: []string{"127.0.0.1"}}, "Peers: not with Record or Control"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := auditFiles(t, tt.cfg, capPath)

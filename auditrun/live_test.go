@@ -602,11 +602,11 @@ func TestLiveUsageErrors(t *testing.T) {
 			[]string{"address already in use", busy.Addr().String()}},
 		{"unknown interface", Config{Iface: "nosuch0", Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")},
 			[]string{"unknown interface", "lo"}},
-		{"attach without port", Config{Iface: "lo", Attach: true}, []string{"--retry_port"}},
+		{"attach without port", Config{Iface: "lo", Attach: true}, []string{"Attach: needs RetryPort"}},
 		{"control port and record", Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 8, Record: "run.jsonl"},
-			[]string{"--control_port", "--record"}},
+			[]string{"ControlPort 8: not with Record"}},
 		{"control port is the retry port", Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 9},
-			[]string{"--control_port 9", "--retry_port"}},
+			[]string{"ControlPort 9: is RetryPort too"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,12 +3,12 @@ package server
 import (
 	"bytes"
 	"crypto/tls"
-	"fmt"
 	"net"
 	"net/netip"
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/field"
 	"golang.org/x/net/http2"
 )
 
@@ -34,19 +34,19 @@ func (s *Server) initMode() error {
 	// it is kept as ParseRetryMode spells it (close is the zero value).
 	p, err := backoff.ParseRetryMode(m.String())
 	if err != nil {
-		return fmt.Errorf("retry mode: %w", err)
+		return field.Errorf("Mode", nil, "%w", err)
 	}
 	if m.Kind != backoff.ModeRestart && m.Down != 0 {
-		return fmt.Errorf("retry mode %s: only restart takes a duration (got %v)", m, m.Down)
+		return field.Errorf("Mode", m, "only restart takes a duration (got %v)", m.Down)
 	}
 	s.mode, m = p, p
 	if s.cfg.TLSCert != nil && !m.Is(backoff.ModeSettingsClose) && !m.Is(backoff.ModeGoaway) {
-		return fmt.Errorf("--tls_cert: --retry_mode=%s presents no certificate (only settings-close and goaway do)", m)
+		return field.Errorf("TLSCert", nil, "%s %s presents no certificate (only settings-close and goaway do)", field.Name("Mode"), m)
 	}
 	switch m.Kind {
 	case backoff.ModeRefuse, backoff.ModeRestart:
 		if !canStopListening {
-			return fmt.Errorf("retry mode %s: the retry port can stop listening on Linux only", m)
+			return field.Errorf("Mode", m, "the retry port can stop listening on Linux only")
 		}
 	case backoff.ModeSettingsClose, backoff.ModeGoaway:
 		cert := s.cfg.TLSCert

@@ -81,5 +81,9 @@ Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr while the retry RPC waits")
 	cmd.MarkFlagRequired("server_control_port")
 	cmd.MarkFlagRequired("server_retry_port")
+	cmd.Annotations = map[string]string{"ServerHost": "server_host", "ControlPort": "server_control_port",
+		"RetryPort": "server_retry_port", "MaxReconnectBackoffMS": "max_reconnect_backoff_ms",
+		"InitialBackoffMS": "initial_backoff_ms", "MinConnectTimeoutMS": "min_connect_timeout_ms",
+		"Deadline": "deadline", "CAFile": "ca_file", "Plaintext": "use_tls"}
 	return cmd
 }

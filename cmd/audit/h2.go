@@ -76,5 +76,8 @@ GOAWAY's last stream id, a retry outside both windows or beyond
 	f.Float64Var(&retry.BackoffMultiplier, "retry-multiplier", retry.BackoffMultiplier, "retryPolicy backoffMultiplier")
 	f.IntVar(&retry.MaxAttempts, "retry-max-attempts", retry.MaxAttempts, "retryPolicy maxAttempts (capped at 5, as clients cap it)")
 	f.DurationVar(&tol, "retry-tolerance", tol, "widen every retry delay's window by this much on both sides (the client's timer against the wire)")
+	cmd.Annotations = map[string]string{"Format": "format", "Ports": "port", "Tolerance": "retry-tolerance",
+		"Retry.MaxAttempts": "retry-max-attempts", "Retry.InitialBackoff": "retry-initial-backoff",
+		"Retry.MaxBackoff": "retry-max-backoff", "Retry.BackoffMultiplier": "retry-multiplier"}
 	return cmd
 }

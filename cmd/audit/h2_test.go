@@ -80,7 +80,7 @@ func TestH2ExitCodes(t *testing.T) {
 		{name: "a segment lost", args: []string{withoutSegment(t, capture, 8)}, code: exitFail, stdout: "damaged", stderr: "problem"},
 		{name: "not a capture", args: []string{garbage}, code: exitUsage, stderr: "garbage.pcap: unknown file format"},
 		{name: "missing file", args: []string{filepath.Join(t.TempDir(), "none.pcap")}, code: exitUsage, stderr: "none.pcap: no such file"},
-		{name: "port 0", args: []string{"--port", "0", capture}, code: exitUsage, stderr: "--port 0"},
+		{name: "port 0", args: []string{"--port", "0", capture}, code: exitUsage, stderr: "--port 0: not a port (1–65535)"},
 		{name: "bad format", args: []string{"--format", "xml", capture}, code: exitUsage, stderr: `--format "xml"`},
 		{name: "bad retry policy", args: []string{"--retry-max-attempts", "1", capture}, code: exitUsage, stderr: "--retry-max-attempts 1"},
 		{name: "negative tolerance", args: []string{"--retry-tolerance", "-1ms", capture}, code: exitUsage, stderr: "--retry-tolerance -1ms"},

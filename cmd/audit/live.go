@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"syscall"
@@ -109,5 +110,8 @@ no session exits 0: stderr says what it saw.`,
 	f.StringVar(&cfg.Write, "write", "", "also save every captured packet to this file (pcap, nanosecond timestamps; pcapng with --control_port), for 'audit pcap'")
 	f.StringVar(&format, "format", "text", "report format: text, or json (one line per session)")
 	f.IntVar(&cfg.BufferSize, "buffer", capture.DefaultLiveBuffer, "kernel capture buffer in bytes")
+	cmd.Annotations = serverFields()
+	maps.Copy(cmd.Annotations, map[string]string{"Attach": "attach", "Record": "record", "Write": "write", "HTML": "html",
+		"Idle": "idle", "MaxMS": "max_reconnect_backoff_ms", "BufferSize": "buffer"})
 	return cmd
 }

@@ -102,7 +102,7 @@ func TestLiveInterrupt(t *testing.T) {
 func TestLiveAttachControlFlags(t *testing.T) {
 	t.Parallel()
 	code, _, stderr := runAudit(t, "live", "--attach", "--retry_port=9", "--control_port=8", "--record=run.jsonl")
-	if code != exitUsage || !strings.Contains(stderr, "--control_port and --record") {
+	if code != exitUsage || !strings.Contains(stderr, "--control_port 8: not with --record") {
 		t.Errorf("exit %d, stderr %q; want 2 naming --control_port and --record", code, stderr)
 	}
 	if _, help, _ := runAudit(t, "live", "--help"); !strings.Contains(help, "--attach --control_port=P") {

@@ -1,6 +1,7 @@
 // Command audit serves, runs and audits gRPC's connection backoff interop
 // test. Each verb lives in a file of its own; this one holds the root command
-// and the single place where outcomes become exit codes.
+// and the single places where outcomes become exit codes and a library's
+// fields become flags.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 
 	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/internal/buildinfo"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -51,6 +53,18 @@ func outcomeError(o auditrun.Outcome, err error) error {
 		return verdictError("%d of %s failed; %s", o.Failed, text.Plural(o.Sessions, "session"), o.FirstFailure)
 	}
 	return nil
+}
+
+// flagMessage is err's message with every configuration field a library
+// names in it (field.Error) spelt as the flag of cmd that sets it. A verb's
+// Annotations map the fields of the configurations it fills to its flags.
+func flagMessage(cmd *cobra.Command, err error) string {
+	return field.Spell(err, func(f string) string {
+		if name, ok := cmd.Annotations[f]; ok {
+			return "--" + name
+		}
+		return ""
+	})
 }
 
 // recordAlias lets --server-log, the record flag's former name on the
@@ -128,11 +142,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "audit: %v\n", err)
+	fmt.Fprintf(stderr, "audit: %s\n", flagMessage(cmd, err))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

@@ -94,6 +94,8 @@ or unreadable input.`,
 	f.StringVar(&cfg.Record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
 	f.Uint16Var(&cfg.Control, "control_port", 0, "the server's control port in the capture, whose Start and Stop calls give the sessions (default: detected)")
 	recordAlias(f)
+	cmd.Annotations = map[string]string{"Port": "port", "Peers": "peer", "Record": "record", "Control": "control_port",
+		"HTML": "html", "Mode": "retry_mode"}
 	return cmd
 }
 

@@ -42,7 +42,7 @@ func TestPcapExitCodes(t *testing.T) {
 		{name: "explicit port", args: []string{"--port", "50052", fixture("two-ports.pcap")}, code: exitOK, stdout: "PASS: 1 peer"},
 		{
 			name: "ambiguous ports are listed", args: []string{fixture("two-ports.pcap")}, code: exitUsage,
-			stderr: "choose the retry port with --port: 50052 (6 SYNs), 50051 (1 SYN)",
+			stderr: "--port: the capture holds SYNs to 2 ports, choose the retry port: 50052 (6 SYNs), 50051 (1 SYN)",
 		},
 		{name: "port with no SYNs", args: []string{"--port", "443", fixture("ipv4-ether.pcap")}, code: exitFail, stderr: "no connection attempt to port 443"},
 		{name: "too soon fails", args: []string{fixture("too-soon.pcap")}, code: exitFail, stdout: "interval 3: 1500 ms is early"},
@@ -63,7 +63,7 @@ func TestPcapExitCodes(t *testing.T) {
 		},
 		{name: "unparsable duration", args: []string{"--initial-backoff", "soon", fixture("ipv4-ether.pcap")}, code: exitUsage, stderr: "initial-backoff"},
 		{name: "port out of range", args: []string{"--port", "70000", fixture("ipv4-ether.pcap")}, code: exitUsage, stderr: "--port"},
-		{name: "port zero", args: []string{"--port", "0", fixture("ipv4-ether.pcap")}, code: exitUsage, stderr: "--port 0"},
+		{name: "port zero", args: []string{"--port", "0", fixture("ipv4-ether.pcap")}, code: exitUsage, stderr: "--port 0: not a port (1–65535)"},
 		{name: "bad format", args: []string{"--format", "xml", fixture("ipv4-ether.pcap")}, code: exitUsage, stderr: `--format "xml"`},
 		{name: "no file", args: nil, code: exitUsage},
 		{name: "missing file named", args: []string{fixture("ipv4-ether.pcap"), "no/such.pcap"}, code: exitUsage, stderr: "no/such.pcap"},

@@ -24,7 +24,7 @@ func TestRoot(t *testing.T) {
 		{name: "the record flag's former name still works", args: []string{"pcap", "--server-log=/nonexistent/record.jsonl", fixture("real-grpc-go.pcap")},
 			wantCode: exitUsage, wantErr: []string{"--record", "/nonexistent/record.jsonl"}},
 		{name: "--peer does not go with --record", args: []string{"pcap", "--record=x.jsonl", "--peer=127.0.0.1", fixture("real-grpc-go.pcap")},
-			wantCode: exitUsage, wantErr: []string{"--peer with --record"}},
+			wantCode: exitUsage, wantErr: []string{"--peer: not with --record"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -110,7 +110,16 @@ and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHands
 		},
 	}
 	fl.register(cmd.Flags(), "port that accepts and closes every connection (IPv4 and IPv6); 0 picks a free port")
+	cmd.Annotations = serverFields()
 	return cmd
+}
+
+// serverFields maps the fields of server.Flags and server.Config to the
+// flags that set them, for errors (flagMessage).
+func serverFields() map[string]string {
+	return map[string]string{"ControlPort": "control_port", "RetryPort": "retry_port", "SessionTimeout": "session_timeout",
+		"MaxAttempts": "max_attempts", "MaxWaiting": "max_waiting", "RetryMode": "retry_mode", "Mode": "retry_mode",
+		"MinConnectTimeoutMS": "min_connect_timeout_ms", "MaxHeld": "max_held", "TLSCert": "tls_cert", "TLSKey": "tls_key"}
 }
 
 // register adds the server's flags to f; `audit live` shares them and words

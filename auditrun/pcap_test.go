@@ -181,7 +181,7 @@ func TestPcapJSON(t *testing.T) {
 // the text says which after the summary and the JSON summary has it in
 // fits_cap_ms; otherwise neither does.
 func TestPcapFitsCap(t *testing.T) {
-	const line = "every failing peer fits a cap of 2s; the run's cap may be --max-backoff 2s\n"
+	const line = "every failing peer fits a cap of 2s; the run's cap may be --max_backoff 2s\n"
 	tests := []struct {
 		name    string
 		cfg     FilesConfig

@@ -85,5 +85,5 @@ cp "$tmp/capture.pcap" "$out_pcap"
 printf 'close %s\nrefuse %s\nhang %s\n' "$close" "$refuse" "$hang" >"$out_ports"
 echo "wrote $out_pcap and $out_ports" >&2
 for what in close refuse hang; do
-	"$audit" pcap --max-backoff 1s --port "${!what}" "$out_pcap" || true
+	"$audit" pcap --max_backoff 1s --port "${!what}" "$out_pcap" || true
 done

@@ -82,8 +82,8 @@ func TestH2ExitCodes(t *testing.T) {
 		{name: "missing file", args: []string{filepath.Join(t.TempDir(), "none.pcap")}, code: exitUsage, stderr: "none.pcap: no such file"},
 		{name: "port 0", args: []string{"--port", "0", capture}, code: exitUsage, stderr: "--port 0: not a port (1–65535)"},
 		{name: "bad format", args: []string{"--format", "xml", capture}, code: exitUsage, stderr: `--format "xml"`},
-		{name: "bad retry policy", args: []string{"--retry-max-attempts", "1", capture}, code: exitUsage, stderr: "--retry-max-attempts 1"},
-		{name: "negative tolerance", args: []string{"--retry-tolerance", "-1ms", capture}, code: exitUsage, stderr: "--retry-tolerance -1ms"},
+		{name: "bad retry policy", args: []string{"--retry_max_attempts", "1", capture}, code: exitUsage, stderr: "--retry_max_attempts 1: must be at least 2"},
+		{name: "negative tolerance", args: []string{"--retry_tolerance", "-1ms", capture}, code: exitUsage, stderr: "--retry_tolerance -1ms: must not be negative"},
 		{name: "no file", args: nil, code: exitUsage, stderr: "requires at least 1 arg"},
 	}
 	for _, tt := range tests {
@@ -102,16 +102,16 @@ func TestH2ExitCodes(t *testing.T) {
 	}
 }
 
-// --retry-tolerance widens every retry window: delays far outside a short
+// --retry_tolerance widens every retry window: delays far outside a short
 // policy's windows are a problem with the default 5 ms, and none with a
 // tolerance of two seconds.
 func TestH2RetryTolerance(t *testing.T) {
 	const capture = "../../testdata/h2/retry-unavailable.pcap"
-	short := []string{"h2", "--retry-initial-backoff", "20ms", "--retry-max-backoff", "50ms", capture}
+	short := []string{"h2", "--retry_initial_backoff", "20ms", "--retry_max_backoff", "50ms", capture}
 	if code, _, stderr := runAudit(t, short...); code != exitFail {
 		t.Errorf("default tolerance: exit %d, want %d\n%s", code, exitFail, stderr)
 	}
-	if code, stdout, stderr := runAudit(t, append(short, "--retry-tolerance", "2s")...); code != exitOK {
-		t.Errorf("--retry-tolerance 2s: exit %d, want %d\n%s%s", code, exitOK, stdout, stderr)
+	if code, stdout, stderr := runAudit(t, append(short, "--retry_tolerance", "2s")...); code != exitOK {
+		t.Errorf("--retry_tolerance 2s: exit %d, want %d\n%s%s", code, exitOK, stdout, stderr)
 	}
 }

@@ -18,7 +18,9 @@ const module = "github.com/backoff-audit/audit"
 // helpers, reaches no package of the module, so any test may import it.
 // The HTTP/2 decoder reads bytes and the wire types, nothing that captures
 // or serves; flows joins it to the capture readers, and serves nothing;
-// control reads its reports, nothing more.
+// control reads its reports, nothing more. internal/field, the error a
+// library returns for a field of its configuration, is standard library
+// only, so that any package may return it.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string

@@ -18,7 +18,6 @@ import (
 	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // Exit codes scripts can rely on.
@@ -67,17 +66,6 @@ func flagMessage(cmd *cobra.Command, err error) string {
 	})
 }
 
-// recordAlias lets --server-log, the record flag's former name on the
-// auditing verbs, still name --record.
-func recordAlias(f *pflag.FlagSet) {
-	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		if name == "server-log" {
-			name = "record"
-		}
-		return pflag.NormalizedName(name)
-	})
-}
-
 // interruptible returns a context that SIGINT or SIGTERM ends; a second
 // signal then has its default effect, so that a second Ctrl-C ends the
 // process at once.
@@ -111,7 +99,11 @@ func newRootCmd() *cobra.Command {
   audit h2       the HTTP/2 and gRPC timeline of each connection in capture files
 
 Every verdict uses one verifier, bit for bit the reference's, with its bugs fixed.
-Exit codes: 0 every verdict passed, 1 a verdict failed, 2 nothing could be judged.`,
+Exit codes: 0 every verdict passed, 1 a verdict failed, 2 nothing could be judged.
+
+Flags are spelt with underscores on every verb, as the C++ interop binaries
+spell theirs (--retry_port); the same name with dashes (--retry-port) is
+accepted too.`,
 		Version:       buildinfo.Version(),
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -125,7 +117,9 @@ Exit codes: 0 every verdict passed, 1 a verdict failed, 2 nothing could be judge
 		},
 	}
 	root.SetVersionTemplate("audit {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.Flags().Bool("version", false, "print the version") // no -v: that is --verbose
+	root.SetFlagErrorFunc(flagError)
+	root.SetGlobalNormalizationFunc(normalizeFlag)
 	root.AddCommand(newServerCmd(), newClientCmd(), newLiveCmd(), newPcapCmd(), newH2Cmd())
 	return root
 }

@@ -18,6 +18,7 @@ func TestRoot(t *testing.T) {
 			wantErr: append([]string{"no verb given"}, verbs...)},
 		{name: "help names every verb", args: []string{"--help"}, wantCode: exitOK, wantOut: verbs},
 		{name: "version", args: []string{"--version"}, wantCode: exitOK, wantOut: []string{"audit "}},
+		{name: "-v is not the version (it is pcap's --verbose)", args: []string{"-v"}, wantCode: exitUsage, wantErr: []string{"unknown shorthand flag: 'v'"}},
 		{name: "unknown verb", args: []string{"frobnicate"}, wantCode: exitUsage, wantErr: []string{"unknown command"}},
 		{name: "live's interface has a default", args: []string{"live", "--help"}, wantCode: exitOK,
 			wantOut: []string{"live [--iface IFACE]", `--iface string`, `(default "lo")`}},

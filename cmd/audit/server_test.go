@@ -35,9 +35,9 @@ func TestServerModeFlags(t *testing.T) {
 		wantErr []string // in stderr
 	}{
 		{name: "unknown mode", args: []string{"server", "--retry_mode=sleep"}, code: exitUsage,
-			wantErr: []string{`"--retry_mode" flag: retry mode "sleep": unknown; the modes are ` + backoff.ModeNames}},
+			wantErr: []string{`--retry_mode sleep: retry mode "sleep": unknown; the modes are ` + backoff.ModeNames}},
 		{name: "restart without duration", args: []string{"server", "--retry_mode=restart"}, code: exitUsage,
-			wantErr: []string{`"--retry_mode" flag: retry mode "restart": restart needs how long the port stays down`}},
+			wantErr: []string{`--retry_mode restart: retry mode "restart": restart needs how long the port stays down`}},
 		{name: "live: unknown mode", args: []string{"live", "--retry_mode=sleep"}, code: exitUsage,
 			wantErr: []string{"the modes are " + backoff.ModeNames}},
 		{name: "min connect timeout", args: []string{"server", "--min_connect_timeout_ms=0"}, code: exitUsage,

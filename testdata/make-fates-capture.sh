@@ -23,8 +23,8 @@
 #   ./testdata/make-fates-capture.sh [AUDIT_BINARY]
 # Without AUDIT_BINARY it builds ./cmd/audit into a scratch folder. It takes
 # about 35 s. Timestamps and ports differ on every run, so the files are a
-# sample, not a reproducible fixture; cmd/audit/testdata/real-fates-*.txt
-# must then be rewritten (go test ./cmd/audit -run TestPcapRealFates -update).
+# sample, not a reproducible fixture; auditrun/testdata/real-fates-*.txt
+# must then be rewritten (go test ./auditrun -run TestPcapRealFates -update).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)

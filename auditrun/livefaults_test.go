@@ -257,27 +257,13 @@ func TestLiveFaults(t *testing.T) {
 					t.Logf("the auditor's stdout:\n%s\nstderr:\n%s", stdout, stderr)
 				}
 			})
-			waitFor := func(what string, cond func() bool) {
-				t.Helper()
-				for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-					select {
-					case err := <-exited:
-						exited <- err
-						t.Fatalf("the auditor ended (%v) while waiting for %s", err, what)
-					default:
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("no %s in 20 s", what)
-					}
-				}
-			}
-			waitFor("the capture to start", func() bool { return strings.Contains(stderr.String(), "capturing SYNs") })
+			testutil.WaitFor(t, "the capture to start", exited, func() bool { return strings.Contains(stderr.String(), "capturing SYNs") })
 
 			v.connect(t, tt.syns)
 			// Every SYN is in the Write file (flushed when the capture
 			// is idle) before the fault, so the fault strikes with the
 			// session open.
-			waitFor(fmt.Sprintf("%d SYNs in the Write file", tt.syns), func() bool {
+			testutil.WaitFor(t, fmt.Sprintf("%d SYNs in the Write file", tt.syns), exited, func() bool {
 				syns, _, err := fileSYNs(pcapPath)
 				return err == nil && len(syns) >= tt.syns
 			})

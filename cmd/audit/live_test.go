@@ -43,21 +43,13 @@ func TestLiveInterrupt(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-			select {
-			case err := <-exited:
-				t.Fatalf("audit live ended (%v) while waiting for %s\nstdout:\n%s\nstderr:\n%s", err, what, stdout, stderr)
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s in 20 s\nstdout:\n%s\nstderr:\n%s", what, stdout, stderr)
-			}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("audit live stdout:\n%s\nstderr:\n%s", stdout, stderr)
 		}
-	}
+	})
 	addrs := regexp.MustCompile(`control port \S+:(\d+), retry port \S+:(\d+)`)
-	waitFor("ports", func() bool { return addrs.MatchString(stderr.String()) })
+	testutil.WaitFor(t, "ports", exited, func() bool { return addrs.MatchString(stderr.String()) })
 	m := addrs.FindStringSubmatch(stderr.String())
 	control, _ := strconv.Atoi(m[1])
 	retry, _ := strconv.Atoi(m[2])
@@ -66,7 +58,7 @@ func TestLiveInterrupt(t *testing.T) {
 	defer stopClient()
 	go interop.Run(clientCtx, interop.Config{ServerHost: "127.0.0.1", ControlPort: control, RetryPort: retry,
 		MaxReconnectBackoffMS: 1000, InitialBackoffMS: 1000, Deadline: 30 * time.Second})
-	waitFor("the third attempt", func() bool { return strings.Contains(stdout.String(), "#3 ") })
+	testutil.WaitFor(t, "the third attempt", exited, func() bool { return strings.Contains(stdout.String(), "#3 ") })
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/report/html"
 )
@@ -50,31 +52,33 @@ type FilesConfig struct {
 
 // validate checks the configuration for files and parses Peers.
 func (c FilesConfig) validate(files []string) ([]netip.Addr, error) {
-	if c.PortSet && c.Port == 0 {
-		return nil, fmt.Errorf("--port 0: the retry port must be 1–65535 (leave --port out to detect it)")
+	if c.PortSet {
+		if err := field.Port("Port", int(c.Port), false); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("policy: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if (c.Record != "" || c.Control != 0) && len(c.Peers) > 0 {
-		return nil, fmt.Errorf("--peer with --record or --control_port: each session judges its own verified peer")
+		return nil, field.Errorf("Peers", nil, "not with %s or %s: each session judges its own verified peer", field.Name("Record"), field.Name("Control"))
 	}
 	if c.Record != "" && c.Control != 0 {
-		return nil, fmt.Errorf("--control_port with --record: the sessions come from one of the two")
+		return nil, field.Errorf("Control", c.Control, "not with %s: both say where sessions come from; give one", field.Name("Record"))
 	}
 	if n := slices.Index(files, capture.Stdin); n >= 0 {
 		if slices.Index(files[n+1:], capture.Stdin) >= 0 {
 			return nil, fmt.Errorf("standard input (-) named twice: it can be read once")
 		}
 		if c.Control != 0 {
-			return nil, fmt.Errorf("--control_port with standard input (-): the control port is read in a second pass over the files, and standard input can be read once")
+			return nil, field.Errorf("Control", c.Control, "not with standard input (-): the control port is read in a second pass over the files, and standard input can be read once")
 		}
 	}
 	peers := make([]netip.Addr, 0, len(c.Peers))
 	for _, s := range c.Peers {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("--peer %q: not an IP address", s)
+			return nil, field.Errorf("Peers", strconv.Quote(s), "not an IP address")
 		}
 		peers = append(peers, a.Unmap())
 	}

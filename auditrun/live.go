@@ -12,7 +12,6 @@ package auditrun
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +22,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/report/html"
@@ -80,9 +80,8 @@ type Outcome struct {
 	Nothing string
 }
 
-// policy is what a sniff-only session is judged against: the cap of
-// --max_reconnect_backoff_ms and the connect timeout of
-// --min_connect_timeout_ms.
+// policy is what a sniff-only session is judged against: the cap MaxMS
+// and the connect timeout Server.MinConnectTimeout.
 func (c Config) policy() backoff.Policy {
 	p := backoff.ReferencePolicy(c.MaxMS)
 	if c.Server.MinConnectTimeout > 0 {
@@ -91,7 +90,7 @@ func (c Config) policy() backoff.Policy {
 	return p
 }
 
-// maxAttempts is what one session keeps, the server's --max_attempts: the
+// maxAttempts is what one session keeps, the server's MaxAttempts: the
 // kernel's list of a session is capped as the server's is, and later
 // attempts are counted and make the verdict backoff.Overflow, as there.
 func (c Config) maxAttempts() int {
@@ -115,11 +114,14 @@ func (c Config) idle() time.Duration {
 // the run could not start or went wrong (a capture or record error); the
 // Outcome says what was judged.
 func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error) {
-	if cfg.Attach && (cfg.RetryPort <= 0 || cfg.RetryPort > 65535) {
-		return Outcome{}, fmt.Errorf("--attach needs --retry_port, the port the server listens on")
+	if cfg.Attach && cfg.RetryPort == 0 {
+		return Outcome{}, field.Errorf("Attach", nil, "needs %s, the port the server listens on", field.Name("RetryPort"))
+	}
+	if err := field.Port("RetryPort", cfg.RetryPort, !cfg.Attach); err != nil {
+		return Outcome{}, err
 	}
 	if cfg.Record != "" && !cfg.Attach {
-		return Outcome{}, errors.New("--record with audit live is the record file to follow, for --attach; without it, write the in-process server's events with audit server --record")
+		return Outcome{}, field.Errorf("Record", cfg.Record, "is the record of a server elsewhere to follow, which needs %s", field.Name("Attach"))
 	}
 	if err := cfg.checkControl(); err != nil {
 		return Outcome{}, err
@@ -192,7 +194,7 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	}
 	if out2 != nil {
 		if ferr := out2.f.Close(); err == nil && ferr != nil {
-			err = fmt.Errorf("--write %s: %w", cfg.Write, ferr)
+			err = field.Errorf("Write", cfg.Write, "%w", ferr)
 		}
 	}
 	o := Outcome{Sessions: a.sessions, Failed: a.failed, FirstFailure: a.firstFailure}
@@ -209,13 +211,13 @@ func (c Config) checkControl() error {
 	case c.ControlPort == 0:
 		return nil
 	case c.ControlPort < 0 || c.ControlPort > 65535:
-		return fmt.Errorf("--control_port %d: not a port", c.ControlPort)
+		return field.Port("ControlPort", c.ControlPort, false)
 	case !c.Attach:
-		return errors.New("--control_port with audit live names the control port of a server elsewhere, for --attach; without --attach the in-process server's sessions are followed")
+		return field.Errorf("ControlPort", c.ControlPort, "is the control port of a server elsewhere, which needs %s; without it the in-process server's sessions are followed", field.Name("Attach"))
 	case c.Record != "":
-		return errors.New("--control_port and --record both say where sessions come from: give one")
+		return field.Errorf("ControlPort", c.ControlPort, "not with %s: both say where sessions come from; give one", field.Name("Record"))
 	case c.ControlPort == c.RetryPort:
-		return fmt.Errorf("--control_port %d is --retry_port too: they are two ports", c.ControlPort)
+		return field.Errorf("ControlPort", c.ControlPort, "is %s too: they are two ports", field.Name("RetryPort"))
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -114,32 +115,24 @@ func (c Config) retryAddr() string {
 }
 
 func (c Config) validate() error {
-	var errs []error
+	errs := []error{field.Port("ControlPort", c.ControlPort, false), field.Port("RetryPort", c.RetryPort, false)}
 	if c.ServerHost == "" {
-		errs = append(errs, errors.New("--server_host: must not be empty"))
-	}
-	for _, p := range []struct {
-		name string
-		port int
-	}{{"--server_control_port", c.ControlPort}, {"--server_retry_port", c.RetryPort}} {
-		if p.port <= 0 || p.port > 65535 {
-			errs = append(errs, fmt.Errorf("%s %d: must be in 1–65535", p.name, p.port))
-		}
+		errs = append(errs, field.Errorf("ServerHost", nil, "must not be empty"))
 	}
 	if c.MaxReconnectBackoffMS < 0 {
-		errs = append(errs, fmt.Errorf("--max_reconnect_backoff_ms %d: must not be negative", c.MaxReconnectBackoffMS))
+		errs = append(errs, field.Errorf("MaxReconnectBackoffMS", c.MaxReconnectBackoffMS, "must not be negative"))
 	}
 	if c.InitialBackoffMS <= 0 {
-		errs = append(errs, fmt.Errorf("--initial_backoff_ms %d: must be positive", c.InitialBackoffMS))
+		errs = append(errs, field.Errorf("InitialBackoffMS", c.InitialBackoffMS, "must be positive"))
 	}
 	if c.MinConnectTimeoutMS < 0 {
-		errs = append(errs, fmt.Errorf("--min_connect_timeout_ms %d: must not be negative", c.MinConnectTimeoutMS))
+		errs = append(errs, field.Errorf("MinConnectTimeoutMS", c.MinConnectTimeoutMS, "must not be negative"))
 	}
 	if c.Plaintext && c.CAFile != "" {
-		errs = append(errs, fmt.Errorf("--ca_file %s: needs --use_tls", c.CAFile))
+		errs = append(errs, field.Errorf("CAFile", c.CAFile, "trusts roots for TLS, and the retry channel is plaintext (%s)", field.Name("Plaintext")))
 	}
 	if c.Deadline <= 0 {
-		errs = append(errs, fmt.Errorf("--deadline %v: must be positive", c.Deadline))
+		errs = append(errs, field.Errorf("Deadline", c.Deadline, "must be positive"))
 	}
 	return errors.Join(errs...)
 }
@@ -198,7 +191,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Config: cfg, Connect: cfg.connectParams()}
-	// Before Start: a bad --ca_file is the caller's mistake, not a session.
+	// Before Start: a bad CAFile is the caller's mistake, not a session.
 	creds, err := cfg.retryCredentials()
 	if err != nil {
 		return nil, err
@@ -437,11 +430,11 @@ func (c Config) retryCredentials() (credentials.TransportCredentials, error) {
 	case c.CAFile != "":
 		pem, err := os.ReadFile(c.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--ca_file: %w", err)
+			return nil, field.Errorf("CAFile", nil, "%w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca_file %s: no PEM certificate in it", c.CAFile)
+			return nil, field.Errorf("CAFile", c.CAFile, "no PEM certificate in it")
 		}
 		return credentials.NewClientTLSFromCert(pool, name), nil
 	}

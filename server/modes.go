@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/field"
 	"golang.org/x/net/http2"
 )
 
@@ -39,17 +40,17 @@ func (s *Server) initMode() error {
 	// it is kept as ParseRetryMode spells it (close is the zero value).
 	p, err := backoff.ParseRetryMode(m.String())
 	if err != nil {
-		return fmt.Errorf("retry mode: %w", err)
+		return field.Errorf("Mode", nil, "%w", err)
 	}
 	if m.Kind != backoff.ModeRestart && m.Kind != backoff.ModeOutage && (m.Down != 0 || m.Serve != 0) {
-		return fmt.Errorf("retry mode %s: only restart and outage take durations (got %v, %v)", m, m.Down, m.Serve)
+		return field.Errorf("Mode", m, "only restart and outage take durations (got %v, %v)", m.Down, m.Serve)
 	}
 	s.mode, m = p, p
 	if s.cfg.TLSCert != nil && !m.Succeeds() {
-		return fmt.Errorf("--tls_cert: --retry_mode=%s presents no certificate (only settings-close, goaway and outage do)", m)
+		return field.Errorf("TLSCert", nil, "%s %s presents no certificate (only settings-close, goaway and outage do)", field.Name("Mode"), m)
 	}
 	if !m.ServerSeesAll() && !canStopListening {
-		return fmt.Errorf("retry mode %s: the retry port can stop listening on Linux only", m)
+		return field.Errorf("Mode", m, "the retry port can stop listening on Linux only")
 	}
 	switch m.Kind {
 	case backoff.ModeSettingsClose, backoff.ModeGoaway, backoff.ModeOutage:

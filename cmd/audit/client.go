@@ -73,8 +73,8 @@ Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.ServerHost, "server_host", cfg.ServerHost, "server host for both ports")
-	f.IntVar(&cfg.ControlPort, "server_control_port", 0, "the server's control (plaintext gRPC) port")
-	f.IntVar(&cfg.RetryPort, "server_retry_port", 0, "the server's retry port")
+	f.Var(portFlag[int]{p: &cfg.ControlPort}, "server_control_port", "the server's control (plaintext gRPC) port")
+	f.Var(portFlag[int]{p: &cfg.RetryPort}, "server_retry_port", "the server's retry port")
 	f.Int32Var(&cfg.MaxReconnectBackoffMS, "max_reconnect_backoff_ms", 0,
 		"cap on the backoff, sent in Start and given to grpc-go (0 = default 120000)")
 	f.Int32Var(&cfg.InitialBackoffMS, "initial_backoff_ms", cfg.InitialBackoffMS,
@@ -91,5 +91,9 @@ Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr while the retry RPC waits")
 	cmd.MarkFlagRequired("server_control_port")
 	cmd.MarkFlagRequired("server_retry_port")
+	cmd.Annotations = map[string]string{"ServerHost": "server_host", "ControlPort": "server_control_port",
+		"RetryPort": "server_retry_port", "MaxReconnectBackoffMS": "max_reconnect_backoff_ms",
+		"InitialBackoffMS": "initial_backoff_ms", "MinConnectTimeoutMS": "min_connect_timeout_ms",
+		"Deadline": "deadline", "CAFile": "ca_file", "Plaintext": "use_tls"}
 	return cmd
 }

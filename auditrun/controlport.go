@@ -180,7 +180,9 @@ func WriteSessions(out, errOut io.Writer, rep *report.RecordRun, asJSON bool, ht
 		err = rep.WriteText(out)
 	}
 	if err == nil && htmlPath != "" {
-		err = html.WriteFile(htmlPath, rep)
+		if err = html.WriteFile(htmlPath, rep); err != nil {
+			err = field.Errorf("HTML", htmlPath, "%w", err)
+		}
 	}
 	failed, total, first = rep.Failures()
 	return failed, total, first, err

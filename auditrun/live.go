@@ -739,6 +739,7 @@ func (a *liveAuditor) finish() {
 	}
 	if a.cfg.HTML != "" {
 		if herr := html.WriteFile(a.cfg.HTML, r); herr != nil {
+			herr = field.Errorf("HTML", a.cfg.HTML, "%w", herr)
 			fmt.Fprintf(a.errOut, "audit live: %v\n", herr)
 		}
 	}

@@ -191,7 +191,7 @@ func (p Policy) tail(times []time.Time, run Run, e float64) string {
 	if run.End.IsZero() || !run.hung(last, p) || run.succeeds() {
 		return ""
 	}
-	due := max(ms(p.MinConnectTimeout), e*(1+p.Jitter)) + ms(p.Tolerance)
+	due := p.due(e)
 	waited := ms(run.End.Sub(times[last]))
 	if waited <= due {
 		return ""
@@ -261,7 +261,7 @@ func (c *Chains) InferMode(p Policy) (m RetryMode, ok bool) {
 				refused++
 			case run.hung(k, p):
 				hung++
-			case e.ServerSent == PayloadTLSServerHello || e.ServerSent == PayloadH2Settings:
+			case e.Succeeded():
 				succeeded++
 			default:
 				closed++

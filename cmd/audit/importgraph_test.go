@@ -18,7 +18,8 @@ const module = "github.com/backoff-audit/audit"
 // helpers, reaches no package of the module, so any test may import it.
 // The HTTP/2 decoder reads bytes and the wire types, nothing that captures
 // or serves; flows joins it to the capture readers, and serves nothing;
-// control reads its reports, nothing more.
+// control reads its reports, nothing more. metrics only exposes what it is
+// told, and watch judges chains from what it is fed: neither captures.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string
@@ -33,6 +34,8 @@ func TestImportGraph(t *testing.T) {
 		{pkg: "h2", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/live", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "flows", forbidden: []string{module + "/server", module + "/interop", module + "/live"}},
 		{pkg: "control", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/live", "github.com/gopacket/", "github.com/google/gopacket"}},
+		{pkg: "metrics", forbidden: []string{module + "/capture", module + "/server", module + "/live", module + "/watch", "github.com/gopacket/", "google.golang.org/grpc"}},
+		{pkg: "watch", forbidden: []string{module + "/capture", module + "/server", module + "/live", "github.com/gopacket/", "google.golang.org/grpc"}},
 		{pkg: "internal/testutil", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc"}},
 	}
 	for _, tt := range tests {

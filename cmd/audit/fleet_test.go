@@ -289,7 +289,7 @@ func TestFleetPrometheus(t *testing.T) {
 		t.Fatal(last)
 	}
 	ruleHealth(t, ctx, base)
-	if err := w.stop(t, syscall.SIGTERM); err != nil && !isExit(err, 1) {
+	if err := w.stop(t, syscall.SIGTERM); exitCode(err) != 0 && exitCode(err) != 1 {
 		t.Fatalf("audit watch: %v\n%s", err, w.out.String())
 	}
 	if !strings.Contains(w.out.String(), `"event":"summary"`) {

@@ -228,8 +228,8 @@ func TestLiveMetrics(t *testing.T) {
 	port := strconv.Itoa(r.retry)
 	want := map[string]bool{
 		fmt.Sprintf(`audit_attempts_total{port=%q} %d`, port, rep.Capture.Attempts):                                    true,
-		fmt.Sprintf(`audit_chains_total{end="session end",port=%q,verdict=%q} 1`, port, rep.Peers[0].Verdict):           true,
-		fmt.Sprintf(`audit_intervals_total{port=%q,verdict="ok"} %d`, port, len(rep.Peers[0].Intervals)):                 true,
+		fmt.Sprintf(`audit_chains_total{end="session end",port=%q,verdict=%q} 1`, port, rep.Peers[0].Verdict):          true,
+		fmt.Sprintf(`audit_intervals_total{port=%q,verdict="ok"} %d`, port, len(rep.Peers[0].Intervals)):               true,
 		fmt.Sprintf(`audit_attempt_fates_total{fate="closed by server",port=%q} %d`, port, len(rep.Peers[0].Attempts)): true,
 	}
 	got := map[string]bool{}

@@ -167,6 +167,7 @@ func (w *Watch) AddSYN(s analyze.SYN) {
 	if p == nil {
 		if len(w.peers) >= w.cfg.MaxPeers {
 			w.sum.Untracked++
+			ps.sum.Untracked++
 			w.cfg.Metrics.Untracked(port)
 			return
 		}
@@ -281,6 +282,7 @@ func (w *Watch) forget(p *peer) {
 	w.held -= len(p.chain)
 	delete(w.peers, p.key)
 	w.sum.Forgotten++
+	w.port(p.key.port).sum.Forgotten++
 	w.cfg.Metrics.Forgotten(p.key.port)
 }
 
@@ -300,6 +302,7 @@ func (w *Watch) addAttempt(p *peer, s analyze.SYN) {
 			p.chain, p.checked, p.judged = nil, 0, true
 		}
 		w.sum.Dropped++
+		w.port(p.key.port).sum.Dropped++
 		w.cfg.Metrics.Dropped(p.key.port)
 		return
 	}

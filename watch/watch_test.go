@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -210,6 +211,12 @@ func TestWatch(t *testing.T) {
 				if diff := cmp.Diff(tt.wantSum, sum.Counts); diff != "" {
 					t.Errorf("summary (-want +got):\n%s", diff)
 				}
+				if len(sum.Ports) != 1 || sum.Ports[0].Port != server.Port() {
+					t.Fatalf("summary ports %+v; want %d alone", sum.Ports, server.Port())
+				}
+				if diff := cmp.Diff(sum.Counts, sum.Ports[0].Counts); diff != "" {
+					t.Errorf("the port's counts against the whole (-whole +port):\n%s", diff)
+				}
 				if !asJSON {
 					if tt.wantText != "" && !strings.Contains(out.String(), tt.wantText+"\n") {
 						t.Errorf("text lacks %q:\n%s", tt.wantText, out.String())
@@ -226,4 +233,42 @@ func TestWatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWatchBounded: a flood of attempts from many peers (their first
+// waveKs attempts each a herd wave) keeps what a
+// Watch holds bounded by the peers retrying and the caps, and a Tick past
+// their windows frees it all.
+func TestWatchBounded(t *testing.T) {
+	const peers, perPeer = 300, 1000
+	w := New(Config{Policy: analyze.DefaultPolicy(), FatesKnown: true, MaxChain: 64}, io.Discard)
+	most := 0
+	for i := range peers * perPeer {
+		at := t0.Add(time.Duration(i) * 10 * time.Microsecond)
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, byte(i % peers / 256), byte(i % peers)}), uint16(1024+i/peers))
+		w.AddSYN(analyze.SYN{Time: at, Src: src, Dst: server, Seq: uint32(i)})
+		w.AddSegment(&analyze.Segment{Time: at, Src: server, Dst: src, Ack: uint32(i) + 1, Flags: 0x14})
+		if i%5000 == 0 {
+			w.Tick(at)
+			most = max(most, w.tr.Attempts())
+			if n := w.tr.Attempts(); n > 2*w.held+compactMin {
+				t.Fatalf("after %d SYNs the tracker holds %d attempts, %d held in chains", i+1, n, w.held)
+			}
+		}
+	}
+	if w.held > peers*64 || len(w.peers) != peers {
+		t.Errorf("%d attempts held by %d peers; want at most %d by %d", w.held, len(w.peers), peers*64, peers)
+	}
+	end := t0.Add(10 * time.Minute)
+	w.Tick(end)
+	if w.held != 0 || len(w.peers) != 0 {
+		t.Errorf("after every window: %d attempts held by %d peers; want none", w.held, len(w.peers))
+	}
+	sum, _ := w.Close(end)
+	want := Counts{Attempts: peers * perPeer, Chains: peers, Failed: peers, Signatures: sum.Signatures,
+		Dropped: peers * (perPeer - 64), Forgotten: peers, Waves: waveKs}
+	if diff := cmp.Diff(want, sum.Counts); diff != "" {
+		t.Errorf("summary (-want +got):\n%s", diff)
+	}
+	t.Logf("the tracker held at most %d attempts, over %d compactions", most, sum.Compactions)
 }

@@ -145,9 +145,7 @@ func (w *Watch) Watch(port uint16) {
 }
 
 // AddSYN takes one SYN: a retransmission is counted; a new attempt joins
-// its peer's chain, after what that chain's earlier attempts and the time
-// say of it: a success among them ends it, and so does the SYN's coming
-// after the chain was over.
+// its peer's chain, once a chain over by then is judged.
 func (w *Watch) AddSYN(s analyze.SYN) {
 	port := s.Dst.Port()
 	ps := w.port(port)
@@ -173,7 +171,10 @@ func (w *Watch) AddSYN(s analyze.SYN) {
 		}
 		p = &peer{key: key, addr: src}
 		w.peers[key] = p
-	} else {
+	} else if p.n > 0 && s.Time.After(w.chainEnd(p)) {
+		// Over by this SYN, unless a success ended it later than its
+		// last attempt: settle reads the fates, which Tick otherwise
+		// does, a batch at a time.
 		w.settle(p, s.Time)
 	}
 	w.addAttempt(p, s)
@@ -256,12 +257,17 @@ func (w *Watch) settle(p *peer, now time.Time) (forgotten bool) {
 		}
 		p.checked++
 	}
-	if p.n > 0 && now.After(analyze.ChainEnd(w.cfg.Policy, p.n, analyze.Attempt{Time: time.Unix(0, p.last)})) {
+	if p.n > 0 && now.After(w.chainEnd(p)) {
 		w.end(p, metrics.EndStopped, now, now)
 		w.forget(p)
 		return true
 	}
 	return false
+}
+
+// chainEnd is when p's open chain is over (analyze.ChainEnd).
+func (w *Watch) chainEnd(p *peer) time.Time {
+	return analyze.ChainEnd(w.cfg.Policy, p.n, analyze.Attempt{Time: time.Unix(0, p.last)})
 }
 
 // decided reports whether an attempt's fate can no longer become a

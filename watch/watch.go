@@ -33,8 +33,9 @@ const (
 	// DefaultMaxPeers bounds the peers tracked at once.
 	DefaultMaxPeers = 100_000
 	// DefaultMaxChain bounds the attempts a chain keeps: with the spec's
-	// policy, 256 attempts are about eight hours of retrying at the cap.
-	DefaultMaxChain = 256
+	// policy, 64 attempts are about 1 h 45 min of retrying, most of it at
+	// the cap.
+	DefaultMaxChain = 64
 )
 
 // Config is what a Watch judges by and how far it may grow.
@@ -468,8 +469,11 @@ func (w *Watch) compact() {
 }
 
 // compactMin is the attempts a tracker may hold beyond twice the open
-// chains' before it is rebuilt: a rebuild costs their number.
-const compactMin = 1 << 16
+// chains' before it is rebuilt: a rebuild costs their number, and what it
+// holds is heap that a flood makes the collector work through
+// (BenchmarkWatchFlood; BENCHMARKS.md, "audit watch under the SYN-load
+// benchmark").
+const compactMin = 1 << 14
 
 // flush writes the events waiting.
 func (w *Watch) flush() {

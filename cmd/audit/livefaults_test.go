@@ -118,6 +118,32 @@ func newVethNet(t *testing.T) *vethNet {
 	return v
 }
 
+// startCapturing runs an audit process (`ip netns exec NS audit …` execs
+// audit itself) until its capture has started; it is ended when the test
+// ends, its output logged if the test failed.
+func startCapturing(t *testing.T, name string, args ...string) (*exec.Cmd, *liveRun) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = 5 * time.Second
+	r := &liveRun{out: &testutil.SyncBuffer{}, errOut: &testutil.SyncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = r.out, r.errOut
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() { r.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+		if t.Failed() {
+			t.Logf("%s stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.out, r.errOut)
+		}
+	})
+	r.waitFor(t, "the capture to start", func() bool { return strings.Contains(r.errOut.String(), "capturing SYNs") })
+	return cmd, r
+}
+
 // connect makes n TCP connection attempts from the peer namespace to the
 // retry port, one after the other: n SYNs, each from its own source port.
 // Bash's /dev/tcp needs no binary of ours in the namespace.
@@ -181,27 +207,8 @@ func TestLiveFaults(t *testing.T) {
 			} else {
 				args = append(args, "--control_port=0")
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			// ip netns exec execs the command itself: the process is audit's.
-			cmd := exec.CommandContext(ctx, "ip", args...)
-			cmd.WaitDelay = 5 * time.Second
-			stdout, stderr := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
-			cmd.Stdout, cmd.Stderr = stdout, stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			t.Cleanup(func() {
-				cancel()
-				<-exited
-				if t.Failed() {
-					t.Logf("audit live stdout:\n%s\nstderr:\n%s", stdout, stderr)
-				}
-			})
-			r := &liveRun{out: stdout, errOut: stderr, done: exited}
-			r.waitFor(t, "the capture to start", func() bool { return strings.Contains(stderr.String(), "capturing SYNs") })
+			cmd, r := startCapturing(t, "ip", args...)
+			stdout, stderr, exited := r.out, r.errOut, r.done
 
 			v.connect(t, tt.syns)
 			// Every SYN is in the --write file (flushed when the capture

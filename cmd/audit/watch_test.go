@@ -21,7 +21,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/watch"
 )
@@ -135,28 +134,9 @@ func TestWatchFaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			v := newVethNet(t)
 			written := filepath.Join(t.TempDir(), "watch.pcap")
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			// ip netns exec execs the command itself: the process is audit's.
-			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", v.capNS, auditBin, "watch", "--iface="+v.capIf,
+			cmd, r := startCapturing(t, "ip", "netns", "exec", v.capNS, auditBin, "watch", "--iface="+v.capIf,
 				"--port="+strconv.Itoa(faultPort), "--write="+written, "--format=json")
-			cmd.WaitDelay = 5 * time.Second
-			stdout, stderr := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
-			cmd.Stdout, cmd.Stderr = stdout, stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			t.Cleanup(func() {
-				cancel()
-				<-exited
-				if t.Failed() {
-					t.Logf("audit watch stdout:\n%s\nstderr:\n%s", stdout, stderr)
-				}
-			})
-			r := &liveRun{out: stdout, errOut: stderr, done: exited}
-			r.waitFor(t, "the capture to start", func() bool { return strings.Contains(stderr.String(), "capturing SYNs") })
+			stdout, stderr, exited := r.out, r.errOut, r.done
 			v.connect(t, 5)
 			r.waitFor(t, "5 SYNs in the --write file", func() bool {
 				syns, _, err := fileSYNs(written)

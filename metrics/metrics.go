@@ -208,16 +208,18 @@ func (m *Metrics) Chain(port uint16, end string, pr analyze.PeerReport) {
 }
 
 // Connected counts an attempt that succeeded with no failed attempt
-// before it: a connection, not a chain. After an earlier success it is a
-// reconnect, and the interval before it a reset one.
-func (m *Metrics) Connected(port uint16, e analyze.Ending, reconnect bool) {
-	if m == nil {
-		return
+// before it, by its fate: a connection, not a chain.
+func (m *Metrics) Connected(port uint16, e analyze.Ending) {
+	if m != nil {
+		m.fates.WithLabelValues(portLabel(port), string(e.Fate)).Inc()
 	}
-	l := portLabel(port)
-	m.fates.WithLabelValues(l, string(e.Fate)).Inc()
-	if reconnect {
-		m.intervals.WithLabelValues(l, IntervalReset).Inc()
+}
+
+// Reset counts the interval from a success to the peer's next attempt:
+// the backoff began anew, so it is counted, not judged.
+func (m *Metrics) Reset(port uint16) {
+	if m != nil {
+		m.intervals.WithLabelValues(portLabel(port), IntervalReset).Inc()
 	}
 }
 

@@ -88,7 +88,8 @@ func TestExposition(t *testing.T) {
 	}
 	m.Retransmit(50052)
 	m.Chain(50052, EndStopped, chainOf(0, time.Second, 2600*time.Millisecond, 4100*time.Millisecond))
-	m.Connected(50052, analyze.Ending{Fate: analyze.FateClosed, ServerSent: analyze.PayloadH2Settings}, true)
+	m.Connected(50052, analyze.Ending{Fate: analyze.FateClosed, ServerSent: analyze.PayloadH2Settings})
+	m.Reset(50052)
 	m.Wave(50052, false)
 	m.Peers(50052, 2, 1)
 	m.Forgotten(50052)

@@ -27,11 +27,12 @@ const (
 //	{"event": "herd wave", "time", "port", "wave": {"k", "peers", "count", "share", "at_ms", "span_ms", "policy_share", "expected"}, "note"}
 //	{"event": "summary", "time", "summary": {…}}
 //
-// time is when the Watch saw the event (TimeLayout): when the chain ended
-// (its last attempt at a success or the cap, the time its client was due
-// by when it stopped retrying, the run's end), the success that made the
-// loop, the first attempt of the wave. A wave's k counts from 0, the
-// first attempt of each peer's chain, and its at_ms is 0.
+// time (TimeLayout) is when the chain was judged: its attempt that
+// succeeded, its attempt past the cap, the time the Watch found its client
+// had stopped retrying (the SYN or Tick after analyze.ChainEnd), the run's
+// end; for a tight loop, the success that made it one; for a wave, its
+// first attempt. A wave's k counts from 0, the first attempt of each
+// peer's chain, and its at_ms is 0.
 type Event struct {
 	Event      string              `json:"event"`
 	Time       string              `json:"time"`

@@ -299,6 +299,9 @@ func (w *Watch) addAttempt(p *peer, s analyze.SYN) {
 	w.herdAdd(p.key.port, p.n, ns)
 	if p.n == 0 {
 		p.last = ns
+		if p.success != 0 {
+			w.cfg.Metrics.Reset(p.key.port)
+		}
 	}
 	p.n++
 	p.last = max(p.last, ns)
@@ -342,7 +345,7 @@ func (w *Watch) attemptOf(p *peer, i int) analyze.Attempt {
 func (w *Watch) succeeded(p *peer, i int, a analyze.Attempt) {
 	reconnect := p.success != 0
 	if i == 0 {
-		w.cfg.Metrics.Connected(p.key.port, a.Ending, reconnect)
+		w.cfg.Metrics.Connected(p.key.port, a.Ending)
 		w.sum.Connections++
 		w.port(p.key.port).sum.Connections++
 		if reconnect {
@@ -366,6 +369,9 @@ func (w *Watch) succeeded(p *peer, i int, a analyze.Attempt) {
 	p.checked = 0
 	if len(p.chain) > 0 {
 		p.last = p.chain[len(p.chain)-1].ns
+		// The next chain began before the success was read; the
+		// interval to its first attempt is a reset one.
+		w.cfg.Metrics.Reset(p.key.port)
 	}
 }
 

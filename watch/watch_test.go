@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/metrics"
 )
 
 var (
@@ -271,4 +273,46 @@ func TestWatchBounded(t *testing.T) {
 		t.Errorf("summary (-want +got):\n%s", diff)
 	}
 	t.Logf("the tracker held at most %d attempts, over %d compactions", most, sum.Compactions)
+}
+
+// TestWatchMetrics: the series a Watch keeps say what its summary says.
+func TestWatchMetrics(t *testing.T) {
+	m := metrics.New()
+	w := New(Config{Policy: analyze.DefaultPolicy(), FatesKnown: true, Metrics: m}, io.Discard)
+	w.Watch(server.Port())
+	var in []input
+	for i := range 8 {
+		in = append(in, input{at: time.Duration(i) * 5 * time.Millisecond, peer: "127.0.0.2", sport: uint16(40000 + i), seq: uint32(i + 1), settings: true})
+	}
+	in = append(in, chain("127.0.0.1", 41000, ms(0, 1000, 2600, 4100)...)...)
+	feed(w, append(in, input{at: time.Second, tick: true}))
+	if _, err := w.Close(t0.Add(40 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	got := map[string]bool{}
+	for _, l := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(l, "audit_") && !strings.HasSuffix(l, " 0") {
+			got[l] = true
+		}
+	}
+	want := map[string]bool{
+		`audit_attempts_total{port="50052"} 12`:                                      true,
+		`audit_attempt_fates_total{fate="open at end",port="50052"} 8`:               true,
+		`audit_attempt_fates_total{fate="refused",port="50052"} 4`:                   true,
+		`audit_chains_total{end="stopped retrying",port="50052",verdict="failed"} 1`: true,
+		`audit_intervals_total{port="50052",verdict="ok"} 2`:                         true,
+		`audit_intervals_total{port="50052",verdict="early"} 1`:                      true,
+		`audit_intervals_total{port="50052",verdict="reset"} 7`:                      true,
+		`audit_peers_forgotten_total{port="50052"} 1`:                                true,
+	}
+	for l := range got {
+		if strings.HasPrefix(l, "audit_chain_signatures_total") {
+			delete(got, l) // analyze's to say
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("series (-want +got):\n%s", diff)
+	}
 }

@@ -72,6 +72,9 @@ disappeared): what was judged until then is printed first.`,
 				return usageError(fmt.Errorf("--format %q: must be text or json", format))
 			}
 			cfg.Watch.JSON = format == "json"
+			if cfg.Watch.MaxPeers < 1 || cfg.Watch.MaxChain < 2 {
+				return usageError(fmt.Errorf("--max-peers %d, --max-chain %d: at least 1 peer and 2 attempts (one interval)", cfg.Watch.MaxPeers, cfg.Watch.MaxChain))
+			}
 			for _, p := range ports {
 				if p <= 0 || p > 65535 {
 					return usageError(fmt.Errorf("--port %d: not a port (1–65535)", p))

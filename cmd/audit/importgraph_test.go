@@ -18,7 +18,9 @@ const module = "github.com/backoff-audit/audit"
 // helpers, reaches no package of the module, so any test may import it.
 // The HTTP/2 decoder reads bytes and the wire types, nothing that captures
 // or serves; flows joins it to the capture readers, and serves nothing;
-// control reads its reports, nothing more. internal/field, the error a
+// control reads its reports, nothing more. metrics only exposes what it is
+// told, and watch judges chains from what it is fed: neither captures.
+// internal/field, the error a
 // library returns for a field of its configuration, is standard library
 // only, so that any package may return it.
 func TestImportGraph(t *testing.T) {
@@ -41,6 +43,8 @@ func TestImportGraph(t *testing.T) {
 		{pkg: "flows", forbidden: []string{module + "/server", module + "/interop", module + "/auditrun"}},
 		{pkg: "control", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/auditrun", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "internal/field", onlyStd: true},
+		{pkg: "metrics", forbidden: []string{module + "/capture", module + "/server", module + "/auditrun", module + "/watch", "github.com/gopacket/", "google.golang.org/grpc"}},
+		{pkg: "watch", forbidden: []string{module + "/capture", module + "/server", module + "/auditrun", "github.com/gopacket/", "google.golang.org/grpc"}},
 		{pkg: "internal/testutil", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc"}},
 	}
 	for _, tt := range tests {

@@ -26,14 +26,15 @@ session: run it beside any server, on every host of a fleet.
 A peer is a client address of one port. Its attempts form a chain, judged
 with the policy flags (audit pcap's; by default the spec's) and the
 attempts' fates, as audit pcap judges a peer:
-  - a success ends the chain: the server accepted the attempt and sent a
-    TLS ServerHello or HTTP/2 SETTINGS, after which the spec resets the
+  - a success ends the chain: the connection reached READY (the server's
+    HTTP/2 SETTINGS, or inside TLS the server's data after the client's
+    second flight: docs/spec.md §7.2), after which the spec resets the
     backoff; an attempt that succeeded with no failure before it is a
     connection, not a chain;
   - a chain is over, judged and freed, when no attempt came by the upper
     bound of its next window and past its last attempt's connect
     deadline: the client stopped retrying;
-  - a chain is judged on its first --max-chain attempts when it reaches
+  - a chain is judged on its first --max_chain attempts when it reaches
     them; later ones are counted until it ends;
   - Ctrl-C or SIGTERM judges the chains still open, and prints the summary.
 
@@ -43,9 +44,9 @@ reconnect) and per herd wave (10 or more peers making the same attempt of
 their chains within 100 ms; at most one line per port and attempt every
 10 s, every wave counted); --format json writes the same as JSON Lines,
 the summary last. Memory is bounded by the peers retrying: a peer is
-forgotten (and counted) once idle past its window, at most --max-peers are
+forgotten (and counted) once idle past its window, at most --max_peers are
 tracked (the attempts of others are counted, not judged), and a chain keeps
-at most --max-chain attempts.
+at most --max_chain attempts.
 
 --metrics ADDR serves the Prometheus exposition at http://ADDR/metrics
 (deploy/prometheus/audit-rules.yml has alert rules for it; README, "A
@@ -56,8 +57,7 @@ label, a peer's address never is. --write FILE saves every captured packet
 (pcap, nanosecond timestamps) for audit pcap; the file replaces what was
 at its path only once the capture is open.
 
-A successful TLS handshake the client then rejects reads as a success. A
-health check that connects and closes is a client like any other.
+A health check that connects and closes is a client like any other.
 Capturing needs root, or CAP_NET_RAW and CAP_NET_ADMIN on the binary.
 
 Exit 0 when no chain failed, 1 when one did (the last line names the
@@ -73,7 +73,7 @@ disappeared): what was judged until then is printed first.`,
 			}
 			cfg.Watch.JSON = format == "json"
 			if cfg.Watch.MaxPeers < 1 || cfg.Watch.MaxChain < 2 {
-				return usageError(fmt.Errorf("--max-peers %d, --max-chain %d: at least 1 peer and 2 attempts (one interval)", cfg.Watch.MaxPeers, cfg.Watch.MaxChain))
+				return usageError(fmt.Errorf("--max_peers %d, --max_chain %d: at least 1 peer and 2 attempts (one interval)", cfg.Watch.MaxPeers, cfg.Watch.MaxChain))
 			}
 			for _, p := range ports {
 				if p <= 0 || p > 65535 {
@@ -94,8 +94,8 @@ disappeared): what was judged until then is printed first.`,
 	f.StringVar(&cfg.Write, "write", "", "also save every captured packet to this `FILE` (pcap, nanosecond timestamps), for 'audit pcap'")
 	f.StringVar(&cfg.Metrics, "metrics", "", "serve the Prometheus exposition at http://`ADDR`/metrics (host:port; :9465 listens on every address)")
 	f.IntVar(&cfg.BufferSize, "buffer", capture.DefaultLiveBuffer, "kernel capture buffer in bytes")
-	f.IntVar(&cfg.Watch.MaxPeers, "max-peers", watch.DefaultMaxPeers, "the most peers tracked at once; attempts of others are counted, not judged")
-	f.IntVar(&cfg.Watch.MaxChain, "max-chain", watch.DefaultMaxChain, "the most attempts a chain keeps; it is judged on them, later ones counted")
+	f.IntVar(&cfg.Watch.MaxPeers, "max_peers", watch.DefaultMaxPeers, "the most peers tracked at once; attempts of others are counted, not judged")
+	f.IntVar(&cfg.Watch.MaxChain, "max_chain", watch.DefaultMaxChain, "the most attempts a chain keeps; it is judged on them, later ones counted")
 	cmd.MarkFlagRequired("iface")
 	cmd.MarkFlagRequired("port")
 	return cmd

@@ -50,7 +50,7 @@ func TestWatchUsage(t *testing.T) {
 		{"port 0", []string{"watch", "--iface", "lo", "--port", "0"}, []string{"--port 0: not a port"}},
 		{"port too large", []string{"watch", "--iface", "lo", "--port", "50052,70000"}, []string{"--port 70000: not a port"}},
 		{"format", []string{"watch", "--iface", "lo", "--port", "1", "--format", "xml"}, []string{`--format "xml"`}},
-		{"bounds", []string{"watch", "--iface", "lo", "--port", "1", "--max-chain", "1"}, []string{"--max-chain 1"}},
+		{"bounds", []string{"watch", "--iface", "lo", "--port", "1", "--max_chain", "1"}, []string{"--max_chain 1"}},
 		{"policy", []string{"watch", "--iface", "lo", "--port", "1", "--multiplier", "0.5"}, []string{"policy: multiplier 0.5"}},
 		{"metrics address in use", []string{"watch", "--iface", "lo", "--port", "1", "--metrics", busy.Addr().String()},
 			[]string{"--metrics " + busy.Addr().String(), "address already in use"}},

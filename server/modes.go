@@ -45,6 +45,9 @@ func (s *Server) initMode() error {
 	if m.Kind != backoff.ModeRestart && m.Kind != backoff.ModeOutage && (m.Down != 0 || m.Serve != 0) {
 		return field.Errorf("Mode", m, "only restart and outage take durations (got %v, %v)", m.Down, m.Serve)
 	}
+	if m.Kind == backoff.ModeOutage && (m.Serve <= 0 || m.Down <= 0) {
+		return field.Errorf("Mode", m, "the server's outage needs how long the port serves, then how long it is down, for example outage=3s,5s")
+	}
 	s.mode, m = p, p
 	if s.cfg.TLSCert != nil && !m.Succeeds() {
 		return field.Errorf("TLSCert", nil, "%s %s presents no certificate (only settings-close, goaway and outage do)", field.Name("Mode"), m)

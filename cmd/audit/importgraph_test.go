@@ -18,7 +18,10 @@ const module = "github.com/backoff-audit/audit"
 // helpers, reaches no package of the module, so any test may import it.
 // The HTTP/2 decoder reads bytes and the wire types, nothing that captures
 // or serves; flows joins it to the capture readers, and serves nothing;
-// control reads its reports, nothing more.
+// control reads its reports, nothing more. tlsdec, the TLS record layer
+// flows decrypts with, reads bytes and key logs with the standard library
+// and golang.org/x/crypto's primitives, and reaches no package of the
+// module.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string
@@ -32,6 +35,7 @@ func TestImportGraph(t *testing.T) {
 		{pkg: "interop", forbidden: []string{module + "/capture", module + "/server", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "h2", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/live", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "flows", forbidden: []string{module + "/server", module + "/interop", module + "/live"}},
+		{pkg: "tlsdec", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc", "golang.org/x/net"}},
 		{pkg: "control", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/live", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "internal/testutil", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc"}},
 	}

@@ -24,12 +24,16 @@ const (
 )
 
 // otherLabels are the labels of the format that name secrets decryption
-// does not need (0-RTT, exporters) or cannot use (an RSA pre-master
-// secret keyed by its encryption): their lines are entries, ignored.
+// does not need (0-RTT, exporters, and the secrets after a key update,
+// which OpenSSL logs and the key schedule derives) or cannot use (an RSA
+// pre-master secret keyed by its encryption): their lines are entries,
+// ignored.
 var otherLabels = map[string]bool{
 	"CLIENT_EARLY_TRAFFIC_SECRET": true,
 	"EARLY_EXPORTER_SECRET":       true,
 	"EXPORTER_SECRET":             true,
+	"CLIENT_TRAFFIC_SECRET_N":     true,
+	"SERVER_TRAFFIC_SECRET_N":     true,
 	"RSA":                         true,
 }
 

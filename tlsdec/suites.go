@@ -86,10 +86,17 @@ func suiteOf(id uint16) *suite {
 	return nil
 }
 
+// ccmSuites are the TLS 1.3 suites crypto/tls has no name for (RFC 8446
+// §B.4): not decrypted here.
+var ccmSuites = map[uint16]string{0x1304: "TLS_AES_128_CCM_SHA256", 0x1305: "TLS_AES_128_CCM_8_SHA256"}
+
 // suiteName names any suite: ours, else crypto/tls's name, else its number.
 func suiteName(id uint16) string {
 	if s := suiteOf(id); s != nil {
 		return s.name
+	}
+	if n, ok := ccmSuites[id]; ok {
+		return n
 	}
 	return tls.CipherSuiteName(id)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/cipher"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"time"
 )
@@ -103,6 +104,9 @@ const maxAlerts = 8
 type Status struct {
 	Version string `json:"version,omitempty"`
 	Suite   string `json:"suite,omitempty"`
+	// ClientRandom is the ClientHello's random, in hex, as the key log
+	// spells it: the line a connection's secrets are looked up by.
+	ClientRandom string `json:"client_random,omitempty"`
 	// HelloRetry is set when the server asked for a second ClientHello.
 	HelloRetry bool `json:"hello_retry,omitempty"`
 	// Decoded is set once a record decrypted under the key log's secrets.
@@ -306,7 +310,7 @@ func (c *Conn) End(t time.Time) {
 		case !c.haveRandom:
 			c.why(WhyNoHandshake, "no whole ClientHello from the client")
 		default:
-			d := "the server sent no ServerHello"
+			d := "the connection ended before one"
 			for _, a := range c.st.Alerts {
 				if a.From == "server" {
 					d = fmt.Sprintf("the server answered the ClientHello with the alert %s", a.Description)
@@ -437,6 +441,7 @@ func (c *Conn) message(h *half, m byte, body []byte, encrypted bool) {
 			return
 		}
 		c.random, c.haveRandom = hello.random, true
+		c.st.ClientRandom = hex.EncodeToString(hello.random[:])
 		c.sessionID, c.ticket = bytes.Clone(hello.sessionID), bytes.Clone(hello.ticket)
 	case m == msgNewSessionTicket && !encrypted && h.dir == ServerToClient && c.master != nil:
 		// TLS 1.2 sends it in the clear, before the server's

@@ -284,3 +284,20 @@ func plural(n int, what string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, what)
 }
+
+// OpenKeyLogWriter opens the key log file at path for a TLS stack to
+// append its secrets to (tls.Config.KeyLogWriter), creating it. The file
+// is made readable by its owner only, mode 0600, whatever its mode was:
+// whoever reads it can decrypt the connections it logs. Its error names
+// the flag and the file.
+func OpenKeyLogWriter(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--keylog: %w", err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--keylog %s: %w", path, err)
+	}
+	return f, nil
+}

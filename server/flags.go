@@ -22,6 +22,9 @@ type Flags struct {
 	MinConnectTimeoutMS    int
 	MaxHeld                int
 	TLSCert, TLSKey        string
+	// KeyLog is the file the TLS modes' secrets are appended to
+	// (Config.KeyLog); Serve opens it.
+	KeyLog string
 }
 
 // Config checks the flags and turns them into a Config; the error names
@@ -51,6 +54,9 @@ func (fl Flags) Config() (Config, error) {
 	}
 	if fl.MaxHeld <= 0 {
 		errs = append(errs, fmt.Errorf("--max_held=%d: must be positive", fl.MaxHeld))
+	}
+	if fl.KeyLog != "" && !fl.RetryMode.Is(analyze.ModeSettingsClose) && !fl.RetryMode.Is(analyze.ModeGoaway) {
+		errs = append(errs, errKeyLogMode(fl.RetryMode))
 	}
 	cert, err := LoadKeyPair(fl.TLSCert, fl.TLSKey)
 	if err != nil {

@@ -44,6 +44,9 @@ func (s *Server) initMode() error {
 	if s.cfg.TLSCert != nil && !m.Is(analyze.ModeSettingsClose) && !m.Is(analyze.ModeGoaway) {
 		return fmt.Errorf("--tls_cert: --retry_mode=%s presents no certificate (only settings-close and goaway do)", m)
 	}
+	if s.cfg.KeyLog != nil && !m.Is(analyze.ModeSettingsClose) && !m.Is(analyze.ModeGoaway) {
+		return errKeyLogMode(m)
+	}
 	switch m.Kind {
 	case analyze.ModeRefuse, analyze.ModeRestart:
 		if !canStopListening {
@@ -62,9 +65,15 @@ func (s *Server) initMode() error {
 			Certificates: []tls.Certificate{*cert},
 			NextProtos:   []string{http2.NextProtoTLS},
 			MinVersion:   tls.VersionTLS12,
+			KeyLogWriter: s.cfg.KeyLog,
 		}
 	}
 	return nil
+}
+
+// errKeyLogMode is the error of a key log asked of a mode without TLS.
+func errKeyLogMode(m analyze.RetryMode) error {
+	return fmt.Errorf("--keylog: --retry_mode=%s makes no TLS connection (only settings-close and goaway do)", m)
 }
 
 // heldConn is a retry connection the session's mode keeps open: held

@@ -2,11 +2,12 @@
 # Installs (as root) or names (otherwise) what building and testing audit
 # needs: Debian packages, and the grpc-js client's npm packages
 # (testdata/clients/grpcjs, from its committed package-lock.json). Called by
-# `make deps`, so `make demo` and `make test` work on a fresh machine. Extra
-# Debian packages can be asked for: deps.sh tcpdump tshark
+# `make deps`, so `make demo` and `make test` work on a fresh machine
+# (tshark: the TLS captures' decryption is compared with Wireshark's).
+# Extra Debian packages can be asked for: deps.sh tcpdump
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need=(libpcap-dev gcc pkg-config protobuf-compiler python3-grpcio chromium "$@")
+need=(libpcap-dev gcc pkg-config protobuf-compiler python3-grpcio chromium tshark "$@")
 missing=()
 for p in "${need[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

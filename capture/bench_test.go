@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
-
-	"github.com/backoff-audit/audit/analyze"
 )
 
 var benchFile = flag.String("capture.benchfile", "", "capture file for BenchmarkReadFile/file (e.g. make bench's 2 M-packet capture)")
@@ -109,10 +108,10 @@ func BenchmarkReadFile(b *testing.B) {
 		var syns uint64
 		opt := Options{Port: 8081}
 		if segments {
-			opt.Segments = func(*analyze.SegmentView) {}
+			opt.Segments = func(*attempt.SegmentView) {}
 		}
 		for b.Loop() {
-			st, err := ReadFile(path, opt, func(analyze.SYN) {})
+			st, err := ReadFile(path, opt, func(attempt.SYN) {})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 )
 
 // corpusDir finds the shared capture corpus beside the repository root
@@ -131,7 +131,7 @@ func corpusFiles(t testing.TB, dir string) []string {
 }
 
 type corpusResult struct {
-	st     analyze.FileInfo
+	st     attempt.FileInfo
 	err    error
 	v4, v6 int64
 	panic  any
@@ -150,7 +150,7 @@ func readWithTimeout(t *testing.T, path string, timeout time.Duration) corpusRes
 			}
 			done <- r
 		}()
-		r.st, r.err = ReadFile(path, Options{}, func(s analyze.SYN) {
+		r.st, r.err = ReadFile(path, Options{}, func(s attempt.SYN) {
 			if s.Src.Addr().Is4() {
 				r.v4++
 			} else {

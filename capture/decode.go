@@ -7,7 +7,8 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // Skip reasons a Decoder reports. They are constants so that counting them
@@ -123,7 +124,7 @@ func NewDecoder() *Decoder {
 // and ACK clear; ECE and CWR may be set (an ECN-setup SYN). syn.Time is left
 // zero; the caller sets it. A frame of a link type Decode does not know is
 // skipped with the reason "link type N".
-func (d *Decoder) Decode(lt layers.LinkType, frame []byte) (syn analyze.SYN, ok bool, skip string) {
+func (d *Decoder) Decode(lt layers.LinkType, frame []byte) (syn attempt.SYN, ok bool, skip string) {
 	ip, tcp, skip := d.find(lt, frame)
 	if len(tcp) == 0 {
 		return syn, false, skip
@@ -132,15 +133,15 @@ func (d *Decoder) Decode(lt layers.LinkType, frame []byte) (syn analyze.SYN, ok 
 }
 
 // synOf builds the SYN find located.
-func synOf(ip, tcp []byte) analyze.SYN {
+func synOf(ip, tcp []byte) attempt.SYN {
 	src, dst := addrsOf(ip, tcp)
-	return analyze.SYN{Src: src, Dst: dst, Seq: binary.BigEndian.Uint32(tcp[4:])}
+	return attempt.SYN{Src: src, Dst: dst, Seq: binary.BigEndian.Uint32(tcp[4:])}
 }
 
 // viewOf fills v with the segment find located, captured at sec, nsec;
 // its addresses are slices of ip, and its first bytes are named for the
 // side they come from (a watched port's side is the server's).
-func (d *Decoder) viewOf(v *analyze.SegmentView, ip, tcp []byte, sec int64, nsec int32) {
+func (d *Decoder) viewOf(v *attempt.SegmentView, ip, tcp []byte, sec int64, nsec int32) {
 	if ip[0]>>4 == 4 {
 		v.Src, v.Dst = ip[12:16], ip[16:20]
 	} else {
@@ -149,11 +150,14 @@ func (d *Decoder) viewOf(v *analyze.SegmentView, ip, tcp []byte, sec int64, nsec
 	v.SrcPort, v.DstPort = binary.BigEndian.Uint16(tcp), binary.BigEndian.Uint16(tcp[2:])
 	v.Seq, v.Ack, v.Flags = binary.BigEndian.Uint32(tcp[4:]), binary.BigEndian.Uint32(tcp[8:]), tcp[13]
 	v.Sec, v.Nsec = sec, nsec
-	v.Sent = analyze.PayloadNone
+	v.Sent = backoff.PayloadNone
 	data, n := dataOf(ip, tcp)
 	v.Payload, v.PayloadLen = data, n
-	if len(data) > 0 {
-		v.Sent = analyze.PayloadOf(data, d.watched(v.SrcPort, v.SrcPort))
+	switch {
+	case len(data) > 0:
+		v.Sent = attempt.PayloadOf(data, d.watched(v.SrcPort, v.SrcPort))
+	case n > 0: // bytes the snap length cut off: data all the same
+		v.Sent = backoff.PayloadOther
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/capture"
 )
 
@@ -53,7 +53,7 @@ func ExampleReadFile() {
 		log.Fatal(err)
 	}
 
-	st, err := capture.ReadFile(path, capture.Options{Port: 8081}, func(s analyze.SYN) {
+	st, err := capture.ReadFile(path, capture.Options{Port: 8081}, func(s attempt.SYN) {
 		fmt.Println(s.Time.Format(time.TimeOnly), s.Src, "->", s.Dst, "seq", s.Seq)
 	})
 	if err != nil {

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 // ReadFiles reads every file with ReadFile, SYNs to opt.Port only (any
@@ -16,7 +17,7 @@ import (
 // come in any order (a rotated tcpdump -C set): the trackers sort by time;
 // but an attempt split between two files given out of time order loses
 // the segments read before any SYN of its tuple
-// (analyze.Tracker.AddSegment). info lists each file as ReadFile found
+// (attempt.Tracker.AddSegment). info lists each file as ReadFile found
 // it, in the order given, with their packets and skips summed; its SYNs
 // are left to the caller, who knows the port. When no file holds a TCP
 // segment other than a SYN, info.SYNOnly is set and the trackers give no
@@ -28,9 +29,9 @@ import (
 // (StopBefore). When progress is a terminal, a read that takes more than a
 // second shows its progress there; opt.Progress, when set, is called as
 // well.
-func ReadFiles(paths []string, opt Options, progress io.Writer) (*analyze.PortTracker, analyze.CaptureInfo, error) {
-	pt := analyze.NewPortTracker()
-	info := analyze.CaptureInfo{Skipped: map[string]uint64{}}
+func ReadFiles(paths []string, opt Options, progress io.Writer) (*attempt.PortTracker, attempt.CaptureInfo, error) {
+	pt := attempt.NewPortTracker()
+	info := attempt.CaptureInfo{Skipped: map[string]uint64{}}
 	show := progressTo(progress)
 	var other uint64
 	for i, path := range paths {
@@ -61,13 +62,13 @@ func ReadFiles(paths []string, opt Options, progress io.Writer) (*analyze.PortTr
 // (read, the files read so far) and reports true; false while done is
 // open, or when no file was read yet (the first file's read says it was
 // interrupted).
-func StopBefore(done <-chan struct{}, read []analyze.FileInfo, rest []string) bool {
+func StopBefore(done <-chan struct{}, read []attempt.FileInfo, rest []string) bool {
 	if !closed(done) || len(read) == 0 || len(rest) == 0 {
 		return false
 	}
 	last := &read[len(read)-1]
 	last.Warnings = append(last.Warnings, fmt.Sprintf("%s: read interrupted: %s not read: %s",
-		last.Path, analyze.Plural(len(rest), "later file"), strings.Join(rest, ", ")))
+		last.Path, text.Plural(len(rest), "later file"), strings.Join(rest, ", ")))
 	return true
 }
 

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/backoff-audit/audit/analyze"
 )
 
 // TestReadFiles: the files are read in the order given, each file's
@@ -34,7 +33,7 @@ func TestReadFiles(t *testing.T) {
 	a := write("a.pcap", syn(1, 8081, 1), truncIP, syn(3, 8081, 3))
 	b := write("b.pcap", syn(2, 8081, 2), syn(4, 9090, 4), truncIP)
 	skip := func(path string) map[string]uint64 {
-		st, err := ReadFile(path, Options{}, func(analyze.SYN) {})
+		st, err := ReadFile(path, Options{}, func(attempt.SYN) {})
 		if err != nil {
 			t.Fatal(err)
 		}

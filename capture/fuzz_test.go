@@ -13,7 +13,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 )
 
 // corpusFrames returns up to perType real frames per link type from the
@@ -154,13 +154,13 @@ func checkSegments(t *testing.T, plain *Decoder, lt layers.LinkType, frame []byt
 		tcp[13]&flagSYN != 0 && binary.BigEndian.Uint16(tcp) != port {
 		t.Fatalf("watching %d: not a segment of it: % x", port, tcp[:min(len(tcp), 20)])
 	}
-	var v analyze.SegmentView
+	var v attempt.SegmentView
 	w.viewOf(&v, ip, tcp, 0, 0)
 	s := v.Segment()
 	if !s.Src.IsValid() || !s.Dst.IsValid() || s.Src.Addr().Is4In6() || s.Dst.Addr().Is4In6() {
 		t.Fatalf("segment addresses: %v %v", s.Src, s.Dst)
 	}
-	if data, _ := dataOf(ip, tcp); s.Sent != analyze.PayloadOf(data, s.Src.Port() == port) || len(data) > len(tcp) {
+	if data, _ := dataOf(ip, tcp); s.Sent != attempt.PayloadOf(data, s.Src.Port() == port) || len(data) > len(tcp) {
 		t.Fatalf("segment sent %q from % x", s.Sent, data)
 	}
 }
@@ -185,17 +185,17 @@ func someAsync(r io.Reader, _ int64, _ bool, _ <-chan struct{}) source {
 type readResult struct {
 	SYNs []gotSYN
 	Segs []string
-	St   analyze.FileInfo
+	St   attempt.FileInfo
 	Err  string
 }
 
 func readAll(data []byte, mk func(io.Reader, int64, bool, <-chan struct{}) source) readResult {
 	var r readResult
-	opt := Options{Segments: func(v *analyze.SegmentView) {
+	opt := Options{Segments: func(v *attempt.SegmentView) {
 		s := v.Segment()
 		r.Segs = append(r.Segs, fmt.Sprintf("%v %v>%v %d %d %#x %q", s.Time.UnixNano(), s.Src, s.Dst, s.Seq, s.Ack, s.Flags, s.Sent))
 	}}
-	st, err := readSource("fuzz.pcap", bytes.NewReader(data), int64(len(data)), opt, func(s analyze.SYN) {
+	st, err := readSource("fuzz.pcap", bytes.NewReader(data), int64(len(data)), opt, func(s attempt.SYN) {
 		r.SYNs = append(r.SYNs, summarize(s))
 	}, mk)
 	r.St = st

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 )
 
 // synRecords returns n pcap records of SYNs from 10.0.0.1 port 1000+i to
@@ -42,13 +42,13 @@ func TestReadInterruptedPipe(t *testing.T) {
 		w.Write(eighth[:len(eighth)/2])
 		// The writer writes no more until the test ends.
 	}()
-	var syns []analyze.SYN
+	var syns []attempt.SYN
 	finished := make(chan struct{})
-	var st analyze.FileInfo
+	var st attempt.FileInfo
 	var err error
 	go func() {
 		defer close(finished)
-		st, err = ReadFile(Stdin, Options{Port: 80, Done: done, Stdin: r}, func(s analyze.SYN) {
+		st, err = ReadFile(Stdin, Options{Port: 80, Done: done, Stdin: r}, func(s attempt.SYN) {
 			if syns = append(syns, s); len(syns) == 7 {
 				close(done)
 			}
@@ -109,14 +109,14 @@ func TestReadFilesInterrupted(t *testing.T) {
 func TestReadStdin(t *testing.T) {
 	data := pcapFile(binary.LittleEndian, false, 1, synRecords(4)...)
 	var n int
-	st, err := ReadFile(Stdin, Options{Port: 80, Stdin: bytes.NewReader(data[:len(data)-3])}, func(analyze.SYN) { n++ })
+	st, err := ReadFile(Stdin, Options{Port: 80, Stdin: bytes.NewReader(data[:len(data)-3])}, func(attempt.SYN) { n++ })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n != 3 || st.Path != Stdin || !st.Truncated || len(st.Warnings) != 1 || !strings.HasPrefix(st.Warnings[0], "standard input: record at offset ") {
 		t.Errorf("%d SYNs, path %q, truncated %v, warnings %q; want 3, -, true, one naming standard input", n, st.Path, st.Truncated, st.Warnings)
 	}
-	_, err = ReadFile(Stdin, Options{Stdin: strings.NewReader("not a capture")}, func(analyze.SYN) {})
+	_, err = ReadFile(Stdin, Options{Stdin: strings.NewReader("not a capture")}, func(attempt.SYN) {})
 	if err == nil || !strings.HasPrefix(err.Error(), "read standard input: unknown file format") {
 		t.Errorf("error %v; want one naming standard input", err)
 	}

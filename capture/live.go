@@ -19,7 +19,7 @@ import (
 	"github.com/gopacket/gopacket/pcap"
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 )
 
 // Live capture defaults.
@@ -28,7 +28,7 @@ const (
 	// the reader has while it is descheduled. A frame of the ring takes
 	// 240 bytes whatever the packet (the snap length, liveSnapLen, and
 	// libpcap's header), on lo each packet takes two (see
-	// analyze.LiveStats), and the fate filter keeps each refused SYN's RST
+	// attempt.LiveStats), and the fate filter keeps each refused SYN's RST
 	// as well: 960 bytes a refused SYN on lo, so 64 MiB holds about 70 000
 	// of them, 0.7 s at 100 000 SYN/s, and 8 MiB 8 700
 	// (BenchmarkLiveRingCapacity). Neither lost a SYN up to 100 000 SYN/s
@@ -39,10 +39,10 @@ const (
 	// liveSnapLen keeps every header a segment the filters pass can carry
 	// (an Ethernet header with two VLAN tags, 22 bytes, or a cooked one,
 	// 20; IPv4 with options, 60; TCP with options, 60) and the first
-	// analyze.PayloadBytes of its data, enough to name them
+	// attempt.PayloadBytes of its data, enough to name them
 	// (docs/spec.md §7); an IPv6 header, 40 bytes without extension
 	// headers (the filter's IPv6 clause passes no other), leaves more.
-	liveSnapLen = 22 + 60 + 60 + analyze.PayloadBytes
+	liveSnapLen = 22 + 60 + 60 + attempt.PayloadBytes
 	// livePoll bounds how long a read waits before Run looks at its
 	// context again. Immediate mode delivers each packet as it arrives, so
 	// this costs no latency; it only bounds how late a cancellation is seen.
@@ -87,7 +87,7 @@ type LiveConfig struct {
 	// both directions (FateFilter), and Run hand each of those to it; the
 	// view is valid only during the call. Without it the capture keeps
 	// the SYNs alone (SYNFilter).
-	Segments func(*analyze.SegmentView)
+	Segments func(*attempt.SegmentView)
 	// BufferSize is the kernel capture buffer in bytes; 0 means
 	// DefaultLiveBuffer.
 	BufferSize int
@@ -122,8 +122,8 @@ type Live struct {
 	lt    layers.LinkType
 	dec   *Decoder
 	ts    string
-	segFn func(*analyze.SegmentView)
-	view  analyze.SegmentView
+	segFn func(*attempt.SegmentView)
+	view  attempt.SegmentView
 
 	file    *LiveFile // nil without Write or File
 	ifIndex int       // this capture's interface in a shared File
@@ -217,7 +217,7 @@ func OpenLive(cfg LiveConfig) (*Live, error) {
 // valid. The retry port's records stay header-only; the description says
 // what each interface keeps.
 func ngInterface(cfg LiveConfig, lt layers.LinkType, filter string) pcapgo.NgInterface {
-	what := fmt.Sprintf("port %d, headers and the first %d bytes of data (snap length %d)", cfg.Port, analyze.PayloadBytes, liveSnapLen)
+	what := fmt.Sprintf("port %d, headers and the first %d bytes of data (snap length %d)", cfg.Port, attempt.PayloadBytes, liveSnapLen)
 	if cfg.Whole {
 		what = fmt.Sprintf("port %d, whole packets", cfg.Port)
 	}
@@ -326,17 +326,17 @@ func availableInterfaces() string {
 func (l *Live) Timestamps() string { return l.ts }
 
 // Stats returns libpcap's counters. After Close it returns an error.
-func (l *Live) Stats() (analyze.LiveStats, error) {
+func (l *Live) Stats() (attempt.LiveStats, error) {
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
 	if l.closed {
-		return analyze.LiveStats{}, fmt.Errorf("capture statistics on %s: capture closed", l.iface)
+		return attempt.LiveStats{}, fmt.Errorf("capture statistics on %s: capture closed", l.iface)
 	}
 	s, err := l.h.Stats()
 	if err != nil {
-		return analyze.LiveStats{}, fmt.Errorf("capture statistics on %s: %w", l.iface, err)
+		return attempt.LiveStats{}, fmt.Errorf("capture statistics on %s: %w", l.iface, err)
 	}
-	return analyze.LiveStats{
+	return attempt.LiveStats{
 		Received:  uint64(uint32(s.PacketsReceived)),
 		Dropped:   uint64(uint32(s.PacketsDropped)),
 		IfDropped: uint64(uint32(s.PacketsIfDropped)),
@@ -354,7 +354,7 @@ func (l *Live) Stats() (analyze.LiveStats, error) {
 // nil; it also returns nil when Close is called. Any other read error, or a
 // write error, ends it; a read error carries libpcap's own reason (such as
 // "The interface disappeared").
-func (l *Live) Run(ctx context.Context, fn func(analyze.SYN), skipped func(reason string)) error {
+func (l *Live) Run(ctx context.Context, fn func(attempt.SYN), skipped func(reason string)) error {
 	var drainUntil time.Time
 	for {
 		if ctx.Err() != nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcap"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
 
@@ -165,10 +165,10 @@ func TestLiveCapture(t *testing.T) {
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
 	var mu sync.Mutex
-	var got []analyze.SYN
+	var got []attempt.SYN
 	done := make(chan error, 1)
 	go func() {
-		done <- l.Run(runCtx, func(s analyze.SYN) {
+		done <- l.Run(runCtx, func(s attempt.SYN) {
 			mu.Lock()
 			got = append(got, s)
 			mu.Unlock()
@@ -233,8 +233,8 @@ func TestLiveCapture(t *testing.T) {
 	if err := os.WriteFile(path, file.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var back []analyze.SYN
-	st, err := ReadFile(path, Options{Port: port}, func(s analyze.SYN) { back = append(back, s) })
+	var back []attempt.SYN
+	st, err := ReadFile(path, Options{Port: port}, func(s attempt.SYN) { back = append(back, s) })
 	if err != nil {
 		t.Fatalf("read back %s: %v", path, err)
 	}
@@ -255,7 +255,7 @@ func TestLiveCloseWakesRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx, func(analyze.SYN) {}, nil) }()
+	go func() { done <- l.Run(ctx, func(attempt.SYN) {}, nil) }()
 	st, err := l.Stats()
 	if err != nil {
 		t.Fatalf("Stats: %v", err)

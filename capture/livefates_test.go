@@ -13,7 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
 
@@ -29,9 +30,9 @@ func TestLiveFates(t *testing.T) {
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
 	var file testutil.SyncBuffer
 	var mu sync.Mutex
-	tr := analyze.NewTracker()
+	tr := attempt.NewTracker()
 	tr.SetFatesKnown(true)
-	l := openLive(t, LiveConfig{Iface: "lo", Port: port, Write: &file, Segments: func(v *analyze.SegmentView) {
+	l := openLive(t, LiveConfig{Iface: "lo", Port: port, Write: &file, Segments: func(v *attempt.SegmentView) {
 		mu.Lock()
 		tr.AddSegmentView(v)
 		mu.Unlock()
@@ -41,7 +42,7 @@ func TestLiveFates(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- l.Run(runCtx, func(s analyze.SYN) {
+		done <- l.Run(runCtx, func(s attempt.SYN) {
 			mu.Lock()
 			tr.Add(s)
 			mu.Unlock()
@@ -89,15 +90,15 @@ func TestLiveFates(t *testing.T) {
 		t.Fatal("the closed port accepted")
 	}
 
-	want := []analyze.Fate{analyze.FateClosed, analyze.FateAbandoned, analyze.FateRefused}
-	fates := func(as []analyze.Attempt) []analyze.Fate {
-		var fs []analyze.Fate
+	want := []backoff.Fate{backoff.FateClosed, backoff.FateAbandoned, backoff.FateRefused}
+	fates := func(as []attempt.Attempt) []backoff.Fate {
+		var fs []backoff.Fate
 		for _, a := range as {
 			fs = append(fs, a.Ending.Fate)
 		}
 		return fs
 	}
-	var got []analyze.Attempt
+	var got []attempt.Attempt
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		mu.Lock()
 		got = tr.List()
@@ -114,7 +115,7 @@ func TestLiveFates(t *testing.T) {
 	if diff := cmp.Diff(want, fates(got)); diff != "" {
 		t.Fatalf("fates (-want +got):\n%s", diff)
 	}
-	if e := got[1].Ending; e.ClientSent != analyze.PayloadH2Preface || e.ServerSent != "" || e.Duration < 50*time.Millisecond {
+	if e := got[1].Ending; e.ClientSent != backoff.PayloadH2Preface || e.ServerSent != "" || e.Duration < 50*time.Millisecond {
 		t.Errorf("abandoned attempt: %+v; want the client's preface, nothing from the server, 50 ms or more", e)
 	}
 
@@ -135,8 +136,8 @@ func TestLiveFates(t *testing.T) {
 	}
 }
 
-func endings(as []analyze.Attempt) []analyze.Ending {
-	var es []analyze.Ending
+func endings(as []attempt.Attempt) []backoff.Ending {
+	var es []backoff.Ending
 	for _, a := range as {
 		es = append(es, a.Ending)
 	}

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/capture/internal/synload"
 	"github.com/backoff-audit/audit/internal/testutil"
 )
@@ -40,7 +40,7 @@ type loadRun struct {
 	other     int
 	rsts      map[loadKey]int
 	otherSegs int
-	stats     analyze.LiveStats
+	stats     attempt.LiveStats
 }
 
 func (r loadRun) captured() int {
@@ -90,7 +90,7 @@ func runSYNLoad(tb testing.TB, cfg synload.Config, opt loadOptions) loadRun {
 	var mu sync.Mutex
 	lc := LiveConfig{Iface: "lo", Port: cfg.Port, BufferSize: opt.buffer}
 	if !opt.syns {
-		lc.Segments = func(v *analyze.SegmentView) {
+		lc.Segments = func(v *attempt.SegmentView) {
 			s := v.Segment()
 			mu.Lock()
 			defer mu.Unlock()
@@ -123,7 +123,7 @@ func runSYNLoad(tb testing.TB, cfg synload.Config, opt loadOptions) loadRun {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	read := func() {
-		done <- l.Run(runCtx, func(s analyze.SYN) {
+		done <- l.Run(runCtx, func(s attempt.SYN) {
 			mu.Lock()
 			defer mu.Unlock()
 			if loadSrc.Contains(s.Src.Addr()) || s.Src.Addr() == synload.Dst6 {

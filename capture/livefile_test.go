@@ -13,12 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/google/go-cmp/cmp"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
-
-	"github.com/backoff-audit/audit/analyze"
 )
 
 // TestLiveFileTwoCaptures: the retry port's capture (headers) and the
@@ -109,11 +108,11 @@ func TestLiveFileTwoCaptures(t *testing.T) {
 	}
 	var syns []time.Time
 	var ctlBytes []int
-	st, err := ReadFile(path, Options{PayloadPorts: []uint16{ctl}, Payloads: func(v *analyze.SegmentView) {
+	st, err := ReadFile(path, Options{PayloadPorts: []uint16{ctl}, Payloads: func(v *attempt.SegmentView) {
 		if len(v.Payload) > 0 {
 			ctlBytes = append(ctlBytes, len(v.Payload))
 		}
-	}}, func(s analyze.SYN) { syns = append(syns, s.Time) })
+	}}, func(s attempt.SYN) { syns = append(syns, s.Time) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 )
 
 // writeSegments listens on lo and discards what one connection sends.
@@ -55,7 +55,7 @@ func sendSegments(tb testing.TB, port uint16, n, size int, pause time.Duration) 
 	}
 }
 
-func openWhole(tb testing.TB, port uint16, buffer int, seg func(*analyze.SegmentView)) *Live {
+func openWhole(tb testing.TB, port uint16, buffer int, seg func(*attempt.SegmentView)) *Live {
 	tb.Helper()
 	l, err := OpenLive(LiveConfig{Iface: "lo", Port: port, Whole: true, BufferSize: buffer, Segments: seg})
 	if errors.Is(err, os.ErrPermission) {
@@ -74,7 +74,7 @@ func TestLiveWhole(t *testing.T) {
 	t.Parallel()
 	port := writeSegments(t)
 	var whole, cut int
-	l := openWhole(t, port, 0, func(v *analyze.SegmentView) {
+	l := openWhole(t, port, 0, func(v *attempt.SegmentView) {
 		if v.PayloadLen == 10_000 && len(v.Payload) == v.PayloadLen {
 			whole++
 		} else if v.PayloadLen > len(v.Payload) {
@@ -84,7 +84,7 @@ func TestLiveWhole(t *testing.T) {
 	sendSegments(t, port, 3, 10_000, time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if err := l.Run(ctx, func(analyze.SYN) {}, nil); err != nil {
+	if err := l.Run(ctx, func(attempt.SYN) {}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// lo shows each segment twice; libpcap hands the outgoing copy too.
@@ -108,7 +108,7 @@ func BenchmarkLiveRingCapacityWhole(b *testing.B) {
 			for range b.N {
 				port := writeSegments(b)
 				n := 0
-				seg := func(*analyze.SegmentView) { n++ }
+				seg := func(*attempt.SegmentView) { n++ }
 				l, err := OpenLive(LiveConfig{Iface: "lo", Port: port, Whole: whole, BufferSize: 8 << 20, Segments: seg})
 				if errors.Is(err, os.ErrPermission) {
 					b.Skipf("SKIPPED, NOT RUN: live capture needs root: %v", err)
@@ -119,7 +119,7 @@ func BenchmarkLiveRingCapacityWhole(b *testing.B) {
 				sendSegments(b, port, 20_000, 100, 20*time.Microsecond)
 				ctx, cancel := context.WithCancel(context.Background())
 				cancel() // read what the ring holds, then stop
-				l.Run(ctx, func(analyze.SYN) {}, nil)
+				l.Run(ctx, func(attempt.SYN) {}, nil)
 				l.Close()
 				held = n
 			}

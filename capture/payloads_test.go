@@ -4,10 +4,9 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/google/go-cmp/cmp"
 	"github.com/gopacket/gopacket/layers"
-
-	"github.com/backoff-audit/audit/analyze"
 )
 
 // gotPayload is what Options.Payloads handed out for one segment.
@@ -63,7 +62,7 @@ func TestReadPayloads(t *testing.T) {
 	for name, data := range files {
 		t.Run(name, func(t *testing.T) {
 			var got []gotPayload
-			opt := Options{PayloadPorts: []uint16{50051}, Payloads: func(v *analyze.SegmentView) {
+			opt := Options{PayloadPorts: []uint16{50051}, Payloads: func(v *attempt.SegmentView) {
 				s := v.Segment()
 				got = append(got, gotPayload{s.Src.String(), v.Flags, string(v.Payload), v.PayloadLen})
 			}}

@@ -7,10 +7,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-
-	"github.com/backoff-audit/audit/analyze"
 )
 
 // ngSYN is an Ethernet frame holding a SYN from 10.0.0.1:1000 with seq.
@@ -136,9 +135,9 @@ func TestPcapngInterfacesBeyondBound(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("SYNs (-want +got):\n%s", diff)
 			}
-			want := analyze.FileInfo{Path: "x", Format: "pcapng", Packets: tt.wantPackets, SYNs: uint64(len(tt.want)),
+			want := attempt.FileInfo{Path: "x", Format: "pcapng", Packets: tt.wantPackets, SYNs: uint64(len(tt.want)),
 				Skipped: tt.wantSkipped, Warnings: f.warnings}
-			if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(analyze.FileInfo{}, "Bytes")); diff != "" {
+			if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(attempt.FileInfo{}, "Bytes")); diff != "" {
 				t.Errorf("FileInfo (-want +got):\n%s", diff)
 			}
 		})
@@ -281,9 +280,9 @@ func TestPcapngTrailingLengthMismatch(t *testing.T) {
 				if diff := cmp.Diff(tt.want, got); diff != "" {
 					t.Errorf("SYNs (-want +got):\n%s", diff)
 				}
-				want := analyze.FileInfo{Path: "x", Format: "pcapng", Packets: tt.wantPackets, SYNs: uint64(len(tt.want)),
+				want := attempt.FileInfo{Path: "x", Format: "pcapng", Packets: tt.wantPackets, SYNs: uint64(len(tt.want)),
 					Skipped: tt.wantSkipped, Warnings: f.warnings}
-				if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(analyze.FileInfo{}, "Bytes")); diff != "" {
+				if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(attempt.FileInfo{}, "Bytes")); diff != "" {
 					t.Errorf("FileInfo (-want +got):\n%s", diff)
 				}
 			})

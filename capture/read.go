@@ -13,7 +13,7 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 )
 
 // Options for reading.
@@ -29,13 +29,13 @@ type Options struct {
 	// are read from (docs/spec.md §7.2): those to or from the port (with
 	// Port 0, any port a SYN went to before them) with SYN-ACK, RST or FIN
 	// set, or that carry bytes. The view is valid only during the call.
-	Segments func(*analyze.SegmentView)
+	Segments func(*attempt.SegmentView)
 	// Payloads, when set, is called with every TCP segment to or from one
 	// of PayloadPorts (from any port when PayloadPorts is empty), SYNs and
 	// pure ACKs included, with its Payload: what TCP reassembly (package
 	// flows) reads. It does not change what fn and Segments get. The view
 	// is valid only during the call.
-	Payloads     func(*analyze.SegmentView)
+	Payloads     func(*attempt.SegmentView)
 	PayloadPorts []uint16
 	// Done, when closed, stops the read where it is, as if the file ended
 	// there but without calling it truncated: what was read is kept, and
@@ -48,7 +48,7 @@ type Options struct {
 // Stdin is the path that names standard input.
 const Stdin = "-"
 
-// Record problems counted in analyze.FileInfo.Skipped.
+// Record problems counted in attempt.FileInfo.Skipped.
 const (
 	SkipBadBlock       = "pcapng corrupt block"
 	SkipNoInterface    = "pcapng packet names a missing interface"
@@ -81,7 +81,7 @@ const maxWarnings = 100
 // is skipped and counted, since block lengths let the reader find the next
 // one; damage a pcap file gives no way past stops the read with an error
 // naming the file and the byte offset. fn sees what came before it.
-func ReadFile(path string, opt Options, fn func(analyze.SYN)) (analyze.FileInfo, error) {
+func ReadFile(path string, opt Options, fn func(attempt.SYN)) (attempt.FileInfo, error) {
 	if path == Stdin {
 		in := opt.Stdin
 		if in == nil {
@@ -93,7 +93,7 @@ func ReadFile(path string, opt Options, fn func(analyze.SYN)) (analyze.FileInfo,
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return analyze.FileInfo{Path: path, Skipped: map[string]uint64{}}, err
+		return attempt.FileInfo{Path: path, Skipped: map[string]uint64{}}, err
 	}
 	defer f.Close()
 	size := int64(-1)
@@ -121,7 +121,7 @@ const asyncMin = 2 * chunkSize
 
 // readStream is ReadFile's core, on any reader; name appears in messages.
 // size is the stream's length when known, else -1.
-func readStream(name string, r io.Reader, size int64, opt Options, fn func(analyze.SYN)) (analyze.FileInfo, error) {
+func readStream(name string, r io.Reader, size int64, opt Options, fn func(attempt.SYN)) (attempt.FileInfo, error) {
 	return readSource(name, r, size, opt, fn, defaultSource)
 }
 
@@ -136,9 +136,9 @@ func defaultSource(r io.Reader, size int64, gz bool, done <-chan struct{}) sourc
 
 // readSource is readStream with the choice of chunk source, so tests can
 // compare sources and force tiny chunks.
-func readSource(name string, r io.Reader, size int64, opt Options, fn func(analyze.SYN),
-	newSource func(r io.Reader, size int64, gz bool, done <-chan struct{}) source) (analyze.FileInfo, error) {
-	st := analyze.FileInfo{Path: name, Skipped: map[string]uint64{}}
+func readSource(name string, r io.Reader, size int64, opt Options, fn func(attempt.SYN),
+	newSource func(r io.Reader, size int64, gz bool, done <-chan struct{}) source) (attempt.FileInfo, error) {
+	st := attempt.FileInfo{Path: name, Skipped: map[string]uint64{}}
 	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, 512) // to peek at the magic; large reads bypass it
 	var src io.Reader = br
@@ -192,19 +192,19 @@ func readSource(name string, r io.Reader, size int64, opt Options, fn func(analy
 type reader struct {
 	name string
 	b    *buffer
-	st   *analyze.FileInfo
+	st   *attempt.FileInfo
 	port uint16
-	fn   func(analyze.SYN)
+	fn   func(attempt.SYN)
 	dec  *Decoder
 	// segFn receives the segments of Options.Segments, in view.
-	segFn func(*analyze.SegmentView)
-	view  analyze.SegmentView
+	segFn func(*attempt.SegmentView)
+	view  attempt.SegmentView
 	// pay receives the segments of Options.Payloads, of the ports of
 	// payPorts (nil: any), decoded by pdec into pview.
-	pay      func(*analyze.SegmentView)
+	pay      func(*attempt.SegmentView)
 	payPorts *portSet
 	pdec     *Decoder
-	pview    analyze.SegmentView
+	pview    attempt.SegmentView
 }
 
 const (

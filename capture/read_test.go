@@ -19,7 +19,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 )
 
 // gotSYN is a SYN as the tests compare it.
@@ -29,14 +29,14 @@ type gotSYN struct {
 	Seq      uint32
 }
 
-func summarize(s analyze.SYN) gotSYN {
+func summarize(s attempt.SYN) gotSYN {
 	return gotSYN{Time: s.Time.UTC().Format(time.RFC3339Nano), Src: s.Src.String(), Dst: s.Dst.String(), Seq: s.Seq}
 }
 
 // readBytes runs ReadFile's core on an in-memory file.
-func readBytes(name string, data []byte, opt Options) ([]gotSYN, analyze.FileInfo, error) {
+func readBytes(name string, data []byte, opt Options) ([]gotSYN, attempt.FileInfo, error) {
 	var got []gotSYN
-	st, err := readStream(name, bytes.NewReader(data), int64(len(data)), opt, func(s analyze.SYN) {
+	st, err := readStream(name, bytes.NewReader(data), int64(len(data)), opt, func(s attempt.SYN) {
 		got = append(got, summarize(s))
 	})
 	return got, st, err
@@ -152,11 +152,11 @@ func TestReadFormats(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("SYNs (-want +got):\n%s", diff)
 			}
-			wantSt := analyze.FileInfo{Path: "x", Format: tt.wantFormat, Packets: tt.wantPackets, SYNs: uint64(len(tt.want)), Skipped: tt.wantSkipped}
+			wantSt := attempt.FileInfo{Path: "x", Format: tt.wantFormat, Packets: tt.wantPackets, SYNs: uint64(len(tt.want)), Skipped: tt.wantSkipped}
 			if wantSt.Skipped == nil {
 				wantSt.Skipped = map[string]uint64{}
 			}
-			if diff := cmp.Diff(wantSt, st, cmpopts.IgnoreFields(analyze.FileInfo{}, "Bytes", "Warnings", "OtherTCP")); diff != "" {
+			if diff := cmp.Diff(wantSt, st, cmpopts.IgnoreFields(attempt.FileInfo{}, "Bytes", "Warnings", "OtherTCP")); diff != "" {
 				t.Errorf("FileInfo (-want +got):\n%s", diff)
 			}
 		})
@@ -285,7 +285,7 @@ func TestReadFilePcapgo(t *testing.T) {
 		var calls int
 		var last [2]int64
 		st, err := ReadFile(path, Options{Port: 443, Progress: func(done, total int64) { calls++; last = [2]int64{done, total} }},
-			func(s analyze.SYN) { got = append(got, summarize(s)) })
+			func(s attempt.SYN) { got = append(got, summarize(s)) })
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -302,7 +302,7 @@ func TestReadFilePcapgo(t *testing.T) {
 }
 
 func TestReadFileMissing(t *testing.T) {
-	_, err := ReadFile(filepath.Join(t.TempDir(), "nope.pcap"), Options{}, func(analyze.SYN) {})
+	_, err := ReadFile(filepath.Join(t.TempDir(), "nope.pcap"), Options{}, func(attempt.SYN) {})
 	if !os.IsNotExist(err) {
 		t.Errorf("err = %v, want not-exist", err)
 	}
@@ -334,7 +334,7 @@ func TestReadHugeBlockBoundedMemory(t *testing.T) {
 	var before, afterStats runtime.MemStats
 	runtime.ReadMemStats(&before)
 	var n int
-	st, err := readStream("huge", stream, -1, Options{}, func(analyze.SYN) { n++ })
+	st, err := readStream("huge", stream, -1, Options{}, func(attempt.SYN) { n++ })
 	runtime.ReadMemStats(&afterStats)
 	if err != nil || n != 1 || st.Truncated {
 		t.Fatalf("got %d SYNs, truncated %v, err %v; want 1, false, nil", n, st.Truncated, err)

@@ -13,7 +13,8 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcap"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // seg is a TCP segment with flags, sequence numbers and data.
@@ -33,7 +34,7 @@ type foundSeg struct {
 	Skip  string
 	Src   string
 	Flags byte
-	Sent  analyze.Payload
+	Sent  backoff.Payload
 }
 
 func findSeg(d *Decoder, lt layers.LinkType, frame []byte) foundSeg {
@@ -41,7 +42,7 @@ func findSeg(d *Decoder, lt layers.LinkType, frame []byte) foundSeg {
 	if len(tcp) == 0 {
 		return foundSeg{Skip: skip}
 	}
-	var v analyze.SegmentView
+	var v attempt.SegmentView
 	d.viewOf(&v, ip, tcp, 0, 0)
 	s := v.Segment()
 	return foundSeg{Found: true, Src: s.Src.String(), Flags: s.Flags, Sent: s.Sent}
@@ -61,7 +62,7 @@ func TestDecodeSegments(t *testing.T) {
 	}
 	fromSrv := foundSeg{Found: true, Src: srv + ":8081"}
 	fromCli := foundSeg{Found: true, Src: cli + ":40000"}
-	with := func(f foundSeg, flags byte, sent analyze.Payload) foundSeg {
+	with := func(f foundSeg, flags byte, sent backoff.Payload) foundSeg {
 		f.Flags, f.Sent = flags, sent
 		return f
 	}
@@ -85,13 +86,13 @@ func TestDecodeSegments(t *testing.T) {
 		{"syn-ack from the port", layers.LinkTypeEthernet, v4(srv, cli, seg(8081, 40000, 7, 2, flagSYN|flagACK, nil)), with(fromSrv, flagSYN|flagACK, "")},
 		{"rst-ack from the port", layers.LinkTypeEthernet, v4(srv, cli, seg(8081, 40000, 0, 2, flagRST|flagACK, nil)), with(fromSrv, flagRST|flagACK, "")},
 		{"fin from the client", layers.LinkTypeEthernet, v4(cli, srv, seg(40000, 8081, 2, 8, flagFIN|flagACK, nil)), with(fromCli, flagFIN|flagACK, "")},
-		{"client hello", layers.LinkTypeEthernet, v4(cli, srv, seg(40000, 8081, 2, 8, flagACK|0x08, tlsHello)), with(fromCli, flagACK|0x08, analyze.PayloadTLSClientHello)},
+		{"client hello", layers.LinkTypeEthernet, v4(cli, srv, seg(40000, 8081, 2, 8, flagACK|0x08, tlsHello)), with(fromCli, flagACK|0x08, backoff.PayloadTLSClientHello)},
 		{"server settings", layers.LinkTypeEthernet, v6("fd00::2", "fd00::1", seg(8081, 40000, 8, 2, flagACK, []byte{0, 0, 0, 4, 0, 0, 0, 0, 0})),
-			foundSeg{Found: true, Src: "[fd00::2]:8081", Flags: flagACK, Sent: analyze.PayloadH2Settings}},
-		{"offloaded, no IP length", layers.LinkTypeEthernet, tso, with(fromCli, flagACK, analyze.PayloadTLSClientHello)},
-		{"cut by the snap length", layers.LinkTypeEthernet, snapped, with(fromCli, flagACK, analyze.PayloadH2Preface)},
+			foundSeg{Found: true, Src: "[fd00::2]:8081", Flags: flagACK, Sent: backoff.PayloadH2Settings}},
+		{"offloaded, no IP length", layers.LinkTypeEthernet, tso, with(fromCli, flagACK, backoff.PayloadTLSClientHello)},
+		{"cut by the snap length", layers.LinkTypeEthernet, snapped, with(fromCli, flagACK, backoff.PayloadH2Preface)},
 		{"off the fast path: vlan", layers.LinkTypeEthernet, vlanFrame([]uint16{0x8100}, 0x0800, ipv4Packet(srv, cli, 6, seg(8081, 40000, 0, 2, flagRST|flagACK, nil))), with(fromSrv, flagRST|flagACK, "")},
-		{"off the fast path: linux cooked", layers.LinkTypeLinuxSLL2, sll2Frame(0x0800, ipv4Packet(cli, srv, 6, seg(40000, 8081, 2, 8, flagACK, tlsHello))), with(fromCli, flagACK, analyze.PayloadTLSClientHello)},
+		{"off the fast path: linux cooked", layers.LinkTypeLinuxSLL2, sll2Frame(0x0800, ipv4Packet(cli, srv, 6, seg(40000, 8081, 2, 8, flagACK, tlsHello))), with(fromCli, flagACK, backoff.PayloadTLSClientHello)},
 		{"off the fast path: ipv6 extension header", layers.LinkTypeRaw, ipv6Packet("fd00::1", "fd00::2", 0, slices.Concat(extHeader(6, 0), seg(40000, 8081, 2, 8, flagFIN|flagACK, nil))),
 			foundSeg{Found: true, Src: "[fd00::1]:40000", Flags: flagFIN | flagACK}},
 		{"a pure ACK is not one", layers.LinkTypeEthernet, v4(cli, srv, seg(40000, 8081, 2, 8, flagACK, nil)), foundSeg{}},
@@ -199,7 +200,7 @@ func TestDecodeSegmentsNoAllocs(t *testing.T) {
 	d := NewDecoder()
 	d.watch(2)
 	frame := ethFrame(0x0800, ipv4Packet("10.0.0.1", "10.0.0.2", 6, seg(1, 2, 3, 4, flagACK, tlsHello)))
-	var v analyze.SegmentView
+	var v attempt.SegmentView
 	if n := testing.AllocsPerRun(100, func() {
 		ip, tcp, _ := d.find(layers.LinkTypeEthernet, frame)
 		d.viewOf(&v, ip, tcp, 1, 2)
@@ -234,7 +235,7 @@ func attemptRecords(base uint32, port uint16) []pcapRecord {
 func TestReadFileSegments(t *testing.T) {
 	type got struct {
 		Flags byte
-		Sent  analyze.Payload
+		Sent  backoff.Payload
 		Src   string
 	}
 	recs := attemptRecords(1, 8081)
@@ -243,16 +244,16 @@ func TestReadFileSegments(t *testing.T) {
 	data := pcapFile(binary.LittleEndian, true, 1, append([]pcapRecord{early}, recs...)...)
 	want := []got{
 		{flagSYN | flagACK, "", "10.0.0.2:8081"},
-		{flagACK | 0x08, analyze.PayloadTLSClientHello, "10.0.0.1:40000"},
+		{flagACK | 0x08, backoff.PayloadTLSClientHello, "10.0.0.1:40000"},
 		{flagFIN | flagACK, "", "10.0.0.2:8081"},
 		{flagFIN | flagACK, "", "10.0.0.1:40000"},
 	}
 	for _, port := range []uint16{8081, 0} {
 		var segs []got
-		st, err := readStream("x.pcap", bytes.NewReader(data), int64(len(data)), Options{Port: port, Segments: func(v *analyze.SegmentView) {
+		st, err := readStream("x.pcap", bytes.NewReader(data), int64(len(data)), Options{Port: port, Segments: func(v *attempt.SegmentView) {
 			s := v.Segment()
 			segs = append(segs, got{s.Flags, s.Sent, s.Src.String()})
-		}}, func(analyze.SYN) {})
+		}}, func(attempt.SYN) {})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,16 +297,16 @@ func TestReadFilesFates(t *testing.T) {
 	}
 	a, b := write("a.pcap", first...), write("b.pcap", second...)
 	synOnly := write("syns.pcap", first[0], second[0])
-	closed := analyze.Ending{Fate: analyze.FateClosed, Accepted: 20e3, Duration: 50e3, ClientSent: analyze.PayloadTLSClientHello}
-	open := analyze.Ending{Fate: analyze.FateOpen, Accepted: 20e3, ClientSent: analyze.PayloadTLSClientHello}
+	closed := backoff.Ending{Fate: backoff.FateClosed, Accepted: 20e3, Duration: 50e3, ClientSent: backoff.PayloadTLSClientHello}
+	open := backoff.Ending{Fate: backoff.FateOpen, Accepted: 20e3, ClientSent: backoff.PayloadTLSClientHello}
 	tests := []struct {
 		name  string
 		paths []string
-		want  []analyze.Ending
+		want  []backoff.Ending
 	}{
-		{"in order", []string{a, b}, []analyze.Ending{closed, open}},
-		{"out of order", []string{b, a}, []analyze.Ending{closed, open}},
-		{"SYNs only", []string{synOnly}, []analyze.Ending{{}, {}}},
+		{"in order", []string{a, b}, []backoff.Ending{closed, open}},
+		{"out of order", []string{b, a}, []backoff.Ending{closed, open}},
+		{"SYNs only", []string{synOnly}, []backoff.Ending{{}, {}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -316,7 +317,7 @@ func TestReadFilesFates(t *testing.T) {
 			if info.SYNOnly != (tt.name == "SYNs only") {
 				t.Errorf("SYNOnly = %v", info.SYNOnly)
 			}
-			var got []analyze.Ending
+			var got []backoff.Ending
 			for _, c := range pt.Tracker(8081).Peers() {
 				for _, a := range c.Attempts {
 					got = append(got, a.Ending)

@@ -1,7 +1,7 @@
 // Package control reads the sessions of a ReconnectService from its control
 // port: the Start and Stop calls that the h2 decoder finds on the port's
 // plaintext HTTP/2 connections, turned into the events of a server's record
-// (analyze.RecordEvent), so that a capture of any server, the C++
+// (session.RecordEvent), so that a capture of any server, the C++
 // reference or another library's, is cross-checked as a record file is
 // (docs/spec.md §5.6). Start gives a session's caller, time and cap; Stop
 // ends it with ReconnectInfo's passed and backoff_ms, the only list such a
@@ -14,8 +14,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/session"
 )
 
 // The method paths of docs/spec.md §2.2.
@@ -102,29 +103,29 @@ type Sessions struct {
 	n    int
 	open bool
 	// policy is the open session's, for the reason of a failed Stop.
-	policy analyze.Policy
+	policy backoff.Policy
 }
 
 // Event turns one call into the event of a record; ok is false for a call
 // that neither begins nor ends a session.
-func (s *Sessions) Event(c Call) (e analyze.RecordEvent, ok bool) {
+func (s *Sessions) Event(c Call) (e session.RecordEvent, ok bool) {
 	switch {
 	case c.Kind == Start && (c.Status == "" || c.Status == "OK"):
 		s.n++
-		s.open, s.policy = true, analyze.ReferencePolicy(c.MaxMS)
-		return analyze.RecordEvent{Event: analyze.EventStart, Time: c.Time, Session: s.n, Peer: c.Caller,
-			Params: &analyze.SessionParams{MaxReconnectBackoffMS: c.MaxMS, Policy: analyze.ReferencePolicy(c.MaxMS)}}, true
+		s.open, s.policy = true, backoff.ReferencePolicy(c.MaxMS)
+		return session.RecordEvent{Event: session.EventStart, Time: c.Time, Session: s.n, Peer: c.Caller,
+			Params: &session.SessionParams{MaxReconnectBackoffMS: c.MaxMS, Policy: backoff.ReferencePolicy(c.MaxMS)}}, true
 	case c.Kind == Stop && s.open && c.Status == "OK" && c.Info != nil:
 		s.open = false
-		return analyze.RecordEvent{Event: analyze.EventStop, Time: c.Time, Session: s.n, Peer: c.Caller, End: End(c.Info, s.policy)}, true
+		return session.RecordEvent{Event: session.EventStop, Time: c.Time, Session: s.n, Peer: c.Caller, End: End(c.Info, s.policy)}, true
 	}
-	return analyze.RecordEvent{}, false
+	return session.RecordEvent{}, false
 }
 
 // Events is every call's event, in order.
-func Events(calls []Call) []analyze.RecordEvent {
+func Events(calls []Call) []session.RecordEvent {
 	var s Sessions
-	var out []analyze.RecordEvent
+	var out []session.RecordEvent
 	for _, c := range calls {
 		if e, ok := s.Event(c); ok {
 			out = append(out, e)
@@ -133,11 +134,11 @@ func Events(calls []Call) []analyze.RecordEvent {
 	return out
 }
 
-// ServerSessions is the sessions of the calls, as analyze.ServerSessions
+// ServerSessions is the sessions of the calls, as session.Sessions
 // groups a record's, each marked BackoffOnly: its list is its Stop's
 // backoff_ms.
-func ServerSessions(calls []Call) []analyze.ServerSession {
-	ss := analyze.ServerSessions(Events(calls))
+func ServerSessions(calls []Call) []session.Session {
+	ss := session.Sessions(Events(calls))
 	for i := range ss {
 		ss[i].BackoffOnly = true
 	}
@@ -146,10 +147,10 @@ func ServerSessions(calls []Call) []analyze.ServerSession {
 
 // End is the outcome of a session judged by p as its Stop answered it.
 // The answer names no verified peer: it is chosen from the kernel's
-// attempts (analyze.ServerSession.ChoosePeerFromKernel).
-func End(info *h2.ReconnectInfo, p analyze.Policy) *analyze.SessionEnd {
-	end := &analyze.SessionEnd{Cause: analyze.CauseStop, Passed: info.Passed, Verdict: analyze.Passed,
-		BackoffMS: slices.Clone(info.BackoffMs), Foreign: []analyze.PeerCount{}}
+// attempts (session.Session.ChoosePeerFromKernel).
+func End(info *h2.ReconnectInfo, p backoff.Policy) *session.SessionEnd {
+	end := &session.SessionEnd{Cause: session.CauseStop, Passed: info.Passed, Verdict: backoff.Passed,
+		BackoffMS: slices.Clone(info.BackoffMs), Foreign: []session.PeerCount{}}
 	if end.BackoffMS == nil {
 		end.BackoffMS = []int32{}
 	}
@@ -160,10 +161,10 @@ func End(info *h2.ReconnectInfo, p analyze.Policy) *analyze.SessionEnd {
 	switch {
 	case info.Passed:
 	case len(end.BackoffMS) == 0:
-		end.Verdict, end.Reason = analyze.TooFew, "Stop answered passed=false with no interval"
+		end.Verdict, end.Reason = backoff.TooFew, "Stop answered passed=false with no interval"
 	default:
-		end.Verdict, end.Reason = analyze.Failed, "Stop answered passed=false"
-		if r := analyze.VerifyBackoff(p, end.BackoffMS).Reason(); r != "" {
+		end.Verdict, end.Reason = backoff.Failed, "Stop answered passed=false"
+		if r := backoff.VerifyBackoff(p, end.BackoffMS).Reason(); r != "" {
 			end.Reason += "; over its backoff_ms, " + r
 		}
 	}

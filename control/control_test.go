@@ -11,9 +11,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/session"
 )
 
 // TestEventsOfRecording reads the sessions of a real grpc-go client's Start
@@ -36,12 +37,12 @@ func TestEventsOfRecording(t *testing.T) {
 	caller := netip.MustParseAddrPort("127.0.0.1:44964")
 	start := time.Date(2026, 12, 1, 18, 13, 43, 118080272, time.UTC)
 	stop := time.Date(2026, 12, 1, 18, 13, 43, 118724925, time.UTC)
-	want := []analyze.ServerSession{{
+	want := []session.Session{{
 		Number: 1, Start: start, Peer: caller, EndTime: stop, BackoffOnly: true,
-		Params: analyze.SessionParams{MaxReconnectBackoffMS: 2000, Policy: analyze.ReferencePolicy(2000)},
-		End: &analyze.SessionEnd{Cause: analyze.CauseStop, Verdict: analyze.Failed, BackoffMS: []int32{0},
+		Params: session.SessionParams{MaxReconnectBackoffMS: 2000, Policy: backoff.ReferencePolicy(2000)},
+		End: &session.SessionEnd{Cause: session.CauseStop, Verdict: backoff.Failed, BackoffMS: []int32{0},
 			Reason:   "Stop answered passed=false; over its backoff_ms, interval 1: 0 ms is early (expected 1000 ms, window 700–1300 ms)",
-			Attempts: 2, VerifiedAttempts: 2, Foreign: []analyze.PeerCount{}},
+			Attempts: 2, VerifiedAttempts: 2, Foreign: []session.PeerCount{}},
 	}}
 	got := control.ServerSessions(control.Calls(golden.Reports))
 	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{}, netip.AddrPort{})); diff != "" {
@@ -57,20 +58,20 @@ func TestSessionsRules(t *testing.T) {
 	tests := []struct {
 		name  string
 		calls []control.Call
-		want  []analyze.EventKind
+		want  []session.EventKind
 	}{
 		{"start, stop", []control.Call{{Kind: control.Start, Time: at(0), Status: "OK"}, {Kind: control.Stop, Time: at(5), Status: "OK", Info: info}},
-			[]analyze.EventKind{analyze.EventStart, analyze.EventStop}},
+			[]session.EventKind{session.EventStart, session.EventStop}},
 		{"a stop without a start ends nothing", []control.Call{{Kind: control.Stop, Time: at(0), Status: "OK", Info: info}}, nil},
 		{"a refused stop ends nothing", []control.Call{{Kind: control.Start, Time: at(0), Status: "OK"}, {Kind: control.Stop, Time: at(5), Status: "FAILED_PRECONDITION"}},
-			[]analyze.EventKind{analyze.EventStart}},
+			[]session.EventKind{session.EventStart}},
 		{"a failed start begins nothing", []control.Call{{Kind: control.Start, Time: at(0), Status: "UNAVAILABLE"}, {Kind: control.Stop, Time: at(5), Status: "OK", Info: info}}, nil},
 		{"a start the capture saw no answer to begins a session", []control.Call{{Kind: control.Start, Time: at(0)}},
-			[]analyze.EventKind{analyze.EventStart}},
+			[]session.EventKind{session.EventStart}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got []analyze.EventKind
+			var got []session.EventKind
 			for _, e := range control.Events(tt.calls) {
 				got = append(got, e.Event)
 			}

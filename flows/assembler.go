@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
 	"github.com/backoff-audit/audit/tlsdec"
 )
@@ -236,15 +236,15 @@ func seqLess(a, b uint32) bool { return int32(a-b) < 0 }
 
 // AddSYN adds a SYN that capture.Live hands apart from the other
 // segments.
-func (a *Assembler) AddSYN(s analyze.SYN) {
+func (a *Assembler) AddSYN(s attempt.SYN) {
 	src, dst := s.Src.Addr().As16(), s.Dst.Addr().As16()
-	v := analyze.SegmentView{Src: src[:], Dst: dst[:], SrcPort: s.Src.Port(), DstPort: s.Dst.Port(),
+	v := attempt.SegmentView{Src: src[:], Dst: dst[:], SrcPort: s.Src.Port(), DstPort: s.Dst.Port(),
 		Seq: s.Seq, Flags: flagSYN, Sec: s.Time.Unix(), Nsec: int32(s.Time.Nanosecond())}
 	a.Add(&v)
 }
 
 // Add reassembles one segment; v is not kept.
-func (a *Assembler) Add(v *analyze.SegmentView) {
+func (a *Assembler) Add(v *attempt.SegmentView) {
 	if a.ports != nil && !a.ports[v.SrcPort] && !a.ports[v.DstPort] {
 		return
 	}
@@ -329,7 +329,7 @@ func (a *Assembler) Add(v *analyze.SegmentView) {
 
 // keyOf returns the key of v's connection and whether v's source is its
 // a endpoint.
-func keyOf(v *analyze.SegmentView) (flowKey, bool) {
+func keyOf(v *attempt.SegmentView) (flowKey, bool) {
 	var k flowKey
 	src, dst := addr16(v.Src), addr16(v.Dst)
 	if c := bytes.Compare(src[:], dst[:]); c < 0 || c == 0 && v.SrcPort <= v.DstPort {
@@ -368,7 +368,7 @@ func (f *flow) dirOf(srcIsA bool) h2.Direction {
 // sender, the SYN-ACK's receiver, else the side not on one of
 // Options.Ports, else the side that sends the HTTP/2 preface, else the
 // side of the higher port.
-func (a *Assembler) newFlow(v *analyze.SegmentView, srcIsA bool, t time.Time) *flow {
+func (a *Assembler) newFlow(v *attempt.SegmentView, srcIsA bool, t time.Time) *flow {
 	srcClient := false
 	switch {
 	case v.Flags&flagSYN != 0:

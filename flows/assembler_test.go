@@ -12,7 +12,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
 )
 
@@ -33,9 +33,9 @@ type seg struct {
 	n int
 }
 
-func (s seg) view(at time.Time) *analyze.SegmentView {
+func (s seg) view(at time.Time) *attempt.SegmentView {
 	c, sv := testClient.Addr().As4(), testServer.Addr().As4()
-	v := &analyze.SegmentView{Src: c[:], Dst: sv[:], SrcPort: testClient.Port(), DstPort: testServer.Port(),
+	v := &attempt.SegmentView{Src: c[:], Dst: sv[:], SrcPort: testClient.Port(), DstPort: testServer.Port(),
 		Seq: s.seq, Ack: s.ack, Flags: s.flags, Sec: at.Unix(), Nsec: int32(at.Nanosecond()),
 		Payload: s.data, PayloadLen: max(s.n, len(s.data))}
 	if !s.fromClient {

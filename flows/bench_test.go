@@ -14,7 +14,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/reassembly"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/flows/internal/benchcap"
 	"github.com/backoff-audit/audit/h2"
@@ -23,7 +23,7 @@ import (
 // benchSegs are the segments of a 64 MB synthetic h2c capture (package
 // benchcap; testdata/bench/h2c-64mb.pcap, made when missing), with their
 // payloads copied out, read once for every benchmark.
-var benchSegs = sync.OnceValues(func() ([]analyze.SegmentView, error) {
+var benchSegs = sync.OnceValues(func() ([]attempt.SegmentView, error) {
 	path := filepath.Join("..", "testdata", "bench", "h2c-64mb.pcap")
 	if _, err := os.Stat(path); err != nil {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -33,16 +33,16 @@ var benchSegs = sync.OnceValues(func() ([]analyze.SegmentView, error) {
 			return nil, err
 		}
 	}
-	var segs []analyze.SegmentView
-	_, err := capture.ReadFile(path, capture.Options{Payloads: func(v *analyze.SegmentView) {
+	var segs []attempt.SegmentView
+	_, err := capture.ReadFile(path, capture.Options{Payloads: func(v *attempt.SegmentView) {
 		c := *v
 		c.Src, c.Dst, c.Payload = bytes.Clone(v.Src), bytes.Clone(v.Dst), bytes.Clone(v.Payload)
 		segs = append(segs, c)
-	}}, func(analyze.SYN) {})
+	}}, func(attempt.SYN) {})
 	return segs, err
 })
 
-func payloadBytes(segs []analyze.SegmentView) (n int64) {
+func payloadBytes(segs []attempt.SegmentView) (n int64) {
 	for _, s := range segs {
 		n += int64(len(s.Payload))
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/tlsdec"
 )
 
@@ -115,7 +115,7 @@ var fuzzKeys, _ = tlsdec.ParseKeyLog(strings.NewReader(""), "fuzz.keylog")
 
 // fuzzView is a segment of connection c (client 10.0.0.2:40000+c, the
 // test server) in one direction.
-func fuzzView(c int, fromClient bool, flags uint8, seq, ack uint32, payload []byte, at time.Time) *analyze.SegmentView {
+func fuzzView(c int, fromClient bool, flags uint8, seq, ack uint32, payload []byte, at time.Time) *attempt.SegmentView {
 	cl := netip.AddrPortFrom(testClient.Addr(), testClient.Port()+uint16(c))
 	s := seg{fromClient: fromClient, flags: flags, seq: seq, ack: ack, data: payload}
 	v := s.view(at)

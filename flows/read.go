@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/h2"
 	"github.com/backoff-audit/audit/tlsdec"
@@ -16,7 +16,7 @@ import (
 // Result is what ReadFiles found.
 type Result struct {
 	// Files lists each file as capture.ReadFile found it.
-	Files []analyze.FileInfo `json:"files"`
+	Files []attempt.FileInfo `json:"files"`
 	// Conns are the decoded connections, in order of start; Findings
 	// index them (h2.Finding.Conn).
 	Conns    []Conn       `json:"connections"`
@@ -56,7 +56,7 @@ func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, e
 		if capture.StopBefore(opt.Done, res.Files, paths[i:]) {
 			break
 		}
-		st, err := capture.ReadFile(path, capture.Options{Payloads: a.Add, PayloadPorts: opt.Ports, Done: opt.Done}, func(analyze.SYN) {})
+		st, err := capture.ReadFile(path, capture.Options{Payloads: a.Add, PayloadPorts: opt.Ports, Done: opt.Done}, func(attempt.SYN) {})
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
 	"github.com/backoff-audit/audit/tlsdec"
 )
@@ -26,7 +26,7 @@ type Report struct {
 	Retries []Retry `json:"retries,omitempty"`
 	// Problems counts the findings that are problems (h2.Finding.Problem).
 	Problems int `json:"problems"`
-	// Warnings are the files' (analyze.CaptureInfo.Warnings): a file cut
+	// Warnings are the files' (attempt.CaptureInfo.Warnings): a file cut
 	// short, damaged blocks, a read interrupted.
 	Warnings []string `json:"warnings,omitempty"`
 	// KeyLog is the key log the TLS connections were decrypted with, and
@@ -130,7 +130,7 @@ type Next struct {
 // NewReport builds the report of what ReadFiles found in files.
 func NewReport(files []string, res *Result) *Report {
 	rep := &Report{Files: files, Connections: []Timeline{}, Findings: res.Findings, Problems: res.Problems(),
-		Warnings: analyze.CaptureInfo{Files: res.Files}.Warnings()}
+		Warnings: attempt.CaptureInfo{Files: res.Files}.Warnings()}
 	for i, c := range res.Conns {
 		rep.Connections = append(rep.Connections, timeline(i, c, res.Conns))
 	}

@@ -8,21 +8,21 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/tlsdec"
 )
 
 // tlsSegments reads the segments of a TLS capture, payloads copied.
-func tlsSegments(t *testing.T, name string) []analyze.SegmentView {
+func tlsSegments(t *testing.T, name string) []attempt.SegmentView {
 	t.Helper()
-	var segs []analyze.SegmentView
-	_, err := capture.ReadFile(filepath.Join("..", "testdata", "tls-"+name+".pcap.gz"), capture.Options{Payloads: func(v *analyze.SegmentView) {
+	var segs []attempt.SegmentView
+	_, err := capture.ReadFile(filepath.Join("..", "testdata", "tls-"+name+".pcap.gz"), capture.Options{Payloads: func(v *attempt.SegmentView) {
 		c := *v
 		c.Src, c.Dst, c.Payload = bytes.Clone(v.Src), bytes.Clone(v.Dst), bytes.Clone(v.Payload)
 		segs = append(segs, c)
-	}}, func(analyze.SYN) {})
+	}}, func(attempt.SYN) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,16 +65,16 @@ func TestAssemblerTLS(t *testing.T) {
 	tests := []struct {
 		name string
 		keys *tlsdec.KeyLog
-		edit func(i int, v *analyze.SegmentView) bool // false drops the segment
+		edit func(i int, v *attempt.SegmentView) bool // false drops the segment
 		// first is what becomes of the first connection; the others are
 		// all decrypted whole unless rest is set.
 		first result
 		rest  *result
 	}{
 		{name: "whole", keys: keys, first: result{Decoded: true, Settings: true}},
-		{name: "a segment of the server's lost", keys: keys, edit: func(i int, _ *analyze.SegmentView) bool { return i != second },
+		{name: "a segment of the server's lost", keys: keys, edit: func(i int, _ *attempt.SegmentView) bool { return i != second },
 			first: result{Why: tlsdec.WhyDamagedRecord, Decoded: true, Damaged: "TLS: damaged record: "}},
-		{name: "a segment of the server's cut by the snap length", keys: keys, edit: func(i int, v *analyze.SegmentView) bool {
+		{name: "a segment of the server's cut by the snap length", keys: keys, edit: func(i int, v *attempt.SegmentView) bool {
 			if i == second {
 				v.Payload = v.Payload[:len(v.Payload)/2]
 			}

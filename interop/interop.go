@@ -27,14 +27,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/pb"
 	"github.com/backoff-audit/audit/tlsdec"
 )
@@ -151,8 +151,8 @@ func (c Config) validate() error {
 // policy is the policy the server holds this session to: the spec's, with
 // the cap sent in Start. The client's own check uses it, never the
 // (possibly deliberately wrong) policy grpc-go was given.
-func (c Config) policy() analyze.Policy {
-	return analyze.ReferencePolicy(c.MaxReconnectBackoffMS)
+func (c Config) policy() backoff.Policy {
+	return backoff.ReferencePolicy(c.MaxReconnectBackoffMS)
 }
 
 // connectParams is the grpc-go backoff of the retry channel. Every field is
@@ -166,7 +166,7 @@ func (c Config) connectParams() grpc.ConnectParams {
 		minConnect = time.Duration(c.MinConnectTimeoutMS) * time.Millisecond
 	}
 	return grpc.ConnectParams{
-		Backoff: backoff.Config{
+		Backoff: grpcbackoff.Config{
 			BaseDelay:  time.Duration(c.InitialBackoffMS) * time.Millisecond,
 			Multiplier: ref.Multiplier,
 			Jitter:     ref.Jitter,
@@ -191,7 +191,7 @@ type Report struct {
 	// Server is Stop's answer.
 	Server *pb.ReconnectInfo
 	// Own is the client's own check of Server.BackoffMs.
-	Own analyze.Result
+	Own backoff.Result
 }
 
 // Run runs the five steps of docs/spec.md §1. An error means nothing was
@@ -497,7 +497,7 @@ func (c Config) tlsCredentials(roots *x509.CertPool, keylog io.Writer) credentia
 // laid end to end from an arbitrary origin are whole milliseconds, so
 // Verify's floor leaves each value unchanged and every interval is judged
 // exactly as the server judged it.
-func checkBackoffs(p analyze.Policy, backoffMS []int32) analyze.Result {
+func checkBackoffs(p backoff.Policy, backoffMS []int32) backoff.Result {
 	times := make([]time.Time, len(backoffMS)+1)
 	t := time.Unix(0, 0)
 	times[0] = t
@@ -505,7 +505,7 @@ func checkBackoffs(p analyze.Policy, backoffMS []int32) analyze.Result {
 		t = t.Add(time.Duration(b) * time.Millisecond)
 		times[i+1] = t
 	}
-	return analyze.Verify(p, times)
+	return backoff.Verify(p, times)
 }
 
 // Verdict is the run's outcome: it passes only when the retry RPC ended in

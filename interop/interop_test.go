@@ -15,12 +15,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/protobuf/testing/protocmp"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
 )
@@ -35,7 +35,7 @@ func TestConnectParams(t *testing.T) {
 			name: "defaults: never a zero MaxDelay",
 			cfg:  Config{InitialBackoffMS: 1000},
 			want: grpc.ConnectParams{
-				Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 120 * time.Second},
+				Backoff:           grpcbackoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 120 * time.Second},
 				MinConnectTimeout: 20 * time.Second,
 			},
 		},
@@ -43,7 +43,7 @@ func TestConnectParams(t *testing.T) {
 			name: "a short connect timeout",
 			cfg:  Config{InitialBackoffMS: 1000, MinConnectTimeoutMS: 3000},
 			want: grpc.ConnectParams{
-				Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 120 * time.Second},
+				Backoff:           grpcbackoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 120 * time.Second},
 				MinConnectTimeout: 3 * time.Second,
 			},
 		},
@@ -51,7 +51,7 @@ func TestConnectParams(t *testing.T) {
 			name: "cap and a deliberately wrong base delay",
 			cfg:  Config{InitialBackoffMS: 300, MaxReconnectBackoffMS: 2000},
 			want: grpc.ConnectParams{
-				Backoff:           backoff.Config{BaseDelay: 300 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+				Backoff:           grpcbackoff.Config{BaseDelay: 300 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 				MinConnectTimeout: 20 * time.Second,
 			},
 		},
@@ -68,24 +68,24 @@ func TestConnectParams(t *testing.T) {
 // TestCheckBackoffs holds the own check to Policy.Check interval by
 // interval: laying the gaps end to end must not change a single judgement.
 func TestCheckBackoffs(t *testing.T) {
-	p := analyze.ReferencePolicy(2000)
+	p := backoff.ReferencePolicy(2000)
 	tests := []struct {
 		name        string
 		backoffMS   []int32
-		wantVerdict analyze.Verdict
+		wantVerdict backoff.Verdict
 	}{
-		{name: "none", wantVerdict: analyze.TooFew},
-		{name: "grpc-go capped", backoffMS: []int32{1000, 1734, 1650, 2388}, wantVerdict: analyze.Passed},
-		{name: "window edges", backoffMS: []int32{700, 1180, 1500, 2500}, wantVerdict: analyze.Passed},
-		{name: "a millisecond early", backoffMS: []int32{699}, wantVerdict: analyze.Failed},
-		{name: "300 ms base", backoffMS: []int32{300, 480, 768}, wantVerdict: analyze.Failed},
-		{name: "late after a pass", backoffMS: []int32{1000, 2021}, wantVerdict: analyze.Failed},
-		{name: "backwards", backoffMS: []int32{-5}, wantVerdict: analyze.Failed},
+		{name: "none", wantVerdict: backoff.TooFew},
+		{name: "grpc-go capped", backoffMS: []int32{1000, 1734, 1650, 2388}, wantVerdict: backoff.Passed},
+		{name: "window edges", backoffMS: []int32{700, 1180, 1500, 2500}, wantVerdict: backoff.Passed},
+		{name: "a millisecond early", backoffMS: []int32{699}, wantVerdict: backoff.Failed},
+		{name: "300 ms base", backoffMS: []int32{300, 480, 768}, wantVerdict: backoff.Failed},
+		{name: "late after a pass", backoffMS: []int32{1000, 2021}, wantVerdict: backoff.Failed},
+		{name: "backwards", backoffMS: []int32{-5}, wantVerdict: backoff.Failed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := checkBackoffs(p, tt.backoffMS)
-			var want []analyze.Interval
+			var want []backoff.Interval
 			for i, b := range tt.backoffMS {
 				want = append(want, p.Check(i+1, time.Duration(b)*time.Millisecond))
 			}
@@ -103,7 +103,7 @@ func TestCheckBackoffs(t *testing.T) {
 }
 
 func TestVerdict(t *testing.T) {
-	p := analyze.ReferencePolicy(2000)
+	p := backoff.ReferencePolicy(2000)
 	tests := []struct {
 		name         string
 		code         codes.Code

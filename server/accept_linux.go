@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 )
 
 // acceptBatch is how many connections the accept loop takes per hold of
@@ -222,7 +222,7 @@ func peerOf(sa syscall.Sockaddr) netip.AddrPort {
 		if sa.ZoneId != 0 && !a.Is4In6() {
 			a = a.WithZone(zoneName(sa.ZoneId))
 		}
-		return analyze.UnmapPort(netip.AddrPortFrom(a, uint16(sa.Port)))
+		return attempt.UnmapPort(netip.AddrPortFrom(a, uint16(sa.Port)))
 	}
 	return netip.AddrPort{}
 }

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/pb"
 	"github.com/backoff-audit/audit/server"
+	"github.com/backoff-audit/audit/session"
 )
 
 // A session as an in-process observer sees it: the server runs on
@@ -25,13 +25,13 @@ func Example() {
 	defer cancel()
 	var mu sync.Mutex
 	now := time.Date(2025, 1, 2, 15, 4, 5, 0, time.UTC)
-	accepted := make(chan analyze.RecordEvent, 8)
+	accepted := make(chan session.RecordEvent, 8)
 	s, err := server.New(server.Config{
 		RetryAddr: "127.0.0.1:0",
 		Logger:    slog.New(slog.DiscardHandler),
 		Now:       func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
-		OnEvent: func(e analyze.RecordEvent) {
-			if e.Event == analyze.EventAccept {
+		OnEvent: func(e session.RecordEvent) {
+			if e.Event == session.EventAccept {
 				accepted <- e
 			}
 		},

@@ -26,9 +26,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/pb"
 	"github.com/backoff-audit/audit/server/internal/loadgen"
+	"github.com/backoff-audit/audit/session"
 )
 
 // controlClient returns a ReconnectService client whose connection comes
@@ -62,13 +63,13 @@ func controlConn(tb testing.TB, s *Server, local netip.Addr) (pb.ReconnectServic
 // for a condition on them.
 type eventLog struct {
 	mu      sync.Mutex
-	events  []analyze.RecordEvent
+	events  []session.RecordEvent
 	changed chan struct{} // closed and replaced at every event
 }
 
 func newEventLog() *eventLog { return &eventLog{changed: make(chan struct{})} }
 
-func (l *eventLog) add(e analyze.RecordEvent) {
+func (l *eventLog) add(e session.RecordEvent) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events = append(l.events, e)
@@ -78,7 +79,7 @@ func (l *eventLog) add(e analyze.RecordEvent) {
 
 // wait returns nil once cond holds for the events so far, or ctx's error.
 // It is safe off the test goroutine.
-func (l *eventLog) wait(ctx context.Context, cond func([]analyze.RecordEvent) bool) error {
+func (l *eventLog) wait(ctx context.Context, cond func([]session.RecordEvent) bool) error {
 	for {
 		l.mu.Lock()
 		ok, ch := cond(l.events), l.changed
@@ -94,18 +95,18 @@ func (l *eventLog) wait(ctx context.Context, cond func([]analyze.RecordEvent) bo
 	}
 }
 
-func (l *eventLog) snapshot() []analyze.RecordEvent {
+func (l *eventLog) snapshot() []session.RecordEvent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]analyze.RecordEvent(nil), l.events...)
+	return append([]session.RecordEvent(nil), l.events...)
 }
 
 // acceptedFrom counts accept events from addr.
-func acceptedFrom(addr netip.Addr) func([]analyze.RecordEvent) int {
-	return func(es []analyze.RecordEvent) int {
+func acceptedFrom(addr netip.Addr) func([]session.RecordEvent) int {
+	return func(es []session.RecordEvent) int {
 		n := 0
 		for _, e := range es {
-			if e.Event == analyze.EventAccept && e.Peer.Addr() == addr {
+			if e.Event == session.EventAccept && e.Peer.Addr() == addr {
 				n++
 			}
 		}
@@ -129,9 +130,9 @@ func retryFrom(ctx context.Context, s *Server, l *eventLog, local netip.Addr) er
 	} else if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 		return err
 	}
-	return l.wait(ctx, func(es []analyze.RecordEvent) bool {
+	return l.wait(ctx, func(es []session.RecordEvent) bool {
 		for _, e := range es {
-			if e.Event == analyze.EventAccept && e.Peer == me {
+			if e.Event == session.EventAccept && e.Peer == me {
 				return true
 			}
 		}
@@ -196,11 +197,11 @@ func TestFiftyConcurrentStarts(t *testing.T) {
 		}
 	}
 	// The sessions ran one at a time: start n, its accepts, stop n.
-	var cur *analyze.RecordEvent
+	var cur *session.RecordEvent
 	seen := map[netip.Addr]bool{}
 	for _, e := range lg.snapshot() {
 		switch e.Event {
-		case analyze.EventStart:
+		case session.EventStart:
 			if cur != nil {
 				t.Fatalf("session %d started while session %d ran", e.Session, cur.Session)
 			}
@@ -209,11 +210,11 @@ func TestFiftyConcurrentStarts(t *testing.T) {
 			}
 			seen[e.Peer.Addr()] = true
 			cur = &e
-		case analyze.EventAccept:
+		case session.EventAccept:
 			if cur == nil || e.Session != cur.Session || e.Peer.Addr() != cur.Peer.Addr() {
 				t.Errorf("accept %+v outside its caller's session", e)
 			}
-		case analyze.EventStop:
+		case session.EventStop:
 			if cur == nil || e.Session != cur.Session || e.End.VerifiedPeer != cur.Peer.Addr() || len(e.End.Foreign) != 0 {
 				t.Errorf("stop %+v does not end the running session of %v alone", e, cur)
 			}
@@ -251,16 +252,16 @@ func TestVanishedCallerExpires(t *testing.T) {
 	if _, err := next.Start(h.ctx, &pb.ReconnectParams{}); err != nil {
 		t.Fatalf("Start after a vanished caller: %v", err)
 	}
-	var exp, st analyze.RecordEvent
+	var exp, st session.RecordEvent
 	for _, e := range lg.snapshot() {
 		switch {
-		case e.Event == analyze.EventExpire && e.Session == 1:
+		case e.Event == session.EventExpire && e.Session == 1:
 			exp = e
-		case e.Event == analyze.EventStart && e.Session == 2:
+		case e.Event == session.EventStart && e.Session == 2:
 			st = e
 		}
 	}
-	if exp.End == nil || exp.End.Cause != analyze.CauseTimeout || exp.End.VerifiedAttempts != 2 || exp.End.VerifiedPeer != ghostAddr {
+	if exp.End == nil || exp.End.Cause != session.CauseTimeout || exp.End.VerifiedAttempts != 2 || exp.End.VerifiedPeer != ghostAddr {
 		t.Errorf("session 1 ended as %+v, want a timeout keeping the vanished caller's 2 attempts", exp.End)
 	}
 	if st.Peer.Addr() != nextAddr {
@@ -298,7 +299,7 @@ func TestVanishedWaitingCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range lg.snapshot() {
-		if e.Event == analyze.EventStart && e.Peer.Addr() == ghostAddr {
+		if e.Event == session.EventStart && e.Peer.Addr() == ghostAddr {
 			t.Errorf("the vanished caller got session %d", e.Session)
 		}
 	}
@@ -340,7 +341,7 @@ func TestRacingStops(t *testing.T) {
 	}
 	stops := 0
 	for _, e := range lg.snapshot() {
-		if e.Event == analyze.EventStop {
+		if e.Event == session.EventStop {
 			stops++
 		}
 	}
@@ -401,7 +402,7 @@ func TestRudeRetryClients(t *testing.T) {
 	// accepted and recorded; a resetter may vanish before accept.
 	for _, k := range kinds[:3] {
 		count := acceptedFrom(k.addr)
-		if err := lg.wait(h.ctx, func(es []analyze.RecordEvent) bool { return count(es) == each }); err != nil {
+		if err := lg.wait(h.ctx, func(es []session.RecordEvent) bool { return count(es) == each }); err != nil {
 			t.Fatalf("%s connections: %d of %d accepted: %v", k.name, count(lg.snapshot()), each, err)
 		}
 	}
@@ -419,9 +420,9 @@ func TestRudeRetryClients(t *testing.T) {
 	if !info.GetPassed() || len(info.GetBackoffMs()) != 2 || info.GetBackoffMs()[0] != 1000 || info.GetBackoffMs()[1] != 1600 {
 		t.Errorf("verdict %v, want passed with [1000 1600]", info)
 	}
-	var stop analyze.RecordEvent
+	var stop session.RecordEvent
 	for _, e := range lg.snapshot() {
-		if e.Event == analyze.EventStop {
+		if e.Event == session.EventStop {
 			stop = e
 		}
 	}
@@ -458,20 +459,20 @@ func TestFloodOneSession(t *testing.T) {
 	}
 	var accepts, overflow atomic.Int64
 	var rec countingWriter
-	ends := make(chan analyze.SessionEnd, 1)
+	ends := make(chan session.SessionEnd, 1)
 	s, err := New(Config{
 		RetryAddr:   "127.0.0.1:0",
 		MaxAttempts: floodMaxAttempts,
 		Record:      &rec,
 		Logger:      slog.New(slog.DiscardHandler),
-		OnEvent: func(e analyze.RecordEvent) {
+		OnEvent: func(e session.RecordEvent) {
 			switch e.Event {
-			case analyze.EventAccept:
+			case session.EventAccept:
 				accepts.Add(1)
 				if e.Overflow {
 					overflow.Add(1)
 				}
-			case analyze.EventStop:
+			case session.EventStop:
 				ends <- *e.End
 			}
 		},
@@ -518,7 +519,7 @@ func TestFloodOneSession(t *testing.T) {
 	if growth > floodHeapBound {
 		t.Errorf("heap grew by %d MiB over %d connections, bound %d MiB", growth>>20, res.Conns, floodHeapBound>>20)
 	}
-	if info.GetPassed() || end.Verdict != analyze.Overflow || end.Attempts != floodMaxAttempts || int64(end.Dropped) != accepts.Load()-floodMaxAttempts {
+	if info.GetPassed() || end.Verdict != backoff.Overflow || end.Attempts != floodMaxAttempts || int64(end.Dropped) != accepts.Load()-floodMaxAttempts {
 		t.Errorf("end %+v (passed %v): want overflow, %d kept, %d dropped", end, info.GetPassed(), floodMaxAttempts, accepts.Load()-floodMaxAttempts)
 	}
 	if accepts.Load() != int64(res.Conns) || overflow.Load() != accepts.Load()-floodMaxAttempts || rec.lines.Load() != accepts.Load()+2 {

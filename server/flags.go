@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // Flags are the settings `audit server` and `audit live` take on their
@@ -18,7 +18,7 @@ type Flags struct {
 	SessionTimeout         time.Duration
 	MaxAttempts            int
 	MaxWaiting             int
-	RetryMode              analyze.RetryMode
+	RetryMode              backoff.RetryMode
 	MinConnectTimeoutMS    int
 	MaxHeld                int
 	TLSCert, TLSKey        string
@@ -55,7 +55,7 @@ func (fl Flags) Config() (Config, error) {
 	if fl.MaxHeld <= 0 {
 		errs = append(errs, fmt.Errorf("--max_held=%d: must be positive", fl.MaxHeld))
 	}
-	if fl.KeyLog != "" && !fl.RetryMode.Is(analyze.ModeSettingsClose) && !fl.RetryMode.Is(analyze.ModeGoaway) {
+	if fl.KeyLog != "" && !fl.RetryMode.Is(backoff.ModeSettingsClose) && !fl.RetryMode.Is(backoff.ModeGoaway) {
 		errs = append(errs, errKeyLogMode(fl.RetryMode))
 	}
 	cert, err := LoadKeyPair(fl.TLSCert, fl.TLSKey)

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
 // testTimeout bounds every wait in these tests.
@@ -51,7 +51,7 @@ type harness struct {
 	t      *testing.T
 	s      *Server
 	clock  *fakeClock
-	events chan analyze.RecordEvent
+	events chan session.RecordEvent
 	rpc    pb.ReconnectServiceClient
 	ctx    context.Context
 }
@@ -62,7 +62,7 @@ func start(t *testing.T, cfg Config) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
-	h := &harness{t: t, clock: newFakeClock(), events: make(chan analyze.RecordEvent, 4096), ctx: ctx}
+	h := &harness{t: t, clock: newFakeClock(), events: make(chan session.RecordEvent, 4096), ctx: ctx}
 	if cfg.RetryAddr == "" {
 		// Loopback only; the test of ::1 asks for the dual-stack default.
 		cfg.RetryAddr = "127.0.0.1:0"
@@ -71,7 +71,7 @@ func start(t *testing.T, cfg Config) *harness {
 		cfg.Now = h.clock.Now
 	}
 	if cfg.OnEvent == nil {
-		cfg.OnEvent = func(e analyze.RecordEvent) { h.events <- e }
+		cfg.OnEvent = func(e session.RecordEvent) { h.events <- e }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
@@ -110,7 +110,7 @@ func (h *harness) startSession(maxMS int32) {
 	if _, err := h.rpc.Start(h.ctx, &pb.ReconnectParams{MaxReconnectBackoffMs: maxMS}); err != nil {
 		h.t.Fatalf("Start: %v", err)
 	}
-	h.waitEvent(analyze.EventStart)
+	h.waitEvent(session.EventStart)
 }
 
 func (h *harness) stop() *pb.ReconnectInfo {
@@ -123,7 +123,7 @@ func (h *harness) stop() *pb.ReconnectInfo {
 }
 
 // waitEvent returns the next event of kind, skipping others.
-func (h *harness) waitEvent(kind analyze.EventKind) analyze.RecordEvent {
+func (h *harness) waitEvent(kind session.EventKind) session.RecordEvent {
 	h.t.Helper()
 	for {
 		select {
@@ -144,7 +144,7 @@ func (h *harness) retry(local string) netip.AddrPort {
 	h.t.Helper()
 	ap := h.dialRetry(local)
 	for {
-		e := h.waitEvent(analyze.EventAccept)
+		e := h.waitEvent(session.EventAccept)
 		if e.Peer == ap {
 			return ap
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/session"
 )
 
 // TestHangHeldMemory measures what one held connection costs the server
@@ -36,7 +36,7 @@ func TestHangHeldMemory(t *testing.T) {
 		conns = append(conns, c)
 	}
 	for range n {
-		h.waitEvent(analyze.EventAccept)
+		h.waitEvent(session.EventAccept)
 	}
 	waitHeld(t, h.s, n)
 	// The client's end of each connection is in this process too, so the

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/pb"
 	"github.com/backoff-audit/audit/server/internal/loadgen"
+	"github.com/backoff-audit/audit/session"
 )
 
 // loadSources are the client addresses of the load runs: 127.0.0.1 stays
@@ -50,8 +50,8 @@ func (p *latencyProbe) beforeStamp(peer netip.AddrPort) {
 	p.accepted, p.peer = time.Now(), peer
 }
 
-func (p *latencyProbe) onEvent(e analyze.RecordEvent) {
-	if e.Event != analyze.EventAccept {
+func (p *latencyProbe) onEvent(e session.RecordEvent) {
+	if e.Event != session.EventAccept {
 		return
 	}
 	if e.Peer != p.peer {
@@ -68,7 +68,7 @@ func (p *latencyProbe) onEvent(e analyze.RecordEvent) {
 type loadRun struct {
 	res    loadgen.Result
 	probe  *latencyProbe
-	end    analyze.SessionEnd
+	end    session.SessionEnd
 	passed bool
 }
 

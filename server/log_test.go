@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/session"
 )
 
 // logLines returns the lines of log with msg="msg".
@@ -105,7 +105,7 @@ func TestOutsideConnectionsSummarised(t *testing.T) {
 			if single := logLines(log.String(), "connection outside any session"); len(single) != 0 {
 				t.Errorf("%d lines for single connections, want none", len(single))
 			}
-			events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
+			events, err := session.ReadRecord(bytes.NewReader(rec.Bytes()))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,9 +8,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/backoff-audit/audit/backoff"
 	"golang.org/x/net/http2"
-
-	"github.com/backoff-audit/audit/analyze"
 )
 
 // The retry modes (docs/spec.md §7.1). During a session the retry port
@@ -33,26 +32,26 @@ func (s *Server) initMode() error {
 	m := s.cfg.Mode
 	// A mode made by hand rather than by ParseRetryMode must still be one;
 	// it is kept as ParseRetryMode spells it (close is the zero value).
-	p, err := analyze.ParseRetryMode(m.String())
+	p, err := backoff.ParseRetryMode(m.String())
 	if err != nil {
 		return fmt.Errorf("retry mode: %w", err)
 	}
-	if m.Kind != analyze.ModeRestart && m.Down != 0 {
+	if m.Kind != backoff.ModeRestart && m.Down != 0 {
 		return fmt.Errorf("retry mode %s: only restart takes a duration (got %v)", m, m.Down)
 	}
 	s.mode, m = p, p
-	if s.cfg.TLSCert != nil && !m.Is(analyze.ModeSettingsClose) && !m.Is(analyze.ModeGoaway) {
+	if s.cfg.TLSCert != nil && !m.Is(backoff.ModeSettingsClose) && !m.Is(backoff.ModeGoaway) {
 		return fmt.Errorf("--tls_cert: --retry_mode=%s presents no certificate (only settings-close and goaway do)", m)
 	}
-	if s.cfg.KeyLog != nil && !m.Is(analyze.ModeSettingsClose) && !m.Is(analyze.ModeGoaway) {
+	if s.cfg.KeyLog != nil && !m.Is(backoff.ModeSettingsClose) && !m.Is(backoff.ModeGoaway) {
 		return errKeyLogMode(m)
 	}
 	switch m.Kind {
-	case analyze.ModeRefuse, analyze.ModeRestart:
+	case backoff.ModeRefuse, backoff.ModeRestart:
 		if !canStopListening {
 			return fmt.Errorf("retry mode %s: the retry port can stop listening on Linux only", m)
 		}
-	case analyze.ModeSettingsClose, analyze.ModeGoaway:
+	case backoff.ModeSettingsClose, backoff.ModeGoaway:
 		cert := s.cfg.TLSCert
 		if cert == nil {
 			c, err := defaultCertificate()
@@ -72,7 +71,7 @@ func (s *Server) initMode() error {
 }
 
 // errKeyLogMode is the error of a key log asked of a mode without TLS.
-func errKeyLogMode(m analyze.RetryMode) error {
+func errKeyLogMode(m backoff.RetryMode) error {
 	return fmt.Errorf("--keylog: --retry_mode=%s makes no TLS connection (only settings-close and goaway do)", m)
 }
 
@@ -80,7 +79,7 @@ func errKeyLogMode(m analyze.RetryMode) error {
 // until the client closes it (hang), or for its handshake (settings-close,
 // goaway). Its fields are guarded by Server.mu.
 type heldConn struct {
-	sess *session
+	sess *running
 	// idx is the connection's index in sess.Accepts, at its accept stamp.
 	idx  int
 	at   time.Time
@@ -98,12 +97,12 @@ type heldConn struct {
 // mode holds it open; it returns its entry, or nil to close it at once,
 // with full set when only the bound on held connections closed it. The
 // caller holds mu and acceptMu.
-func (s *Server) holdLocked(sess *session, peer netip.AddrPort, t time.Time) (hc *heldConn, full bool) {
+func (s *Server) holdLocked(sess *running, peer netip.AddrPort, t time.Time) (hc *heldConn, full bool) {
 	limit := 0
 	switch sess.Params.Mode.Kind {
-	case analyze.ModeHang:
+	case backoff.ModeHang:
 		limit = s.cfg.MaxHeld
-	case analyze.ModeSettingsClose, analyze.ModeGoaway:
+	case backoff.ModeSettingsClose, backoff.ModeGoaway:
 		limit = s.cfg.MaxHandshakes
 	default:
 		return nil, false
@@ -112,12 +111,12 @@ func (s *Server) holdLocked(sess *session, peer netip.AddrPort, t time.Time) (hc
 	if len(s.held) >= limit {
 		sess.NotHeld++
 		if hang {
-			sess.endings = append(sess.endings, analyze.Ending{Fate: analyze.FateClosed})
+			sess.endings = append(sess.endings, backoff.Ending{Fate: backoff.FateClosed})
 		}
 		return nil, true
 	}
 	if hang {
-		sess.endings = append(sess.endings, analyze.Ending{Fate: analyze.FateOpen})
+		sess.endings = append(sess.endings, backoff.Ending{Fate: backoff.FateOpen})
 	}
 	hc = &heldConn{sess: sess, idx: len(sess.Accepts) - 1, at: t, peer: peer}
 	s.held[hc] = struct{}{}
@@ -150,7 +149,7 @@ func (s *Server) dropHeld(hc *heldConn, err error) {
 		delete(s.held, hc)
 		hc.sess.NotHeld++
 		if hc.sess.endings != nil {
-			hc.sess.endings[hc.idx] = analyze.Ending{Fate: analyze.FateClosed}
+			hc.sess.endings[hc.idx] = backoff.Ending{Fate: backoff.FateClosed}
 		}
 	}
 	s.mu.Unlock()
@@ -200,7 +199,7 @@ func (s *Server) hold(hc *heldConn, c net.Conn) {
 	hc.ended = true
 	delete(s.held, hc)
 	held := s.now().Round(0).Sub(hc.at)
-	hc.sess.endings[hc.idx] = analyze.Ending{Fate: analyze.FateAbandoned, Duration: held, ClientSent: payloadOf(first)}
+	hc.sess.endings[hc.idx] = backoff.Ending{Fate: backoff.FateAbandoned, Duration: held, ClientSent: payloadOf(first)}
 	hc.sess.Abandoned++
 	id := hc.sess.ID
 	s.mu.Unlock()
@@ -219,7 +218,7 @@ func (s *Server) handshake(hc *heldConn, c net.Conn) {
 			hc.sess.Handshakes++
 		}
 	}
-	err := h2Exchange(c, s.tlsConf, hc.sess.Params.Mode.Is(analyze.ModeGoaway), sent)
+	err := h2Exchange(c, s.tlsConf, hc.sess.Params.Mode.Is(backoff.ModeGoaway), sent)
 	c.Close()
 	s.mu.Lock()
 	if hc.ended { // the session's end cut it, and counted it
@@ -241,14 +240,14 @@ func (s *Server) handshake(hc *heldConn, c net.Conn) {
 }
 
 // payloadOf names the first bytes a client sent.
-func payloadOf(b []byte) analyze.Payload {
+func payloadOf(b []byte) backoff.Payload {
 	switch {
 	case len(b) == 0:
-		return analyze.PayloadNone
+		return backoff.PayloadNone
 	case b[0] == 0x16: // a TLS handshake record
-		return analyze.PayloadTLSClientHello
+		return backoff.PayloadTLSClientHello
 	case bytes.HasPrefix([]byte(http2.ClientPreface), b) || bytes.HasPrefix(b, []byte(http2.ClientPreface)):
-		return analyze.PayloadH2Preface
+		return backoff.PayloadH2Preface
 	}
-	return analyze.PayloadOther
+	return backoff.PayloadOther
 }

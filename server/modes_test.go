@@ -29,14 +29,15 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
-func mode(t *testing.T, s string) analyze.RetryMode {
+func mode(t *testing.T, s string) backoff.RetryMode {
 	t.Helper()
-	m, err := analyze.ParseRetryMode(s)
+	m, err := backoff.ParseRetryMode(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,19 +90,19 @@ func TestStartLineCarriesModeAndMinConnectTimeout(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  Config
-		want analyze.SessionParams
+		want session.SessionParams
 	}{
-		{name: "defaults", want: analyze.SessionParams{Policy: analyze.ReferencePolicy(0)}},
-		{name: "close spelt out", cfg: Config{Mode: analyze.RetryMode{Kind: analyze.ModeClose}},
-			want: analyze.SessionParams{Policy: analyze.ReferencePolicy(0)}},
+		{name: "defaults", want: session.SessionParams{Policy: backoff.ReferencePolicy(0)}},
+		{name: "close spelt out", cfg: Config{Mode: backoff.RetryMode{Kind: backoff.ModeClose}},
+			want: session.SessionParams{Policy: backoff.ReferencePolicy(0)}},
 		{
 			name: "hang, 3 s",
-			cfg:  Config{Mode: analyze.RetryMode{Kind: analyze.ModeHang}, MinConnectTimeout: 3 * time.Second},
-			want: analyze.SessionParams{Policy: func() analyze.Policy {
-				p := analyze.ReferencePolicy(0)
+			cfg:  Config{Mode: backoff.RetryMode{Kind: backoff.ModeHang}, MinConnectTimeout: 3 * time.Second},
+			want: session.SessionParams{Policy: func() backoff.Policy {
+				p := backoff.ReferencePolicy(0)
 				p.MinConnectTimeout = 3 * time.Second
 				return p
-			}(), Mode: analyze.RetryMode{Kind: analyze.ModeHang}},
+			}(), Mode: backoff.RetryMode{Kind: backoff.ModeHang}},
 		},
 	}
 	for _, tt := range tests {
@@ -112,7 +113,7 @@ func TestStartLineCarriesModeAndMinConnectTimeout(t *testing.T) {
 			if _, err := h.rpc.Start(h.ctx, nil); err != nil {
 				t.Fatal(err)
 			}
-			e := h.waitEvent(analyze.EventStart)
+			e := h.waitEvent(session.EventStart)
 			if diff := cmp.Diff(tt.want, *e.Params); diff != "" {
 				t.Errorf("start params (-want +got):\n%s", diff)
 			}
@@ -121,7 +122,7 @@ func TestStartLineCarriesModeAndMinConnectTimeout(t *testing.T) {
 			if ss.Params != tt.want {
 				t.Errorf("Session params %+v, want %+v", ss.Params, tt.want)
 			}
-			events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
+			events, err := session.ReadRecord(bytes.NewReader(rec.Bytes()))
 			if err != nil || len(events) == 0 || *events[0].Params != tt.want {
 				t.Errorf("record's start line read back as %+v (%v), want params %+v", events, err, tt.want)
 			}
@@ -131,7 +132,7 @@ func TestStartLineCarriesModeAndMinConnectTimeout(t *testing.T) {
 
 // TestNewRefusesBadModes: a mode ParseRetryMode would not give is an error.
 func TestNewRefusesBadModes(t *testing.T) {
-	for _, m := range []analyze.RetryMode{{Kind: "sleep"}, {Kind: analyze.ModeRestart}, {Kind: analyze.ModeHang, Down: time.Second}} {
+	for _, m := range []backoff.RetryMode{{Kind: "sleep"}, {Kind: backoff.ModeRestart}, {Kind: backoff.ModeHang, Down: time.Second}} {
 		s, err := New(Config{RetryAddr: "127.0.0.1:0", Mode: m})
 		if err == nil {
 			s.Close()
@@ -181,8 +182,8 @@ func TestRefuseMode(t *testing.T) {
 					h.wantRefused(netip.MustParseAddr(p))
 				}
 				info := h.stop()
-				stop := h.waitEvent(analyze.EventStop)
-				if info.Passed || stop.End.Passed || stop.End.Verdict != analyze.NotJudged || stop.End.Reason != refuseReason || stop.End.Attempts != 0 {
+				stop := h.waitEvent(session.EventStop)
+				if info.Passed || stop.End.Passed || stop.End.Verdict != backoff.NotJudged || stop.End.Reason != refuseReason || stop.End.Attempts != 0 {
 					t.Errorf("session %d: passed %v, end %+v; want not passed, no attempt, reason %q",
 						id, info.Passed, stop.End, refuseReason)
 				}
@@ -195,7 +196,7 @@ func TestRefuseMode(t *testing.T) {
 					t.Fatalf("retry port moved from %d to %d", port, got)
 				}
 				ss, _ := h.s.Session(id)
-				if !ss.Params.Mode.Is(analyze.ModeRefuse) {
+				if !ss.Params.Mode.Is(backoff.ModeRefuse) {
 					t.Errorf("session %d: mode %v, want refuse", id, ss.Params.Mode)
 				}
 			}
@@ -205,11 +206,11 @@ func TestRefuseMode(t *testing.T) {
 
 // retryEvent makes one retry connection from local, which the server must
 // accept and close, and returns its accept event.
-func (h *harness) retryEvent(local string) analyze.RecordEvent {
+func (h *harness) retryEvent(local string) session.RecordEvent {
 	h.t.Helper()
 	ap := h.dialRetry(local)
 	for {
-		if e := h.waitEvent(analyze.EventAccept); e.Peer == ap {
+		if e := h.waitEvent(session.EventAccept); e.Peer == ap {
 			return e
 		}
 	}
@@ -223,7 +224,7 @@ func TestRefuseModeEnds(t *testing.T) {
 	h := start(t, Config{Mode: mode(t, "refuse"), SessionTimeout: 200 * time.Millisecond})
 	h.startSession(0)
 	h.wantRefused(lo)
-	if exp := h.waitEvent(analyze.EventExpire); exp.End.Cause != analyze.CauseTimeout || exp.End.Reason != refuseReason {
+	if exp := h.waitEvent(session.EventExpire); exp.End.Cause != session.CauseTimeout || exp.End.Reason != refuseReason {
 		t.Errorf("expire %+v; want the timeout and the refuse reason", exp.End)
 	}
 	h.retry("127.0.0.1")
@@ -237,7 +238,7 @@ func TestRefuseModeEnds(t *testing.T) {
 	if d := time.Since(t0); d > closeBound {
 		t.Errorf("Close took %v, want at most %v", d, closeBound)
 	}
-	if exp := h.waitEvent(analyze.EventExpire); exp.End.Cause != analyze.CauseClosed {
+	if exp := h.waitEvent(session.EventExpire); exp.End.Cause != session.CauseClosed {
 		t.Errorf("expire %+v; want server closed", exp.End)
 	}
 	h.wantRefused(lo)
@@ -261,7 +262,7 @@ func TestHangHoldsUpToMaxHeld(t *testing.T) {
 		conns[i] = c
 	}
 	for range dialers {
-		h.waitEvent(analyze.EventAccept)
+		h.waitEvent(session.EventAccept)
 	}
 	// The connections closed at once see it within the second; the held
 	// ones see nothing.
@@ -301,11 +302,11 @@ func TestHangHoldsUpToMaxHeld(t *testing.T) {
 		t.Errorf("session: %d not held, %d attempts, %d abandoned; want %d, %d, 0",
 			ss.NotHeld, ss.End.Attempts, ss.Abandoned, dialers-maxHeld, dialers)
 	}
-	fates := map[analyze.Fate]int{}
+	fates := map[backoff.Fate]int{}
 	for _, e := range ss.Endings {
 		fates[e.Fate]++
 	}
-	if want := (map[analyze.Fate]int{analyze.FateOpen: maxHeld, analyze.FateClosed: dialers - maxHeld}); !cmp.Equal(fates, want) {
+	if want := (map[backoff.Fate]int{backoff.FateOpen: maxHeld, backoff.FateClosed: dialers - maxHeld}); !cmp.Equal(fates, want) {
 		t.Errorf("endings by fate %v, want %v", fates, want)
 	}
 	h.s.mu.Lock()
@@ -331,7 +332,7 @@ func TestHangEndings(t *testing.T) {
 	if _, err := c1.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x05}); err != nil { // the start of a ClientHello
 		t.Fatal(err)
 	}
-	h.waitEvent(analyze.EventAccept)
+	h.waitEvent(session.EventAccept)
 	if closedBy(t, c1, 100*time.Millisecond) {
 		t.Fatal("the server closed a connection hang mode holds")
 	}
@@ -347,18 +348,18 @@ func TestHangEndings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	h.waitEvent(analyze.EventAccept)
+	h.waitEvent(session.EventAccept)
 	c3, err := dialAndLeave(h.ctx, h.s, netip.MustParseAddr("127.0.0.2"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c3.Close()
-	h.waitEvent(analyze.EventAccept)
+	h.waitEvent(session.EventAccept)
 	h.stop()
 	ss, _ := h.s.Session(1)
-	want := []analyze.Ending{
-		{Fate: analyze.FateAbandoned, Duration: 20 * time.Second, ClientSent: analyze.PayloadTLSClientHello},
-		{Fate: analyze.FateOpen},
+	want := []backoff.Ending{
+		{Fate: backoff.FateAbandoned, Duration: 20 * time.Second, ClientSent: backoff.PayloadTLSClientHello},
+		{Fate: backoff.FateOpen},
 	}
 	if diff := cmp.Diff(want, ss.Endings); diff != "" {
 		t.Errorf("endings (-want +got):\n%s", diff)
@@ -387,7 +388,7 @@ func TestHangVerdict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.waitEvent(analyze.EventAccept)
+		h.waitEvent(session.EventAccept)
 		h.clock.Advance(3 * time.Second)
 		c1.Close()
 		h.waitFor("the server to see the client's close", func() bool {
@@ -400,13 +401,13 @@ func TestHangVerdict(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c2.Close()
-		h.waitEvent(analyze.EventAccept)
+		h.waitEvent(session.EventAccept)
 		info := h.stop()
 		ss, _ := h.s.Session(1)
 		if !info.Passed || len(info.BackoffMs) != 1 || info.BackoffMs[0] != 3000 {
 			t.Errorf("Stop: passed %v, backoff_ms %v (%s); want passed, [3000]", info.Passed, info.BackoffMs, ss.End.Reason)
 		}
-		if ivs := ss.Result.Intervals; len(ivs) != 1 || ivs[0].Term != analyze.TermConnectTimeout {
+		if ivs := ss.Result.Intervals; len(ivs) != 1 || ivs[0].Term != backoff.TermConnectTimeout {
 			t.Errorf("intervals %+v; want one set by the connect timeout", ivs)
 		}
 	})
@@ -418,7 +419,7 @@ func TestHangVerdict(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		h.waitEvent(analyze.EventAccept)
+		h.waitEvent(session.EventAccept)
 		h.clock.Advance(30 * time.Second)
 		info := h.stop()
 		ss, _ := h.s.Session(1)
@@ -439,13 +440,13 @@ func TestHangEnds(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		h.waitEvent(analyze.EventAccept)
-		h.waitEvent(analyze.EventExpire)
+		h.waitEvent(session.EventAccept)
+		h.waitEvent(session.EventExpire)
 		if !closedBy(t, c, testTimeout) {
 			t.Error("held connection open after the session timed out")
 		}
 		ss, _ := h.s.Session(1)
-		if diff := cmp.Diff([]analyze.Ending{{Fate: analyze.FateOpen}}, ss.Endings); diff != "" {
+		if diff := cmp.Diff([]backoff.Ending{{Fate: backoff.FateOpen}}, ss.Endings); diff != "" {
 			t.Errorf("endings (-want +got):\n%s", diff)
 		}
 	})
@@ -462,7 +463,7 @@ func TestHangEnds(t *testing.T) {
 			conns = append(conns, c)
 		}
 		for range conns {
-			h.waitEvent(analyze.EventAccept)
+			h.waitEvent(session.EventAccept)
 		}
 		t0 := time.Now()
 		if err := h.s.Close(); err != nil {
@@ -476,7 +477,7 @@ func TestHangEnds(t *testing.T) {
 				t.Errorf("held connection %v open after Close", c.LocalAddr())
 			}
 		}
-		if exp := h.waitEvent(analyze.EventExpire); exp.End.Cause != analyze.CauseClosed || exp.End.Attempts != len(conns) {
+		if exp := h.waitEvent(session.EventExpire); exp.End.Cause != session.CauseClosed || exp.End.Attempts != len(conns) {
 			t.Errorf("expire %+v; want server closed with %d attempts", exp.End, len(conns))
 		}
 	})
@@ -494,7 +495,7 @@ func TestRestartMode(t *testing.T) {
 		h.startSession(0)
 		h.wantRefused(lo)
 		h.clock.Advance(400 * time.Millisecond) // the record's clock; the delay runs on real time
-		back := h.waitEvent(analyze.EventRestart)
+		back := h.waitEvent(session.EventRestart)
 		if back.Session != 1 || !back.Time.Equal(h.clock.Now()) {
 			t.Errorf("restart event %+v; want session 1 at %v", back, h.clock.Now())
 		}
@@ -503,22 +504,22 @@ func TestRestartMode(t *testing.T) {
 		h.retry("127.0.0.1")
 		info := h.stop()
 		ss, _ := h.s.Session(1)
-		if ss.End.Verdict != analyze.NotJudged || info.Passed || !strings.Contains(ss.End.Reason, "saw only the 2 attempts after the port came back") {
+		if ss.End.Verdict != backoff.NotJudged || info.Passed || !strings.Contains(ss.End.Reason, "saw only the 2 attempts after the port came back") {
 			t.Errorf("restart verdict %q passed %v (%s); want not judged: the server saw only the attempts after the return", ss.End.Verdict, info.Passed, ss.End.Reason)
 		}
 		if !ss.Back.Equal(back.Time) || ss.End.Attempts != 2 || len(info.BackoffMs) != 1 || info.BackoffMs[0] != 1000 {
 			t.Errorf("session back %v, %d attempts, backoff_ms %v; want back %v, 2 attempts, [1000]",
 				ss.Back, ss.End.Attempts, info.BackoffMs, back.Time)
 		}
-		events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
+		events, err := session.ReadRecord(bytes.NewReader(rec.Bytes()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var kinds []analyze.EventKind
+		var kinds []session.EventKind
 		for _, e := range events {
 			kinds = append(kinds, e.Event)
 		}
-		want := []analyze.EventKind{analyze.EventStart, analyze.EventRestart, analyze.EventAccept, analyze.EventAccept, analyze.EventStop}
+		want := []session.EventKind{session.EventStart, session.EventRestart, session.EventAccept, session.EventAccept, session.EventStop}
 		if diff := cmp.Diff(want, kinds); diff != "" {
 			t.Errorf("record (-want +got):\n%s", diff)
 		}
@@ -670,7 +671,7 @@ func TestHandshakeBounds(t *testing.T) {
 		}
 		defer c.Close()
 		conns = append(conns, c)
-		h.waitEvent(analyze.EventAccept)
+		h.waitEvent(session.EventAccept)
 	}
 	// The third is closed at once; the first two at their timeout, with
 	// nothing written on them (a TLS server speaks only after the hello).

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
 // dialAndLeave connects to the retry port from local and returns as soon as
@@ -90,7 +90,7 @@ func TestStopTakesQueuedConnections(t *testing.T) {
 			if err := h.s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
+			events, err := session.ReadRecord(bytes.NewReader(rec.Bytes()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,13 +101,13 @@ func TestStopTakesQueuedConnections(t *testing.T) {
 			misfiled := 0
 			for _, e := range events {
 				switch e.Event {
-				case analyze.EventAccept:
+				case session.EventAccept:
 					if e.Session == 0 || stopped[e.Session] {
 						misfiled++
 					} else {
 						filed[e.Session] = append(filed[e.Session], e.Peer)
 					}
-				case analyze.EventStop:
+				case session.EventStop:
 					stopped[e.Session] = true
 				}
 			}
@@ -188,16 +188,16 @@ func TestConcurrentCallersKeepTheirConnections(t *testing.T) {
 	kept := map[int]int{}
 	for _, e := range lg.snapshot() {
 		switch e.Event {
-		case analyze.EventStart:
+		case session.EventStart:
 			owner[e.Session] = e.Peer.Addr()
-		case analyze.EventAccept:
+		case session.EventAccept:
 			if e.Session == 0 {
 				t.Errorf("accept from %v outside any session", e.Peer)
 			} else if owner[e.Session] != e.Peer.Addr() {
 				t.Errorf("accept from %v filed under session %d of %v", e.Peer, e.Session, owner[e.Session])
 			}
 			kept[e.Session]++
-		case analyze.EventStop:
+		case session.EventStop:
 			if e.End.Attempts != 2 || e.End.VerifiedAttempts != 2 || len(e.End.Foreign) != 0 {
 				t.Errorf("session %d of %v ended with %d attempts (%d in its chain, %d foreign), want its caller's 2",
 					e.Session, owner[e.Session], e.End.Attempts, e.End.VerifiedAttempts, len(e.End.Foreign))

@@ -2,7 +2,7 @@
 // interop test (docs/spec.md §1): grpc.testing.ReconnectService on a control port
 // and a retry port that accepts and closes every connection, recording when
 // each arrived and from where. It fixes the C++ reference's bugs (docs/spec.md §4)
-// and verifies each session with analyze.Verify, the one verifier the packet
+// and verifies each session with backoff.Verify, the one verifier the packet
 // auditor also runs. During a session the retry port may instead fail
 // attempts in other ways, its retry mode (docs/spec.md §7.1; Config.Mode).
 //
@@ -27,8 +27,10 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
 // Defaults of Config's zero fields.
@@ -64,7 +66,7 @@ type Config struct {
 	// Default DefaultSessionTimeout.
 	SessionTimeout time.Duration
 	// MaxAttempts bounds the connections a session keeps; later ones are
-	// counted, written to Record, and make the verdict analyze.Overflow.
+	// counted, written to Record, and make the verdict backoff.Overflow.
 	// Default DefaultMaxAttempts.
 	MaxAttempts int
 	// KeepSessions is how many finished sessions Session can still return.
@@ -91,11 +93,11 @@ type Config struct {
 	// Mode is what the retry port does during a session (docs/spec.md §7.1);
 	// outside sessions it accepts and closes. The zero value is close.
 	// refuse and restart need Linux.
-	Mode analyze.RetryMode
+	Mode backoff.RetryMode
 	// MinConnectTimeout is MIN_CONNECT_TIMEOUT in the sessions' policy
-	// (analyze.Policy.MinConnectTimeout): the least time a client gives
+	// (backoff.Policy.MinConnectTimeout): the least time a client gives
 	// one attempt, which bounds how long an attempt hangs in hang mode.
-	// Default analyze.DefaultMinConnectTimeout.
+	// Default backoff.DefaultMinConnectTimeout.
 	MinConnectTimeout time.Duration
 	// MaxHeld bounds the connections hang mode holds open at once; beyond
 	// it a connection is accepted, stamped and closed, and counted in
@@ -123,7 +125,7 @@ type Config struct {
 	// (the retry accept loop, RPC handlers, the session timer); a slow
 	// OnEvent delays the retry port and the end of sessions. It may call
 	// Session and the address methods, but not Close.
-	OnEvent func(analyze.RecordEvent)
+	OnEvent func(session.RecordEvent)
 	// BeforeStamp, when set, is called for each retry connection after
 	// accept and before its time is taken with Now, from the accept loop
 	// or from whatever ends a session (Stop, the session timeout, Close)
@@ -192,7 +194,7 @@ type Server struct {
 
 	// mode is Config.Mode, its zero value spelt ModeClose; tlsConf the
 	// TLS configuration of the settings-close and goaway modes.
-	mode    analyze.RetryMode
+	mode    backoff.RetryMode
 	tlsConf *tls.Config
 	// handshakeTimeout bounds each connection of those modes.
 	handshakeTimeout time.Duration
@@ -202,7 +204,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	closing bool
-	cur     *session
+	cur     *running
 	lastID  int
 	// outside counts the connections outside any session not yet in the
 	// log, outsideSince is when the first of them came (real time) and
@@ -252,7 +254,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxWaiting = DefaultMaxWaiting
 	}
 	if cfg.MinConnectTimeout <= 0 {
-		cfg.MinConnectTimeout = analyze.DefaultMinConnectTimeout
+		cfg.MinConnectTimeout = backoff.DefaultMinConnectTimeout
 	}
 	if cfg.MaxHeld <= 0 {
 		cfg.MaxHeld = DefaultMaxHeld
@@ -390,7 +392,7 @@ func (s *Server) Close() error {
 		s.acceptMu.Lock()
 		s.mu.Lock()
 		if sess := s.cur; sess != nil {
-			s.endLocked(sess, analyze.CauseClosed, netip.AddrPort{}) // unlocks mu
+			s.endLocked(sess, session.CauseClosed, netip.AddrPort{}) // unlocks mu
 		} else {
 			s.mu.Unlock()
 		}
@@ -462,18 +464,18 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 	default:
 		ap, _ = netip.ParseAddrPort(a.String())
 	}
-	return analyze.UnmapPort(ap)
+	return attempt.UnmapPort(ap)
 }
 
 // emitLocked hands e to Record and OnEvent. It is called with mu held and
 // returns with mu released; taking emitMu before releasing mu keeps events
 // in the order of the state changes without calling out under mu.
-func (s *Server) emitLocked(e analyze.RecordEvent) {
+func (s *Server) emitLocked(e session.RecordEvent) {
 	s.emitMu.Lock()
 	s.mu.Unlock()
 	defer s.emitMu.Unlock()
 	if s.cfg.Record != nil && s.recErr == nil {
-		if err := analyze.WriteRecordEvent(s.cfg.Record, e); err != nil {
+		if err := session.WriteRecordEvent(s.cfg.Record, e); err != nil {
 			s.recErr = fmt.Errorf("write record: %w", err)
 			s.log.Error("recording stopped", "err", err)
 		}

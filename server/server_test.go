@@ -15,9 +15,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
 func TestVerdict(t *testing.T) {
@@ -26,28 +27,28 @@ func TestVerdict(t *testing.T) {
 		maxMS       int32
 		gaps        []time.Duration // nil: a single connection
 		wantPassed  bool
-		wantVerdict analyze.Verdict
+		wantVerdict backoff.Verdict
 		wantBackoff []int32
 	}{
 		{
 			name: "spec backoff passes", gaps: ms(1000, 1600, 2560, 4096, 6553),
-			wantPassed: true, wantVerdict: analyze.Passed, wantBackoff: []int32{1000, 1600, 2560, 4096, 6553},
+			wantPassed: true, wantVerdict: backoff.Passed, wantBackoff: []int32{1000, 1600, 2560, 4096, 6553},
 		},
 		{
 			name: "edges of the windows pass", gaps: ms(700, 1300+1600-1000, 1948),
-			wantPassed: true, wantVerdict: analyze.Passed, wantBackoff: []int32{700, 1900, 1948},
+			wantPassed: true, wantVerdict: backoff.Passed, wantBackoff: []int32{700, 1900, 1948},
 		},
 		{
 			name: "early second interval fails", gaps: ms(1000, 1179, 2560),
-			wantVerdict: analyze.Failed, wantBackoff: []int32{1000, 1179, 2560},
+			wantVerdict: backoff.Failed, wantBackoff: []int32{1000, 1179, 2560},
 		},
 		{
 			name: "sub-millisecond is floored", gaps: []time.Duration{1300*time.Millisecond + 999*time.Microsecond},
-			wantPassed: true, wantVerdict: analyze.Passed, wantBackoff: []int32{1300},
+			wantPassed: true, wantVerdict: backoff.Passed, wantBackoff: []int32{1300},
 		},
 		{
 			name: "one connection is too few", gaps: nil,
-			wantVerdict: analyze.TooFew, wantBackoff: []int32{},
+			wantVerdict: backoff.TooFew, wantBackoff: []int32{},
 		},
 	}
 	for _, tt := range tests {
@@ -56,10 +57,10 @@ func TestVerdict(t *testing.T) {
 			h.startSession(tt.maxMS)
 			h.chain("127.0.0.1", tt.gaps...)
 			info := h.stop()
-			end := h.waitEvent(analyze.EventStop).End
+			end := h.waitEvent(session.EventStop).End
 			got := struct {
 				Passed  bool
-				Verdict analyze.Verdict
+				Verdict backoff.Verdict
 				Backoff []int32
 				Wire    []int32
 			}{info.GetPassed(), end.Verdict, end.BackoffMS, info.GetBackoffMs()}
@@ -71,7 +72,7 @@ func TestVerdict(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("verdict (-want +got):\n%s", diff)
 			}
-			if end.VerifiedReason != analyze.VerifiedStartPeer || end.VerifiedPeer != netip.MustParseAddr("127.0.0.1") {
+			if end.VerifiedReason != session.VerifiedStartPeer || end.VerifiedPeer != netip.MustParseAddr("127.0.0.1") {
 				t.Errorf("chain %v (%s), want 127.0.0.1 (start peer)", end.VerifiedPeer, end.VerifiedReason)
 			}
 		})
@@ -155,12 +156,12 @@ func TestForeignChainNotInVerdict(t *testing.T) {
 	h.clock.Advance(1600 * time.Millisecond)
 	h.retry("127.0.0.1")
 	info := h.stop()
-	end := *h.waitEvent(analyze.EventStop).End
-	want := analyze.SessionEnd{
-		Cause: analyze.CauseStop, Verdict: analyze.Passed, Passed: true, Attempts: 4,
-		VerifiedPeer: netip.MustParseAddr("127.0.0.1"), VerifiedReason: analyze.VerifiedStartPeer, VerifiedAttempts: 3,
+	end := *h.waitEvent(session.EventStop).End
+	want := session.SessionEnd{
+		Cause: session.CauseStop, Verdict: backoff.Passed, Passed: true, Attempts: 4,
+		VerifiedPeer: netip.MustParseAddr("127.0.0.1"), VerifiedReason: session.VerifiedStartPeer, VerifiedAttempts: 3,
 		BackoffMS: []int32{1000, 1600},
-		Foreign:   []analyze.PeerCount{{Addr: netip.MustParseAddr("127.0.0.2"), Attempts: 1}},
+		Foreign:   []session.PeerCount{{Addr: netip.MustParseAddr("127.0.0.2"), Attempts: 1}},
 	}
 	if diff := cmp.Diff(want, end, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("end (-want +got):\n%s", diff)
@@ -185,8 +186,8 @@ func TestSoleOtherAddressIsVerified(t *testing.T) {
 	h.startSession(0)                                  // over 127.0.0.1
 	h.chain("::1", ms(1000, 1600)...)
 	info := h.stop()
-	end := h.waitEvent(analyze.EventStop).End
-	if end.VerifiedReason != analyze.VerifiedSolePeer || end.VerifiedPeer != netip.MustParseAddr("::1") {
+	end := h.waitEvent(session.EventStop).End
+	if end.VerifiedReason != session.VerifiedSolePeer || end.VerifiedPeer != netip.MustParseAddr("::1") {
 		t.Errorf("chain %v (%s), want ::1 (sole peer)", end.VerifiedPeer, end.VerifiedReason)
 	}
 	if !info.GetPassed() || !end.Passed {
@@ -203,8 +204,8 @@ func TestSeveralOtherAddressesAreNotVerified(t *testing.T) {
 	h.retry("127.0.0.2")
 	h.retry("127.0.0.3")
 	info := h.stop()
-	end := h.waitEvent(analyze.EventStop).End
-	if end.VerifiedReason != analyze.VerifiedNone || info.GetPassed() || len(end.Foreign) != 2 {
+	end := h.waitEvent(session.EventStop).End
+	if end.VerifiedReason != session.VerifiedNone || info.GetPassed() || len(end.Foreign) != 2 {
 		t.Errorf("end %+v, want no peer verified, 2 foreign, not passed", end)
 	}
 }
@@ -223,7 +224,7 @@ func TestRecordHoldsEveryConnection(t *testing.T) {
 	if err := h.s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
+	events, err := session.ReadRecord(bytes.NewReader(rec.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestRecordHoldsEveryConnection(t *testing.T) {
 	var kinds []string
 	for _, e := range events {
 		kinds = append(kinds, string(e.Event))
-		if e.Event == analyze.EventAccept {
+		if e.Event == session.EventAccept {
 			got = append(got, e.Peer)
 		}
 	}
@@ -261,19 +262,19 @@ func TestSessionTimeoutFreesNextStart(t *testing.T) {
 	if _, err := h.client("127.0.0.1").Start(h.ctx, &pb.ReconnectParams{}); err != nil {
 		t.Fatalf("Start after a vanished session: %v", err)
 	}
-	exp := h.waitEvent(analyze.EventExpire)
-	if exp.Session != 1 || exp.End.Cause != analyze.CauseTimeout {
+	exp := h.waitEvent(session.EventExpire)
+	if exp.Session != 1 || exp.End.Cause != session.CauseTimeout {
 		t.Errorf("expire event %+v, want session 1 timed out", exp)
 	}
-	if e := h.waitEvent(analyze.EventStart); e.Session != 2 {
+	if e := h.waitEvent(session.EventStart); e.Session != 2 {
 		t.Errorf("next session %d, want 2", e.Session)
 	}
 	ss, ok := h.s.Session(1)
-	if !ok || ss.End.Cause != analyze.CauseTimeout || ss.End.Passed {
+	if !ok || ss.End.Cause != session.CauseTimeout || ss.End.Passed {
 		t.Errorf("Session(1) = %+v, %v; want timed out and not passed", ss.End, ok)
 	}
 	// Session 2 expires too; a late Stop is told why nothing runs.
-	h.waitEvent(analyze.EventExpire)
+	h.waitEvent(session.EventExpire)
 	_, err := h.rpc.Stop(h.ctx, &pb.Empty{})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "session 2 ended without Stop: session timeout") {
 		t.Errorf("late Stop: %v, want FailedPrecondition naming the expired session", err)
@@ -324,8 +325,8 @@ func TestOverflow(t *testing.T) {
 	h.startSession(0)
 	h.chain("127.0.0.1", ms(1000, 1600, 2560, 4096)...)
 	info := h.stop()
-	end := h.waitEvent(analyze.EventStop).End
-	if info.GetPassed() || end.Verdict != analyze.Overflow || end.Attempts != 3 || end.Dropped != 2 {
+	end := h.waitEvent(session.EventStop).End
+	if info.GetPassed() || end.Verdict != backoff.Overflow || end.Attempts != 3 || end.Dropped != 2 {
 		t.Errorf("end %+v, passed %v; want overflow with 3 kept and 2 dropped", end, info.GetPassed())
 	}
 	ss, _ := h.s.Session(1)
@@ -333,7 +334,7 @@ func TestOverflow(t *testing.T) {
 		t.Errorf("session kept %d accepts, passed %v; want 3, false", len(ss.Accepts), ss.Result.Passed())
 	}
 	h.s.Close()
-	events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
+	events, err := session.ReadRecord(bytes.NewReader(rec.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,11 +369,11 @@ func TestCloseWhileStartWaits(t *testing.T) {
 	if err := h.s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
+	events, err := session.ReadRecord(bytes.NewReader(rec.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(events); n != 2 || events[1].Event != analyze.EventExpire || events[1].End.Cause != analyze.CauseClosed {
+	if n := len(events); n != 2 || events[1].Event != session.EventExpire || events[1].End.Cause != session.CauseClosed {
 		t.Errorf("record %+v, want start then expire (server closed)", events)
 	}
 }
@@ -401,13 +402,13 @@ func TestBeforeStampDelaysOneConnection(t *testing.T) {
 func TestOnEventMayCallSession(t *testing.T) {
 	var srv atomic.Pointer[Server]
 	found := make(chan bool, 16)
-	h := start(t, Config{OnEvent: func(e analyze.RecordEvent) {
+	h := start(t, Config{OnEvent: func(e session.RecordEvent) {
 		s := srv.Load()
 		if s == nil {
 			return
 		}
 		s.Sessions()
-		if e.Event == analyze.EventStop {
+		if e.Event == session.EventStop {
 			ss, ok := s.Session(e.Session)
 			found <- ok && ss.End.Attempts == e.End.Attempts
 		}

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
 // service is grpc.testing.ReconnectService over a Server.
@@ -98,7 +98,7 @@ func (v service) Stop(ctx context.Context, _ *pb.Empty) (*pb.ReconnectInfo, erro
 		s.mu.Unlock()
 		return nil, status.Error(codes.FailedPrecondition, "Stop without Start: no session is running"+s.lastEnd())
 	}
-	ss := s.endLocked(sess, analyze.CauseStop, callerOf(ctx))
+	ss := s.endLocked(sess, session.CauseStop, callerOf(ctx))
 	return &pb.ReconnectInfo{Passed: ss.End.Passed, BackoffMs: ss.End.BackoffMS}, nil
 }
 
@@ -117,7 +117,7 @@ func (s *Server) lastEnd() string {
 	s.finishedMu.Lock()
 	defer s.finishedMu.Unlock()
 	if n := len(s.finished); n > 0 {
-		if f := s.finished[n-1]; f.End.Cause != analyze.CauseStop {
+		if f := s.finished[n-1]; f.End.Cause != session.CauseStop {
 			return fmt.Sprintf(" (session %d ended without Stop: %s)", f.ID, f.End.Cause)
 		}
 	}

@@ -8,7 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/session"
 )
 
 // Session is the full record of a finished session.
@@ -16,7 +17,7 @@ type Session struct {
 	ID int
 	// Peer called Start.
 	Peer    netip.AddrPort
-	Params  analyze.SessionParams
+	Params  session.SessionParams
 	Started time.Time
 	Ended   time.Time
 	// Accepts are the connections the session kept, from every address, in
@@ -24,28 +25,28 @@ type Session struct {
 	// were only counted).
 	// Accepts' times are the server's timestamps, taken after accept (and
 	// after Config.BeforeStamp).
-	Accepts []analyze.Accept
+	Accepts []session.Accept
 	// End is the outcome as written to the record: verdict, the chosen
 	// chain and why, the foreign chains with their counts.
-	End analyze.SessionEnd
-	// Result is analyze.VerifyRun over the verified peer's chain
+	End session.SessionEnd
+	// Result is backoff.VerifyRun over the verified peer's chain
 	// (End.VerifiedPeer) in the session's mode, with Endings and Back; its
 	// Reference reading is Verdict Overflow when End.Dropped > 0.
-	Result analyze.Result
+	Result backoff.Result
 
 	// The mode is Params.Mode; the fields below say what it did
 	// (docs/spec.md §7.1).
 
 	// Endings, in hang mode, is how each of the verified peer's kept
 	// attempts ended, in the order of Times(End.VerifiedPeer):
-	// analyze.FateAbandoned when the client closed the held connection,
+	// backoff.FateAbandoned when the client closed the held connection,
 	// Duration the time from the accept stamp to the server seeing the
-	// close; analyze.FateOpen when it was still held at the session's end
-	// (Duration zero); analyze.FateClosed when the server closed it at
+	// close; backoff.FateOpen when it was still held at the session's end
+	// (Duration zero); backoff.FateClosed when the server closed it at
 	// once because MaxHeld connections were held. ClientSent names the
 	// first bytes the client sent on it. The server sees no SYN, so
 	// Accepted is zero. Nil in the other modes.
-	Endings []analyze.Ending
+	Endings []backoff.Ending
 	// Back, in restart mode, is when the retry port listened again;
 	// zero when the session ended before it did.
 	Back time.Time
@@ -85,8 +86,8 @@ func (s *Session) clone() Session {
 	return c
 }
 
-// session is the running session; it is guarded by Server.mu.
-type session struct {
+// running is the running session; it is guarded by Server.mu.
+type running struct {
 	Session
 	// chains holds, per address, its kept attempts and the last one's time,
 	// for the per-interval log; order is the order of first connection.
@@ -95,7 +96,7 @@ type session struct {
 	done   chan struct{} // closed when the session ends
 	// endings, in hang mode, is every kept attempt's ending, by its index
 	// in Accepts.
-	endings []analyze.Ending
+	endings []backoff.Ending
 }
 
 type chainState struct {
@@ -116,15 +117,15 @@ func (s *Server) accepted(peer netip.AddrPort) *heldConn {
 	// and so, at a boundary, by a whole millisecond.
 	t := s.now().Round(0)
 	sess := s.cur
-	e := analyze.RecordEvent{Event: analyze.EventAccept, Time: t, Peer: peer}
-	var iv *analyze.Interval
+	e := session.RecordEvent{Event: session.EventAccept, Time: t, Peer: peer}
+	var iv *backoff.Interval
 	if sess != nil {
 		e.Session = sess.ID
 		if len(sess.Accepts) >= s.cfg.MaxAttempts {
 			sess.End.Dropped++
 			e.Overflow = true
 		} else {
-			sess.Accepts = append(sess.Accepts, analyze.Accept{Peer: peer, Time: t})
+			sess.Accepts = append(sess.Accepts, session.Accept{Peer: peer, Time: t})
 			ch := sess.chains[peer.Addr()]
 			if ch == nil {
 				ch = &chainState{}
@@ -225,8 +226,8 @@ func (s *Server) flushOutside() {
 // begin starts a session; the caller holds the semaphore token.
 // When the server is closing it gives the token back and returns nil, and
 // so it does with an error when the retry port would not stop listening.
-func (s *Server) begin(peer netip.AddrPort, maxMS int32) (*session, error) {
-	if s.mode.Is(analyze.ModeRefuse) || s.mode.Is(analyze.ModeRestart) {
+func (s *Server) begin(peer netip.AddrPort, maxMS int32) (*running, error) {
+	if s.mode.Is(backoff.ModeRefuse) || s.mode.Is(backoff.ModeRestart) {
 		// The port stops listening before the session starts, under the
 		// lock that orders accepts with sessions: what completed before
 		// is taken first, as outside any session (docs/spec.md §7.1).
@@ -245,13 +246,13 @@ func (s *Server) begin(peer netip.AddrPort, maxMS int32) (*session, error) {
 		return nil, nil
 	}
 	s.lastID++
-	policy := analyze.ReferencePolicy(maxMS)
+	policy := backoff.ReferencePolicy(maxMS)
 	policy.MinConnectTimeout = s.cfg.MinConnectTimeout
-	sess := &session{
+	sess := &running{
 		Session: Session{
 			ID:      s.lastID,
 			Peer:    peer,
-			Params:  analyze.SessionParams{MaxReconnectBackoffMS: maxMS, Policy: policy, Mode: s.mode},
+			Params:  session.SessionParams{MaxReconnectBackoffMS: maxMS, Policy: policy, Mode: s.mode},
 			Started: s.now(),
 		},
 		chains: make(map[netip.Addr]*chainState),
@@ -261,8 +262,8 @@ func (s *Server) begin(peer netip.AddrPort, maxMS int32) (*session, error) {
 	s.wg.Add(1)
 	go s.watch(sess)
 	p := sess.Params
-	s.emitLocked(analyze.RecordEvent{
-		Event: analyze.EventStart, Time: sess.Started, Session: sess.ID, Peer: peer,
+	s.emitLocked(session.RecordEvent{
+		Event: session.EventStart, Time: sess.Started, Session: sess.ID, Peer: peer,
 		RetryPort: uint16(s.RetryPort()), Params: &p,
 	})
 	s.log.Info("session started", "session", sess.ID, "peer", peer.String(),
@@ -273,12 +274,12 @@ func (s *Server) begin(peer netip.AddrPort, maxMS int32) (*session, error) {
 
 // watch ends sess when its timeout runs out first; in restart mode it
 // brings the retry port back Mode.Down after the session began.
-func (s *Server) watch(sess *session) {
+func (s *Server) watch(sess *running) {
 	defer s.wg.Done()
 	t := time.NewTimer(s.cfg.SessionTimeout)
 	defer t.Stop()
 	var back <-chan time.Time
-	if m := sess.Params.Mode; m.Is(analyze.ModeRestart) {
+	if m := sess.Params.Mode; m.Is(backoff.ModeRestart) {
 		bt := time.NewTimer(m.Down)
 		defer bt.Stop()
 		back = bt.C
@@ -299,7 +300,7 @@ func (s *Server) watch(sess *session) {
 }
 
 // timeout ends sess, if it still runs, as timed out.
-func (s *Server) timeout(sess *session) {
+func (s *Server) timeout(sess *running) {
 	// Connections complete before the timeout belong to the session.
 	s.acceptMu.Lock()
 	defer s.acceptMu.Unlock()
@@ -311,12 +312,12 @@ func (s *Server) timeout(sess *session) {
 	}
 	s.log.Warn("session timed out without Stop; ending it", "session", sess.ID,
 		"peer", sess.Peer.String(), "session_timeout", s.cfg.SessionTimeout)
-	s.endLocked(sess, analyze.CauseTimeout, netip.AddrPort{})
+	s.endLocked(sess, session.CauseTimeout, netip.AddrPort{})
 }
 
 // comeBack makes the retry port listen again in restart mode, if sess
 // still runs, and records when (docs/spec.md §7.1).
-func (s *Server) comeBack(sess *session) {
+func (s *Server) comeBack(sess *running) {
 	s.acceptMu.Lock()
 	defer s.acceptMu.Unlock()
 	s.mu.Lock()
@@ -330,7 +331,7 @@ func (s *Server) comeBack(sess *session) {
 		return
 	}
 	sess.Back = s.now().Round(0) // wall clock, as the accepts it is compared with
-	s.emitLocked(analyze.RecordEvent{Event: analyze.EventRestart, Time: sess.Back, Session: sess.ID})
+	s.emitLocked(session.RecordEvent{Event: session.EventRestart, Time: sess.Back, Session: sess.ID})
 	s.log.Info("retry port listening again", "session", sess.ID, "after", sess.Params.Mode.Down)
 }
 
@@ -338,7 +339,7 @@ func (s *Server) comeBack(sess *session) {
 // semaphore, and emits the stop or expire event; the connections the mode
 // held are closed, and a retry port that stopped listening listens again.
 // It is called with acceptMu and mu held and returns with mu released.
-func (s *Server) endLocked(sess *session, cause string, stopPeer netip.AddrPort) Session {
+func (s *Server) endLocked(sess *running, cause string, stopPeer netip.AddrPort) Session {
 	sess.Ended = s.now()
 	sess.End.Cause = cause
 	held := s.releaseHeldLocked() // what is still held is open at the end
@@ -360,9 +361,9 @@ func (s *Server) endLocked(sess *session, cause string, stopPeer netip.AddrPort)
 	s.finishedMu.Unlock()
 	<-s.sem
 	out := sess.clone()
-	e := analyze.RecordEvent{Event: analyze.EventExpire, Time: sess.Ended, Session: sess.ID, End: &out.End}
-	if cause == analyze.CauseStop {
-		e.Event = analyze.EventStop
+	e := session.RecordEvent{Event: session.EventExpire, Time: sess.Ended, Session: sess.ID, End: &out.End}
+	if cause == session.CauseStop {
+		e.Event = session.EventStop
 		e.Peer = stopPeer
 	}
 	s.emitLocked(e)
@@ -375,15 +376,15 @@ func (s *Server) endLocked(sess *session, cause string, stopPeer netip.AddrPort)
 
 // verdict chooses the chain to verify (docs/spec.md §4: the Start caller's
 // address, else the only address that connected) and verifies it.
-func (s *Server) verdict(sess *session) {
+func (s *Server) verdict(sess *running) {
 	end := &sess.End
 	end.Attempts = len(sess.Accepts)
 	own := sess.Peer.Addr()
-	end.VerifiedPeer, end.VerifiedReason = analyze.ChooseVerifiedPeer(own, sess.order)
-	end.Foreign = []analyze.PeerCount{}
+	end.VerifiedPeer, end.VerifiedReason = session.ChooseVerifiedPeer(own, sess.order)
+	end.Foreign = []session.PeerCount{}
 	for _, a := range sess.order {
 		if a != end.VerifiedPeer {
-			end.Foreign = append(end.Foreign, analyze.PeerCount{Addr: a, Attempts: sess.chains[a].n})
+			end.Foreign = append(end.Foreign, session.PeerCount{Addr: a, Attempts: sess.chains[a].n})
 		}
 	}
 	var times []time.Time
@@ -402,29 +403,29 @@ func (s *Server) verdict(sess *session) {
 	// The model of docs/spec.md §7.3: the mode, and in hang mode each
 	// attempt's ending, set each interval's window; a hung last attempt
 	// the client never gave up on fails the chain. In close mode it is
-	// analyze.Verify.
-	r := analyze.VerifyRun(sess.Params.Policy, times, analyze.Run{
+	// backoff.Verify.
+	r := backoff.VerifyRun(sess.Params.Policy, times, backoff.Run{
 		Mode: sess.Params.Mode, End: sess.Ended, Endings: sess.Endings, Back: sess.Back,
 	})
 	end.Reason = r.Reason()
 	switch m := sess.Params.Mode; {
-	case m.Is(analyze.ModeRefuse):
-		r.Reference = analyze.Reading{Verdict: analyze.NotJudged}
+	case m.Is(backoff.ModeRefuse):
+		r.Reference = backoff.Reading{Verdict: backoff.NotJudged}
 		end.Reason = refuseReason
-	case m.Is(analyze.ModeRestart):
+	case m.Is(backoff.ModeRestart):
 		// The attempts refused while the port was down are not in the
 		// list, so the first interval seen is interval k of a chain
 		// whose k the server cannot know.
-		r.Reference = analyze.Reading{Verdict: analyze.NotJudged}
+		r.Reference = backoff.Reading{Verdict: backoff.NotJudged}
 		end.Reason = fmt.Sprintf("restart mode: the server accepted nothing for %v, so it saw only the %d attempts after the port came back; "+
 			"audit live judges the whole chain from the kernel's SYNs", m.Down, len(times))
 	}
-	if end.VerifiedReason == analyze.VerifiedNone {
+	if end.VerifiedReason == session.VerifiedNone {
 		end.Reason = fmt.Sprintf("no connection came from the Start caller's address %s and %d other addresses connected: no peer verified",
 			own, len(sess.order))
 	}
 	if end.Dropped > 0 {
-		r, end.Reason = analyze.Overflowed(r, end.Attempts, end.Dropped, s.cfg.MaxAttempts)
+		r, end.Reason = session.Overflowed(r, end.Attempts, end.Dropped, s.cfg.MaxAttempts)
 	}
 	sess.Result = r
 	end.Verdict = r.Reference.Verdict
@@ -442,7 +443,7 @@ const refuseReason = "refuse mode: the server accepts nothing during the session
 
 func (s *Server) logEnd(ss Session) {
 	end := ss.End
-	if end.VerifiedReason == analyze.VerifiedSolePeer {
+	if end.VerifiedReason == session.VerifiedSolePeer {
 		s.log.Info("no connection from the Start caller's address; verified the sole address that connected",
 			"session", ss.ID, "start_peer", ss.Peer.String(), "verified_peer", end.VerifiedPeer.String())
 	}
@@ -464,25 +465,25 @@ func (s *Server) logEnd(ss Session) {
 		"verified_attempts", end.VerifiedAttempts, "attempts", end.Attempts, "dropped", end.Dropped,
 		"foreign_chains", len(end.Foreign), "backoff_ms", end.BackoffMS}
 	switch m := ss.Params.Mode; m.Kind {
-	case analyze.ModeHang:
+	case backoff.ModeHang:
 		open := 0
 		for _, e := range ss.Endings {
-			if e.Fate == analyze.FateOpen {
+			if e.Fate == backoff.FateOpen {
 				open++
 			}
 		}
 		args = append(args, "retry_mode", m.String(), "abandoned", ss.Abandoned,
 			"verified_open_at_end", open, "not_held", ss.NotHeld)
-	case analyze.ModeRestart:
+	case backoff.ModeRestart:
 		back := "never (the session ended first)"
 		if !ss.Back.IsZero() {
 			back = ss.Back.Sub(ss.Started).String()
 		}
 		args = append(args, "retry_mode", m.String(), "port_back_after", back)
-	case analyze.ModeSettingsClose, analyze.ModeGoaway:
+	case backoff.ModeSettingsClose, backoff.ModeGoaway:
 		args = append(args, "retry_mode", m.String(), "handshakes", ss.Handshakes,
 			"handshake_errors", ss.HandshakeErrors, "not_held", ss.NotHeld)
-	case analyze.ModeRefuse:
+	case backoff.ModeRefuse:
 		args = append(args, "retry_mode", m.String())
 	}
 	s.log.Log(context.Background(), lvl, "session ended", args...)

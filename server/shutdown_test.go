@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
 // closeBound is how long Close may take here. The requirement is 1 s and
@@ -159,16 +159,16 @@ func TestClosePrompt(t *testing.T) {
 			if !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Errorf("retry port after Close: dial %v, want connection refused", err)
 			}
-			events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
+			events, err := session.ReadRecord(bytes.NewReader(rec.Bytes()))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, e := range events {
-				if e.Event == analyze.EventAccept && e.Peer.Addr() == late {
+				if e.Event == session.EventAccept && e.Peer.Addr() == late {
 					t.Errorf("accept from %v recorded after Close began", e.Peer)
 				}
 			}
-			if n := len(events); n == 0 || events[n-1].Event != analyze.EventExpire || events[n-1].End.Cause != analyze.CauseClosed {
+			if n := len(events); n == 0 || events[n-1].Event != session.EventExpire || events[n-1].End.Cause != session.CauseClosed {
 				t.Errorf("record ends with %+v, want the session's expire (server closed)", events[max(n-1, 0):])
 			}
 		})
@@ -210,7 +210,7 @@ func TestCloseTakesQueuedConnections(t *testing.T) {
 	if err := recv(h, closed); err != nil {
 		t.Fatal(err)
 	}
-	exp := h.waitEvent(analyze.EventExpire)
+	exp := h.waitEvent(session.EventExpire)
 	if exp.End.Attempts != 3 {
 		t.Errorf("session expired with %d attempts, want the 3 connections made before Close", exp.End.Attempts)
 	}

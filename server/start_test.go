@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
 // TestStartRefuses: Starts that could never work are answered at once with
@@ -101,13 +101,13 @@ func TestStartRefuses(t *testing.T) {
 			if err := h.s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			events, err := analyze.ReadRecord(bytes.NewReader(rec.Bytes()))
+			events, err := session.ReadRecord(bytes.NewReader(rec.Bytes()))
 			if err != nil {
 				t.Fatalf("the record does not read back: %v", err)
 			}
 			starts := 0
 			for _, e := range events {
-				if e.Event == analyze.EventStart {
+				if e.Event == session.EventStart {
 					starts++
 				}
 			}

@@ -10,7 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report"
 )
 
 // controlRun is what testdata/make-control-capture.sh wrote beside each
@@ -46,7 +47,7 @@ func TestPcapControlPort(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d, want 0\n%s\n%s", code, stdout, stderr)
 			}
-			var rep analyze.Report
+			var rep report.Report
 			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 				t.Fatalf("%v\n%s", err, stdout)
 			}
@@ -57,7 +58,7 @@ func TestPcapControlPort(t *testing.T) {
 				t.Fatalf("%d sessions, want 1", len(rep.Sessions))
 			}
 			s := rep.Sessions[0]
-			if s.Session.MaxMS != run.MaxMS || s.Policy.MaxDelay != analyze.ReferencePolicy(run.MaxMS).MaxDelay {
+			if s.Session.MaxMS != run.MaxMS || s.Policy.MaxDelay != backoff.ReferencePolicy(run.MaxMS).MaxDelay {
 				t.Errorf("session cap %d ms, policy %v; want the Start's %d ms", s.Session.MaxMS, s.Policy, run.MaxMS)
 			}
 			if s.Server == nil || s.Server.Passed != run.Stop.Passed {

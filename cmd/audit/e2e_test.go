@@ -25,8 +25,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/session"
 )
 
 // auditBin is the audit binary TestMain builds once for every test here.
@@ -159,26 +160,26 @@ func killedBySignal(err error) bool {
 
 // session reads the record file and returns the stop event of the one
 // session and the accept times of its verified chain.
-func (s *auditServer) session(t *testing.T) (analyze.SessionEnd, []time.Time) {
+func (s *auditServer) session(t *testing.T) (session.SessionEnd, []time.Time) {
 	t.Helper()
 	f, err := os.Open(s.Record)
 	if err != nil {
 		t.Fatalf("record: %v", err)
 	}
 	defer f.Close()
-	events, err := analyze.ReadRecord(f)
+	events, err := session.ReadRecord(f)
 	if err != nil {
 		t.Fatalf("record %s: %v", s.Record, err)
 	}
-	var end *analyze.SessionEnd
-	var accepts []analyze.RecordEvent
+	var end *session.SessionEnd
+	var accepts []session.RecordEvent
 	for _, e := range events {
 		switch {
-		case e.Event == analyze.EventAccept && e.Session == 1:
+		case e.Event == session.EventAccept && e.Session == 1:
 			accepts = append(accepts, e)
-		case e.Event == analyze.EventStop && e.Session == 1:
+		case e.Event == session.EventStop && e.Session == 1:
 			end = e.End
-		case e.Event == analyze.EventStart && e.Session != 1:
+		case e.Event == session.EventStart && e.Session != 1:
 			t.Errorf("record holds session %d; want only session 1", e.Session)
 		}
 	}
@@ -245,9 +246,9 @@ func printedBackoffs(t *testing.T, out string) []int32 {
 
 // checkChain re-verifies the record's accept times and holds them to the
 // server's answer: the same backoffs, each within its window of p.
-func checkChain(t *testing.T, p analyze.Policy, end analyze.SessionEnd, times []time.Time) analyze.Result {
+func checkChain(t *testing.T, p backoff.Policy, end session.SessionEnd, times []time.Time) backoff.Result {
 	t.Helper()
-	res := analyze.Verify(p, times)
+	res := backoff.Verify(p, times)
 	if diff := cmp.Diff(end.BackoffMS, res.BackoffMS, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("backoff_ms: server's answer vs its recorded accepts (-stop +accepts):\n%s", diff)
 	}
@@ -268,10 +269,10 @@ func TestE2EGoClientPasses(t *testing.T) {
 	t.Logf("audit client:\n%s", out)
 
 	end, times := s.session(t)
-	if !end.Passed || end.Verdict != analyze.Passed {
+	if !end.Passed || end.Verdict != backoff.Passed {
 		t.Errorf("server verdict %q (passed=%v, reason %q), want passed", end.Verdict, end.Passed, end.Reason)
 	}
-	p := analyze.ReferencePolicy(2000)
+	p := backoff.ReferencePolicy(2000)
 	res := checkChain(t, p, end, times)
 	// 10 s holds at least 1000 + 1920 + 3·2400 ms of backoff: ≥ 4 intervals.
 	if len(res.Intervals) < 4 {
@@ -314,14 +315,14 @@ func TestE2EGoClientWrongPolicy(t *testing.T) {
 	}
 
 	end, times := s.session(t)
-	if end.Passed || end.Verdict != analyze.Failed {
+	if end.Passed || end.Verdict != backoff.Failed {
 		t.Errorf("server verdict %q (passed=%v), want failed", end.Verdict, end.Passed)
 	}
 	if !strings.HasPrefix(end.Reason, "interval 1: ") {
 		t.Errorf("server reason %q, want it to name interval 1", end.Reason)
 	}
-	res := checkChain(t, analyze.ReferencePolicy(2000), end, times)
-	if res.Reference.FirstFailure != 1 || res.Intervals[0].Outcome != analyze.Early {
+	res := checkChain(t, backoff.ReferencePolicy(2000), end, times)
+	if res.Reference.FirstFailure != 1 || res.Intervals[0].Outcome != backoff.Early {
 		t.Errorf("re-verified: first failure %d (%v), want interval 1 early", res.Reference.FirstFailure, res.Intervals)
 	}
 }
@@ -369,7 +370,7 @@ func TestInteropPythonPasses(t *testing.T) {
 	if diff := cmp.Diff(end.BackoffMS, r.BackoffMS, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("backoff_ms (-record +client):\n%s", diff)
 	}
-	res := checkChain(t, analyze.ReferencePolicy(2000), end, times)
+	res := checkChain(t, backoff.ReferencePolicy(2000), end, times)
 	// 8 s holds at least 1200 + 1920 + 2400 ms of backoff: ≥ 3 intervals.
 	if len(res.Intervals) < 3 || !res.Passed() {
 		t.Errorf("re-verified: %d intervals, %s %s; want ≥ 3, passed", len(res.Intervals), res.Reference.Verdict, res.Reason())

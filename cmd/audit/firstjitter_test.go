@@ -10,7 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report"
 )
 
 // TestPcapFirstJittered reads testdata/control-ccore171.pcap: eight
@@ -43,7 +44,7 @@ func TestPcapFirstJittered(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("%s: exit %d; stderr: %s", name, code, stderr)
 		}
-		var rep analyze.Report
+		var rep report.Report
 		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -57,9 +58,9 @@ func TestPcapFirstJittered(t *testing.T) {
 				}
 			}
 			iv := p.Intervals[0]
-			var sig *analyze.Signature
+			var sig *backoff.Signature
 			for _, s := range p.Signatures {
-				if s.Name == analyze.SigFirstJittered {
+				if s.Name == backoff.SigFirstJittered {
 					sig = &s
 				}
 			}
@@ -70,7 +71,7 @@ func TestPcapFirstJittered(t *testing.T) {
 			case outside != !p.Strict.Passed:
 				t.Errorf("%s session %d: interval 1 %.1f ms, strict reading passed %v", name, i+1, iv.MeasuredMS, p.Strict.Passed)
 			case outside && sig == nil:
-				t.Errorf("%s session %d: interval 1 %.1f ms, no %q signature", name, i+1, iv.MeasuredMS, analyze.SigFirstJittered)
+				t.Errorf("%s session %d: interval 1 %.1f ms, no %q signature", name, i+1, iv.MeasuredMS, backoff.SigFirstJittered)
 			case !outside && sig != nil:
 				t.Errorf("%s session %d: interval 1 %.1f ms within 1000 ± 100 ms, yet %q", name, i+1, iv.MeasuredMS, sig.Detail)
 			case sig != nil:

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/text"
 )
 
 func newH2Cmd() *cobra.Command {
@@ -76,7 +76,7 @@ GOAWAY's last stream id, a retry outside both windows or beyond
 			if err != nil {
 				return usageError(err)
 			} else if rep.Problems > 0 {
-				return verdictError("%s found", analyze.Plural(rep.Problems, "problem"))
+				return verdictError("%s found", text.Plural(rep.Problems, "problem"))
 			}
 			return nil
 		},

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report"
 )
 
 // audit pcap --html writes one page that opens from disk: the report's
@@ -53,7 +54,7 @@ func TestPcapHerd(t *testing.T) {
 		}
 		_, out, _ := runAudit(t, args...)
 		var doc struct {
-			Herd *analyze.Herd `json:"herd"`
+			Herd *report.Herd `json:"herd"`
 		}
 		if err := json.Unmarshal([]byte(out), &doc); err != nil {
 			t.Fatal(err)
@@ -69,7 +70,7 @@ func TestPcapHerd(t *testing.T) {
 	// With --record, the herd is that of every chain of the capture.
 	_, out, stderr := runAudit(t, "pcap", "--herd", "--format", "json", "--record", "../../testdata/real-grpc-go.record.jsonl", "../../testdata/real-grpc-go.pcap")
 	var doc struct {
-		Herd *analyze.Herd `json:"herd"`
+		Herd *report.Herd `json:"herd"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Herd == nil || doc.Herd.Peers != 1 || doc.Herd.Attempts != 5 {
 		t.Errorf("--record --herd: herd %+v (%v); want 1 peer, 5 attempts\n%s", doc.Herd, err, stderr)
@@ -86,13 +87,13 @@ func TestPcapInfersMode(t *testing.T) {
 	for _, tt := range []struct {
 		port  string
 		flag  string
-		want  analyze.RetryMode
+		want  backoff.RetryMode
 		infer bool
 	}{
-		{port: "42419", want: analyze.RetryMode{Kind: analyze.ModeRefuse}, infer: true},
-		{port: "46841", want: analyze.RetryMode{Kind: analyze.ModeHang}, infer: true},
-		{port: "42497", want: analyze.RetryMode{}, infer: true},
-		{port: "46841", flag: "close", want: analyze.RetryMode{}},
+		{port: "42419", want: backoff.RetryMode{Kind: backoff.ModeRefuse}, infer: true},
+		{port: "46841", want: backoff.RetryMode{Kind: backoff.ModeHang}, infer: true},
+		{port: "42497", want: backoff.RetryMode{}, infer: true},
+		{port: "46841", flag: "close", want: backoff.RetryMode{}},
 	} {
 		args := []string{"pcap", "--format", "json", "--port", tt.port, fixture("real-fates.pcap")}
 		if tt.flag != "" {
@@ -100,7 +101,7 @@ func TestPcapInfersMode(t *testing.T) {
 		}
 		_, out, _ := runAudit(t, args...)
 		var doc struct {
-			Mode     analyze.RetryMode `json:"retry_mode"`
+			Mode     backoff.RetryMode `json:"retry_mode"`
 			Inferred bool              `json:"retry_mode_inferred"`
 		}
 		if err := json.Unmarshal([]byte(out), &doc); err != nil {

@@ -58,9 +58,18 @@ func TestE2EKeyLogWriters(t *testing.T) {
 		t.Errorf("the client's key log lost what it held before:\n%.200s", b)
 	}
 	// The server logs every connection to its retry port, the client
-	// every one it made: the same connections, the same secrets.
-	if diff := cmp.Diff(secrets[serverLog], secrets[clientLog]); diff != "" {
-		t.Errorf("secrets by label and random (-server +client)\n%s", diff)
+	// every one it made: the same secrets, but for the last connection,
+	// which the client's exit may cut after the server's flight and
+	// before the client read it.
+	shared := map[string]string{}
+	for k := range secrets[clientLog] {
+		shared[k] = secrets[serverLog][k]
+	}
+	if diff := cmp.Diff(secrets[clientLog], shared); diff != "" {
+		t.Errorf("secrets by label and random (-client +server)\n%s", diff)
+	}
+	if missing := len(secrets[serverLog]) - len(secrets[clientLog]); missing > 4 {
+		t.Errorf("the server logged %d secrets the client did not, more than one connection's 4", missing)
 	}
 }
 

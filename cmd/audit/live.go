@@ -9,13 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/capture"
-	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/server"
 )
 
 func newLiveCmd() *cobra.Command {
-	var cfg live.Config
+	var cfg auditrun.Config
 	var fl serverFlags // the flags of `audit server`, with the same names
 	var format string
 	cmd := &cobra.Command{
@@ -95,7 +95,7 @@ no session exits 0: stderr says what it saw.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return outcomeError(live.Run(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return outcomeError(auditrun.Run(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	f := cmd.Flags()

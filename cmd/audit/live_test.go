@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,12 +30,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/auditrun"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/interop"
-	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/server"
+	"github.com/backoff-audit/audit/session"
 )
 
 // liveMaxMS keeps sessions short: every backoff is about a second.
@@ -63,9 +67,9 @@ type liveRun struct {
 
 var liveAddrs = regexp.MustCompile(`control port \S+:(\d+), retry port \S+:(\d+)`)
 
-// startLive runs live.Run with cfg (JSON reports, on lo, loopback ports
+// startLive runs auditrun.Run with cfg (JSON reports, on lo, loopback ports
 // unless set) until the test stops it or ends.
-func startLive(t *testing.T, cfg live.Config) *liveRun {
+func startLive(t *testing.T, cfg auditrun.Config) *liveRun {
 	t.Helper()
 	requireCapture(t)
 	r := &liveRun{out: &testutil.SyncBuffer{}, errOut: &testutil.SyncBuffer{}, done: make(chan error, 1)}
@@ -79,7 +83,7 @@ func startLive(t *testing.T, cfg live.Config) *liveRun {
 	cfg.Server.Logger = slog.New(slog.NewTextHandler(r.errOut, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	r.cancel = cancel
-	go func() { r.done <- outcomeError(live.Run(ctx, cfg, r.out, r.errOut)) }()
+	go func() { r.done <- outcomeError(auditrun.Run(ctx, cfg, r.out, r.errOut)) }()
 	t.Cleanup(func() {
 		r.cancel()
 		<-r.done
@@ -140,16 +144,16 @@ func (r *liveRun) stop(t *testing.T) error {
 
 // liveJSON reads a report line.
 type liveJSON struct {
-	Port       uint16                 `json:"port"`
-	Capture    analyze.CaptureInfo    `json:"capture"`
-	Peers      []analyze.PeerReport   `json:"peers"`
-	Summary    analyze.Summary        `json:"summary"`
-	Session    analyze.SessionInfo    `json:"session"`
-	Live       analyze.LiveInfo       `json:"live"`
-	Foreign    []analyze.PeerCount    `json:"foreign"`
-	Server     *analyze.ServerVerdict `json:"server"`
-	CrossCheck *analyze.CrossCheck    `json:"crosscheck"`
-	Herd       *analyze.Herd          `json:"herd"`
+	Port       uint16                `json:"port"`
+	Capture    attempt.CaptureInfo   `json:"capture"`
+	Peers      []report.PeerReport   `json:"peers"`
+	Summary    report.Summary        `json:"summary"`
+	Session    report.SessionInfo    `json:"session"`
+	Live       report.LiveInfo       `json:"live"`
+	Foreign    []session.PeerCount   `json:"foreign"`
+	Server     *report.ServerVerdict `json:"server"`
+	CrossCheck *session.CrossCheck   `json:"crosscheck"`
+	Herd       *report.Herd          `json:"herd"`
 }
 
 func parseLiveReports(t *testing.T, lines []string) ([]liveJSON, []map[string]json.RawMessage) {
@@ -203,7 +207,7 @@ func checkPairing(t *testing.T, rep liveJSON) {
 	}
 	cc := rep.CrossCheck
 	kernel := rep.Peers[0].Attempts
-	var chainPairs []analyze.Pair
+	var chainPairs []session.Pair
 	for _, p := range cc.Pairs {
 		if p.Delay < 0 {
 			t.Errorf("pair %v:%d: app delay %v < 0", p.Peer, p.SrcPort, p.Delay)
@@ -296,13 +300,13 @@ func TestLiveEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer record.Close()
-	cfg := live.Config{Write: pcapPath}
+	cfg := auditrun.Config{Write: pcapPath}
 	cfg.Server.Record = record
 	r := startLive(t, cfg)
 	client := runLiveClient(t, r.control, r.retry, 4500*time.Millisecond)
 	reps, raws := r.reports(t, 1)
 	if err := r.stop(t); err != nil && reps[0].Summary.PassedAll {
-		t.Errorf("live.Run after a passing session: %v", err)
+		t.Errorf("auditrun.Run after a passing session: %v", err)
 	}
 	rep := reps[0]
 	checkPairing(t, rep)
@@ -310,27 +314,27 @@ func TestLiveEndToEnd(t *testing.T) {
 	if diff := cmp.Diff(client.Server.GetBackoffMs(), rep.Server.BackoffMS, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("server backoff_ms: Stop's answer (-client +report):\n%s", diff)
 	}
-	if rep.Session.Cause != analyze.CauseStop || rep.Live.Timestamps == "" {
+	if rep.Session.Cause != session.CauseStop || rep.Live.Timestamps == "" {
 		t.Errorf("session cause %q, timestamps %q; want stop and a timestamp source", rep.Session.Cause, rep.Live.Timestamps)
 	}
 
 	// Without a control port the --write file is the retry port's alone,
 	// a classic pcap with nanosecond timestamps.
-	if st, err := capture.ReadFile(pcapPath, capture.Options{}, func(analyze.SYN) {}); err != nil || st.Format != "pcap (ns)" {
+	if st, err := capture.ReadFile(pcapPath, capture.Options{}, func(attempt.SYN) {}); err != nil || st.Format != "pcap (ns)" {
 		t.Errorf("--write file: %+v, %v; want a nanosecond pcap", st, err)
 	}
 	// `audit pcap` reads the --write file to the same verdict, to the ns.
 	stdout, stderr, _ := runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--max-backoff=1s",
 		"--port="+strconv.Itoa(r.retry), pcapPath)
-	var offline analyze.Report
+	var offline report.Report
 	if err := json.Unmarshal([]byte(stdout), &offline); err != nil {
 		t.Fatalf("audit pcap: %v\n%s\n%s", err, stdout, stderr)
 	}
-	offline = offline.Only(loopback)
+	offline.Peers = slices.DeleteFunc(offline.Peers, func(p report.PeerReport) bool { return p.Peer != loopback })
 	if len(offline.Peers) != 1 {
 		t.Fatalf("audit pcap peers %+v; want 127.0.0.1", offline.Peers)
 	}
-	ignore := cmpopts.IgnoreFields(analyze.Interval{}, "Measured") // not in JSON
+	ignore := cmpopts.IgnoreFields(backoff.Interval{}, "Measured") // not in JSON
 	if diff := cmp.Diff(rep.Peers[0], offline.Peers[0], netipEq, ignore); diff != "" {
 		t.Errorf("kernel verdict: live vs audit pcap of --write (-live +pcap):\n%s", diff)
 	}
@@ -339,7 +343,7 @@ func TestLiveEndToEnd(t *testing.T) {
 	stdout, stderr, _ = runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--port="+strconv.Itoa(r.retry),
 		"--server-log="+recordPath, pcapPath)
 	var withLog struct {
-		Sessions []analyze.RecordSession `json:"sessions"`
+		Sessions []report.RecordSession `json:"sessions"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &withLog); err != nil || len(withLog.Sessions) != 1 {
 		t.Fatalf("audit pcap --server-log: %d sessions, %v\n%s\n%s", len(withLog.Sessions), err, stdout, stderr)
@@ -356,8 +360,8 @@ func TestPcapServerLog(t *testing.T) {
 	const capFile, record = "../../testdata/real-grpc-go.pcap", "../../testdata/real-grpc-go.record.jsonl"
 	stdout, stderr, _ := runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--server-log="+record, capFile)
 	var rep struct {
-		Peers    []analyze.PeerReport    `json:"peers"`
-		Sessions []analyze.RecordSession `json:"sessions"`
+		Peers    []report.PeerReport    `json:"peers"`
+		Sessions []report.RecordSession `json:"sessions"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Sessions) != 1 || len(rep.Peers) != 1 {
 		t.Fatalf("%v: %d sessions, %d peers\n%s\n%s", err, len(rep.Sessions), len(rep.Peers), stdout, stderr)
@@ -383,7 +387,7 @@ func TestPcapServerLog(t *testing.T) {
 func TestLiveForeignPeer(t *testing.T) {
 	t.Parallel()
 	firstAccept := make(chan struct{}, 1)
-	cfg := live.Config{Herd: true}
+	cfg := auditrun.Config{Herd: true}
 	cfg.Server.BeforeStamp = func(peer netip.AddrPort) {
 		if peer.Addr() == loopback {
 			select {
@@ -415,7 +419,7 @@ func TestLiveForeignPeer(t *testing.T) {
 	rep := reps[0]
 	checkPairing(t, rep)
 	foreign := netip.MustParseAddr("127.0.0.2")
-	if diff := cmp.Diff([]analyze.PeerCount{{Addr: foreign, Attempts: 1}}, rep.Foreign, netipEq); diff != "" {
+	if diff := cmp.Diff([]session.PeerCount{{Addr: foreign, Attempts: 1}}, rep.Foreign, netipEq); diff != "" {
 		t.Errorf("foreign peers (-want +got):\n%s", diff)
 	}
 	var found bool
@@ -442,7 +446,7 @@ func TestLiveDelayedAcceptDisagrees(t *testing.T) {
 	// interval 3 late by the kernel's.
 	const delayed = 3
 	var n atomic.Int32
-	cfg := live.Config{}
+	cfg := auditrun.Config{}
 	cfg.Server.BeforeStamp = func(peer netip.AddrPort) {
 		if peer.Addr() == loopback && n.Add(1) == delayed {
 			time.Sleep(600 * time.Millisecond)
@@ -483,8 +487,8 @@ func TestLiveDelayedAcceptDisagrees(t *testing.T) {
 func TestLiveAttach(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t) // `audit server --record`, another process
-	withLog := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, Record: srv.Record})
-	sniff := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, MaxMS: liveMaxMS, Idle: 2500 * time.Millisecond})
+	withLog := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, Record: srv.Record})
+	sniff := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, MaxMS: liveMaxMS, Idle: 2500 * time.Millisecond})
 	runLiveClient(t, srv.Control, srv.Retry, 4500*time.Millisecond)
 	end, times := srv.session(t)
 
@@ -501,7 +505,7 @@ func TestLiveAttach(t *testing.T) {
 	if sreps[0].Server != nil || sreps[0].CrossCheck != nil {
 		t.Errorf("sniff-only report has a server side: %+v %+v", sreps[0].Server, sreps[0].CrossCheck)
 	}
-	if sreps[0].Session.Cause != analyze.CauseIdle || len(sreps[0].Peers) != 1 {
+	if sreps[0].Session.Cause != session.CauseIdle || len(sreps[0].Peers) != 1 {
 		t.Fatalf("sniff-only: cause %q, peers %+v", sreps[0].Session.Cause, sreps[0].Peers)
 	}
 	// Two captures timestamp each packet on their own, a µs or so apart:
@@ -518,19 +522,19 @@ func TestLiveAttach(t *testing.T) {
 func TestLiveMaxAttempts(t *testing.T) {
 	t.Parallel()
 	const maxAttempts = 2
-	cfg := live.Config{}
+	cfg := auditrun.Config{}
 	cfg.Server.MaxAttempts = maxAttempts
 	r := startLive(t, cfg)
 	runLiveClient(t, r.control, r.retry, 4500*time.Millisecond) // 4 or 5 attempts
 	reps, _ := r.reports(t, 1)
 	rep := reps[0]
-	if rep.Server == nil || rep.Server.Verdict != analyze.Overflow || rep.Server.Passed {
-		t.Fatalf("server verdict %+v; want %q", rep.Server, analyze.Overflow)
+	if rep.Server == nil || rep.Server.Verdict != backoff.Overflow || rep.Server.Passed {
+		t.Fatalf("server verdict %+v; want %q", rep.Server, backoff.Overflow)
 	}
-	if len(rep.Peers) != 1 || rep.Peers[0].Verdict != analyze.Overflow || len(rep.Peers[0].Attempts) != maxAttempts ||
+	if len(rep.Peers) != 1 || rep.Peers[0].Verdict != backoff.Overflow || len(rep.Peers[0].Attempts) != maxAttempts ||
 		rep.Session.Dropped < 1 || rep.Session.MaxAttempts != maxAttempts {
 		t.Fatalf("kernel peers %+v, session %+v; want %d attempts kept, the rest dropped, verdict %q",
-			rep.Peers, rep.Session, maxAttempts, analyze.Overflow)
+			rep.Peers, rep.Session, maxAttempts, backoff.Overflow)
 	}
 	cc := rep.CrossCheck
 	if len(cc.Pairs) != maxAttempts || len(cc.KernelOnly) != 0 || len(cc.ServerOnly) != 0 {
@@ -545,11 +549,11 @@ func TestLiveMaxAttempts(t *testing.T) {
 }
 
 // verdictOf is a peer's verdict without its timestamps.
-func verdictOf(p analyze.PeerReport) (v struct {
-	Verdict  analyze.Verdict
+func verdictOf(p report.PeerReport) (v struct {
+	Verdict  backoff.Verdict
 	Ports    []uint16
 	Seqs     []uint32
-	Outcomes []analyze.Outcome
+	Outcomes []backoff.Outcome
 }) {
 	v.Verdict = p.Verdict
 	for _, a := range p.Attempts {
@@ -605,14 +609,14 @@ func TestLiveInterrupt(t *testing.T) {
 		t.Fatal("audit live did not exit after SIGINT")
 	}
 	out := stdout.String()
-	if code != exitOK && code != exitFail || !strings.Contains(out, "ended by "+analyze.CauseClosed) {
+	if code != exitOK && code != exitFail || !strings.Contains(out, "ended by "+session.CauseClosed) {
 		t.Fatalf("exit %d; want 0 or 1 and a report of the session the server closed\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 	if !strings.Contains(stderr.String(), "at exit") {
 		t.Errorf("no capture statistics at exit:\n%s", stderr)
 	}
 	var syns int
-	st, err := capture.ReadFile(pcapPath, capture.Options{Port: uint16(retry)}, func(analyze.SYN) { syns++ })
+	st, err := capture.ReadFile(pcapPath, capture.Options{Port: uint16(retry)}, func(attempt.SYN) { syns++ })
 	if err != nil || st.Truncated || syns < 3 {
 		t.Errorf("--write file after SIGINT: %d SYNs, truncated %v, err %v; want ≥ 3 SYNs, complete", syns, st.Truncated, err)
 	}
@@ -627,27 +631,27 @@ func TestLiveUsageErrors(t *testing.T) {
 	defer busy.Close()
 	tests := []struct {
 		name string
-		cfg  live.Config
+		cfg  auditrun.Config
 		want []string
 	}{
-		{"port in use", live.Config{Iface: "lo", Server: serverConfig("127.0.0.1:0", busy.Addr().String())},
+		{"port in use", auditrun.Config{Iface: "lo", Server: serverConfig("127.0.0.1:0", busy.Addr().String())},
 			[]string{"address already in use", busy.Addr().String()}},
-		{"unknown interface", live.Config{Iface: "nosuch0", Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")},
+		{"unknown interface", auditrun.Config{Iface: "nosuch0", Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")},
 			[]string{"unknown interface", "lo"}},
-		{"attach without port", live.Config{Iface: "lo", Attach: true}, []string{"--retry_port"}},
-		{"control port and record", live.Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 8, Record: "run.jsonl"},
+		{"attach without port", auditrun.Config{Iface: "lo", Attach: true}, []string{"--retry_port"}},
+		{"control port and record", auditrun.Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 8, Record: "run.jsonl"},
 			[]string{"--control_port", "--record"}},
-		{"control port is the retry port", live.Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 9},
+		{"control port is the retry port", auditrun.Config{Iface: "lo", Attach: true, RetryPort: 9, ControlPort: 9},
 			[]string{"--control_port 9", "--retry_port"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			err := outcomeError(live.Run(ctx, tt.cfg, io.Discard, io.Discard))
+			err := outcomeError(auditrun.Run(ctx, tt.cfg, io.Discard, io.Discard))
 			var ee *exitError
 			if !errors.As(err, &ee) || ee.code != exitUsage {
-				t.Fatalf("live.Run = %v; want a usage error", err)
+				t.Fatalf("auditrun.Run = %v; want a usage error", err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {

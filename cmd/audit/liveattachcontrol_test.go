@@ -26,11 +26,14 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/auditrun"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
-	"github.com/backoff-audit/audit/live"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/session"
 )
 
 // checkControlSession asserts what a session followed from the control
@@ -39,7 +42,7 @@ import (
 // kernel's intervals, interval by interval, that agrees.
 func checkControlSession(t *testing.T, rep liveJSON, maxMS int32, passed bool, backoffMS []int32, control int) {
 	t.Helper()
-	if rep.Session.MaxMS != maxMS || rep.Session.Cause != analyze.CauseStop {
+	if rep.Session.MaxMS != maxMS || rep.Session.Cause != session.CauseStop {
 		t.Errorf("session %+v; want the Start's cap %d ms, ended by Stop", rep.Session, maxMS)
 	}
 	if rep.Server == nil || rep.Server.Passed != passed {
@@ -49,7 +52,7 @@ func checkControlSession(t *testing.T, rep liveJSON, maxMS int32, passed bool, b
 		t.Errorf("server's backoff_ms (-Stop's answer +report):\n%s", diff)
 	}
 	cc := rep.CrossCheck
-	if cc == nil || cc.ServerSide != analyze.ServerSideBackoff {
+	if cc == nil || cc.ServerSide != session.ServerSideBackoff {
 		t.Fatalf("cross-check %+v; want one against backoff_ms", cc)
 	}
 	if len(cc.Intervals) != len(backoffMS) || len(rep.Peers) != 1 || len(rep.Peers[0].Intervals) != len(backoffMS) {
@@ -61,7 +64,7 @@ func checkControlSession(t *testing.T, rep liveJSON, maxMS int32, passed bool, b
 		// On loopback an app delay is a few ms (docs/spec.md §6.4), tens
 		// on a busy machine: the shift stays within the tolerance the
 		// verifier allows for it, far below an interval's length.
-		if tol := float64(analyze.DefaultPolicy().Tolerance) / float64(time.Millisecond); !iv.InKernel || !iv.InServer || iv.ServerMS != backoffMS[i] || iv.KernelMS != kernel.MeasuredMS ||
+		if tol := float64(backoff.DefaultPolicy().Tolerance) / float64(time.Millisecond); !iv.InKernel || !iv.InServer || iv.ServerMS != backoffMS[i] || iv.KernelMS != kernel.MeasuredMS ||
 			iv.ShiftMS < -tol || iv.ShiftMS > tol || iv.KernelOK != iv.ServerOK {
 			t.Errorf("interval %d: %+v; want kernel %.3f ms beside the server's %d ms, within %.0f ms, same verdict",
 				i+1, iv, kernel.MeasuredMS, backoffMS[i], tol)
@@ -83,7 +86,7 @@ func checkControlSession(t *testing.T, rep liveJSON, maxMS int32, passed bool, b
 func TestLiveAttachControlPort(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
-	r := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
+	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
 	if !strings.Contains(r.errOut.String(), "capturing control port "+strconv.Itoa(srv.Control)) {
 		t.Errorf("stderr does not say the control port is captured:\n%s", r.errOut)
 	}
@@ -123,7 +126,7 @@ func TestLiveAttachControlPortWrite(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
 	path := filepath.Join(t.TempDir(), "run.pcap")
-	r := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control, Write: path})
+	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control, Write: path})
 	runLiveClient(t, srv.Control, srv.Retry, 4500*time.Millisecond)
 	end, _ := srv.session(t)
 	reps, _ := r.reports(t, 1)
@@ -145,14 +148,14 @@ func TestLiveAttachControlPortWrite(t *testing.T) {
 	if rep.Live.Write != path {
 		t.Errorf("report's --write %q; want %q", rep.Live.Write, path)
 	}
-	st, err := capture.ReadFile(path, capture.Options{}, func(analyze.SYN) {})
+	st, err := capture.ReadFile(path, capture.Options{}, func(attempt.SYN) {})
 	if err != nil || st.Format != "pcapng" || st.Truncated {
 		t.Fatalf("--write file: %+v, %v; want a complete pcapng file", st, err)
 	}
 
 	for _, args := range [][]string{{}, {"--control_port=" + strconv.Itoa(srv.Control)}} {
 		code, stdout, stderr := runAudit(t, append(append([]string{"pcap", "--format=json"}, args...), path)...)
-		var off analyze.Report
+		var off report.Report
 		if err := json.Unmarshal([]byte(stdout), &off); err != nil {
 			t.Fatalf("audit pcap %v: exit %d, %v\n%s\n%s", args, code, err, stdout, stderr)
 		}
@@ -265,7 +268,7 @@ func TestLiveAttachControlPortCCore(t *testing.T) {
 	t.Parallel()
 	requireCapture(t)
 	srv := startPythonServer(t)
-	r := startLive(t, live.Config{Attach: true, RetryPort: srv.retry, ControlPort: srv.control})
+	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.retry, ControlPort: srv.control})
 	out, stderr, code := runClient(t, time.Minute, systemPython, "../../testdata/interop/reconnect_client.py",
 		"--server_host=127.0.0.1", "--server_control_port="+strconv.Itoa(srv.control), "--server_retry_port="+strconv.Itoa(srv.retry),
 		"--max_reconnect_backoff_ms=2000", "--deadline_s=6")
@@ -303,7 +306,7 @@ func TestLiveAttachControlMidStream(t *testing.T) {
 		}
 	}
 	// The connection and its preface are on the wire: now the capture.
-	r := startLive(t, live.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
+	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
 	rc := pb.NewReconnectServiceClient(conn)
 	if _, err := rc.Start(ctx, &pb.ReconnectParams{MaxReconnectBackoffMs: liveMaxMS}); err != nil {
 		t.Fatal(err)

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
-	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/auditrun"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 // TestLiveFates: a session's report gives each attempt its fate from the
@@ -15,7 +15,7 @@ import (
 // SYN-ACK, with the client's hello and nothing from the server.
 func TestLiveFates(t *testing.T) {
 	t.Parallel()
-	r := startLive(t, live.Config{})
+	r := startLive(t, auditrun.Config{})
 	runLiveClient(t, r.control, r.retry, 3500*time.Millisecond)
 	reps, _ := r.reports(t, 1)
 	r.stop(t)
@@ -25,8 +25,8 @@ func TestLiveFates(t *testing.T) {
 	}
 	for i, a := range rep.Peers[0].Attempts {
 		e := a.Ending
-		if e.Fate != analyze.FateClosed || e.Accepted <= 0 || e.Duration < e.Accepted ||
-			e.ClientSent != analyze.PayloadTLSClientHello || e.ServerSent != "" {
+		if e.Fate != backoff.FateClosed || e.Accepted <= 0 || e.Duration < e.Accepted ||
+			e.ClientSent != backoff.PayloadTLSClientHello || e.ServerSent != "" {
 			t.Errorf("attempt %d: %+v; want closed by server after a SYN-ACK, a TLS ClientHello from the client, nothing from the server", i+1, e)
 		}
 	}

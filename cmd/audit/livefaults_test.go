@@ -31,10 +31,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/auditrun"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
-	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/session"
 )
 
 // The veth pair's addresses: a link-local /30 that exists only inside the
@@ -132,9 +135,9 @@ func (v *vethNet) connect(t *testing.T, n int) {
 }
 
 // fileSYNs reads the --write file as `audit pcap` does.
-func fileSYNs(path string) ([]analyze.SYN, analyze.FileInfo, error) {
-	var syns []analyze.SYN
-	st, err := capture.ReadFile(path, capture.Options{Port: faultPort}, func(s analyze.SYN) { syns = append(syns, s) })
+func fileSYNs(path string) ([]attempt.SYN, attempt.FileInfo, error) {
+	var syns []attempt.SYN
+	st, err := capture.ReadFile(path, capture.Options{Port: faultPort}, func(s attempt.SYN) { syns = append(syns, s) })
 	return syns, st, err
 }
 
@@ -162,13 +165,13 @@ func TestLiveFaults(t *testing.T) {
 	}{
 		{name: "interface gone mid-session, attach", attach: true, syns: 5, fault: ifaceGone, exit: exitUsage,
 			stderr: []string{"audit: read capture on %s: The interface disappeared"},
-			cause:  analyze.CauseCaptureError + ": read capture on %s: The interface disappeared"},
+			cause:  session.CauseCaptureError + ": read capture on %s: The interface disappeared"},
 		{name: "interface gone before any SYN, attach", attach: true, syns: 0, fault: ifaceGone, exit: exitUsage,
 			stderr: []string{"audit: read capture on %s: The interface disappeared"}},
 		{name: "interface gone, in-process server", syns: 3, fault: ifaceGone, exit: exitUsage,
 			stderr: []string{"audit: read capture on %s: The interface disappeared", "3 attempts came outside any session"}},
-		{name: "SIGINT mid-session, attach", attach: true, syns: 5, fault: sigint, exit: exitFail, cause: analyze.CauseInterrupted},
-		{name: "SIGTERM mid-session, attach", attach: true, syns: 5, fault: sigterm, exit: exitFail, cause: analyze.CauseInterrupted},
+		{name: "SIGINT mid-session, attach", attach: true, syns: 5, fault: sigint, exit: exitFail, cause: session.CauseInterrupted},
+		{name: "SIGTERM mid-session, attach", attach: true, syns: 5, fault: sigterm, exit: exitFail, cause: session.CauseInterrupted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -296,7 +299,7 @@ func TestLiveFaults(t *testing.T) {
 				t.Errorf("libpcap counters %+v; want %d received (each SYN and its RST), none lost", rep.Live.LiveStats, 2*tt.syns)
 			}
 			for _, a := range rep.Peers[0].Attempts {
-				if a.Ending.Fate != analyze.FateRefused {
+				if a.Ending.Fate != backoff.FateRefused {
 					t.Errorf("attempt from port %d: fate %q, want refused", a.SrcPort, a.Ending.Fate)
 				}
 			}
@@ -304,11 +307,11 @@ func TestLiveFaults(t *testing.T) {
 				t.Errorf("session cause %q; want %q…", rep.Session.Cause, want)
 			}
 			out, errb, pcode := runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--port="+strconv.Itoa(faultPort), pcapPath)
-			var offline analyze.Report
+			var offline report.Report
 			if err := json.Unmarshal([]byte(out), &offline); err != nil || len(offline.Peers) != 1 {
 				t.Fatalf("audit pcap (exit %d): %v, %d peers\n%s\n%s", pcode, err, len(offline.Peers), out, errb)
 			}
-			ignore := cmpopts.IgnoreFields(analyze.Interval{}, "Measured") // not in JSON
+			ignore := cmpopts.IgnoreFields(backoff.Interval{}, "Measured") // not in JSON
 			if diff := cmp.Diff(rep.Peers[0], offline.Peers[0], netipEq, ignore); diff != "" {
 				t.Errorf("kernel verdict: live report vs audit pcap of --write (-live +pcap):\n%s", diff)
 			}
@@ -409,7 +412,7 @@ func TestLiveFlood(t *testing.T) {
 		// and the queue at most maxQueued items (8 MiB) in two arrays.
 		heapBound = 40 << 20
 	)
-	cfg := live.Config{Attach: true, RetryPort: int(testutil.ClosedPort(t)), Idle: time.Second}
+	cfg := auditrun.Config{Attach: true, RetryPort: int(testutil.ClosedPort(t)), Idle: time.Second}
 	cfg.Server.MaxAttempts = maxAttempts
 	r := startLive(t, cfg)
 	before := heapAlloc()
@@ -431,9 +434,9 @@ func TestLiveFlood(t *testing.T) {
 		t.Errorf("kept %d attempts, dropped %d of %d SYNs, max_attempts %d; want %d kept, the rest dropped",
 			rep.Capture.Attempts, rep.Session.Dropped, rep.Capture.SYNs, rep.Session.MaxAttempts, maxAttempts)
 	}
-	if len(rep.Peers) != 1 || rep.Peers[0].Verdict != analyze.Overflow || rep.Peers[0].Passed ||
+	if len(rep.Peers) != 1 || rep.Peers[0].Verdict != backoff.Overflow || rep.Peers[0].Passed ||
 		rep.Summary.PassedAll || rep.Summary.Failed != 1 {
-		t.Fatalf("peers %+v, summary %+v; want the chain's verdict %q, failed", rep.Peers, rep.Summary, analyze.Overflow)
+		t.Fatalf("peers %+v, summary %+v; want the chain's verdict %q, failed", rep.Peers, rep.Summary, backoff.Overflow)
 	}
 	if want := fmt.Sprintf("%d kept, %d more dropped", maxAttempts, rep.Session.Dropped); !strings.Contains(rep.Peers[0].Reason, want) {
 		t.Errorf("reason %q does not say %q", rep.Peers[0].Reason, want)
@@ -450,7 +453,7 @@ func TestLiveFlood(t *testing.T) {
 			before, peak, after, heapBound, heapBound/4)
 	}
 	if err := r.stop(t); !isExit(err, exitFail) {
-		t.Errorf("live.Run after an overflowing session = %v; want exit %d", err, exitFail)
+		t.Errorf("auditrun.Run after an overflowing session = %v; want exit %d", err, exitFail)
 	}
 }
 
@@ -459,13 +462,13 @@ func TestLiveFlood(t *testing.T) {
 // many came and how many it forgot.
 func TestLiveFloodOutsideSessions(t *testing.T) {
 	t.Parallel()
-	syns := 2*live.OutsideKeep + 2000
-	r := startLive(t, live.Config{})
+	syns := 2*auditrun.OutsideKeep + 2000
+	r := startLive(t, auditrun.Config{})
 	sent := synFlood(t, netip.AddrPortFrom(loopback, uint16(r.retry)), syns)
 	// Stop once the capture has caught up: nothing comes for a while.
 	time.Sleep(500 * time.Millisecond)
 	if err := r.stop(t); err != nil {
-		t.Fatalf("live.Run: %v", err)
+		t.Fatalf("auditrun.Run: %v", err)
 	}
 	m := regexp.MustCompile(`(\d+) attempts came outside any session \(no Start covered them\); not judged; the (\d+) oldest were not kept`).
 		FindStringSubmatch(r.errOut.String())
@@ -474,9 +477,9 @@ func TestLiveFloodOutsideSessions(t *testing.T) {
 	}
 	came, forgot := atoi(t, m[1]), atoi(t, m[2])
 	t.Logf("sent %d; %d came outside any session, %d not kept", sent, came, forgot)
-	if came > sent || came < sent*9/10 || came-forgot < live.OutsideKeep || came-forgot > 2*live.OutsideKeep {
+	if came > sent || came < sent*9/10 || came-forgot < auditrun.OutsideKeep || came-forgot > 2*auditrun.OutsideKeep {
 		t.Errorf("%d came, %d forgotten, of %d sent; want (nearly) all counted and %d to %d kept",
-			came, forgot, sent, live.OutsideKeep, 2*live.OutsideKeep)
+			came, forgot, sent, auditrun.OutsideKeep, 2*auditrun.OutsideKeep)
 	}
 }
 

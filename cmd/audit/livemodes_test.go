@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/backoff-audit/audit/analyze"
-	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/auditrun"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -39,8 +39,8 @@ func controlClient(t *testing.T, r *liveRun) pb.ReconnectServiceClient {
 // hangs and waits for ever: both verdicts fail it, never a vacuous pass.
 func TestLiveHangNeverGaveUp(t *testing.T) {
 	t.Parallel()
-	cfg := live.Config{}
-	cfg.Server.Mode = analyze.RetryMode{Kind: analyze.ModeHang}
+	cfg := auditrun.Config{}
+	cfg.Server.Mode = backoff.RetryMode{Kind: backoff.ModeHang}
 	cfg.Server.MinConnectTimeout = time.Second
 	r := startLive(t, cfg)
 	rpc := controlClient(t, r)
@@ -70,14 +70,14 @@ func TestLiveHangNeverGaveUp(t *testing.T) {
 	}
 	p := rep.Peers[0]
 	const want = "the client never gave up on a hung connection: attempt 1 was still waiting after"
-	if p.Passed || p.Verdict != analyze.Failed || !strings.HasPrefix(p.Reason, want) {
+	if p.Passed || p.Verdict != backoff.Failed || !strings.HasPrefix(p.Reason, want) {
 		t.Errorf("kernel verdict %s: %q; want failed: %q", p.Verdict, p.Reason, want)
 	}
 	if rep.Server == nil || rep.Server.Passed || !strings.HasPrefix(rep.Server.Reason, want) {
 		t.Errorf("server verdict %+v; want failed: %q", rep.Server, want)
 	}
-	if len(p.Signatures) == 0 || p.Signatures[0].Name != analyze.SigNoConnTimeout {
-		t.Errorf("signatures %+v; want %q", p.Signatures, analyze.SigNoConnTimeout)
+	if len(p.Signatures) == 0 || p.Signatures[0].Name != backoff.SigNoConnTimeout {
+		t.Errorf("signatures %+v; want %q", p.Signatures, backoff.SigNoConnTimeout)
 	}
 	if err := r.stop(t); !isExit(err, 1) {
 		t.Errorf("audit live ended with %v; want exit 1", err)
@@ -88,8 +88,8 @@ func TestLiveHangNeverGaveUp(t *testing.T) {
 // judge the session, which passes for a client that backs off.
 func TestLiveRefuseJudgedByKernel(t *testing.T) {
 	t.Parallel()
-	cfg := live.Config{HTML: filepath.Join(t.TempDir(), "session.html")}
-	cfg.Server.Mode = analyze.RetryMode{Kind: analyze.ModeRefuse}
+	cfg := auditrun.Config{HTML: filepath.Join(t.TempDir(), "session.html")}
+	cfg.Server.Mode = backoff.RetryMode{Kind: backoff.ModeRefuse}
 	r := startLive(t, cfg)
 	rpc := controlClient(t, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -115,8 +115,8 @@ func TestLiveRefuseJudgedByKernel(t *testing.T) {
 	}
 	reps, _ := r.reports(t, 1)
 	rep := reps[0]
-	if rep.Server == nil || rep.Server.Verdict != analyze.NotJudged {
-		t.Errorf("server verdict %+v; want %q", rep.Server, analyze.NotJudged)
+	if rep.Server == nil || rep.Server.Verdict != backoff.NotJudged {
+		t.Errorf("server verdict %+v; want %q", rep.Server, backoff.NotJudged)
 	}
 	if len(rep.Peers) != 1 || !rep.Peers[0].Passed || len(rep.Peers[0].Attempts) != 3 {
 		t.Fatalf("kernel verdict %+v; want 3 attempts, passed", rep.Peers)

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -31,11 +31,11 @@ func TestLiveWriteKeepsFileOnError(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cfg := live.Config{Iface: "nonexist0", Write: precious, Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")}
-	err := outcomeError(live.Run(ctx, cfg, io.Discard, io.Discard))
+	cfg := auditrun.Config{Iface: "nonexist0", Write: precious, Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")}
+	err := outcomeError(auditrun.Run(ctx, cfg, io.Discard, io.Discard))
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != exitUsage {
-		t.Fatalf("live.Run = %v; want a usage error", err)
+		t.Fatalf("auditrun.Run = %v; want a usage error", err)
 	}
 	if b, _ := os.ReadFile(precious); string(b) != "what the user had" {
 		t.Errorf("--write file after a failed start holds %q; want it untouched", b)
@@ -56,7 +56,7 @@ func TestLiveCaptureErrorEndsSession(t *testing.T) {
 		t.Skipf("SKIPPED, NOT RUN: a full disk needs a small tmpfs: mount: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", dir).Run() })
-	r := startLive(t, live.Config{Write: filepath.Join(dir, "full.pcap")})
+	r := startLive(t, auditrun.Config{Write: filepath.Join(dir, "full.pcap")})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -85,7 +85,7 @@ func TestLiveCaptureErrorEndsSession(t *testing.T) {
 		runErr = r.stop(t)
 	}
 	if runErr == nil || !strings.Contains(runErr.Error(), "no space left on device") {
-		t.Fatalf("live.Run = %v; want the write error", runErr)
+		t.Fatalf("auditrun.Run = %v; want the write error", runErr)
 	}
 	reps, _ := r.reports(t, 1)
 	rep := reps[0]

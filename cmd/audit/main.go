@@ -12,9 +12,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/internal/buildinfo"
-	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/internal/text"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -41,14 +41,14 @@ func usageError(err error) error { return &exitError{code: exitUsage, err: err} 
 // outcomeError maps what a run judged to the exit status: a usage error
 // when err is set; a failed verdict when sessions failed (how many, and
 // what failed first: which verdict, and why) or peers did not pass.
-func outcomeError(o live.Outcome, err error) error {
+func outcomeError(o auditrun.Outcome, err error) error {
 	switch {
 	case err != nil:
 		return usageError(err)
 	case o.Verdict != "":
 		return verdictError("%s", o.Verdict)
 	case o.Failed > 0:
-		return verdictError("%d of %s failed; %s", o.Failed, analyze.Plural(o.Sessions, "session"), o.FirstFailure)
+		return verdictError("%d of %s failed; %s", o.Failed, text.Plural(o.Sessions, "session"), o.FirstFailure)
 	}
 	return nil
 }

@@ -6,12 +6,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/backoff-audit/audit/analyze"
-	"github.com/backoff-audit/audit/live"
+	"github.com/backoff-audit/audit/auditrun"
+	"github.com/backoff-audit/audit/backoff"
 )
 
 func newPcapCmd() *cobra.Command {
-	cfg := live.FilesConfig{Policy: analyze.DefaultPolicy()}
+	cfg := auditrun.FilesConfig{Policy: backoff.DefaultPolicy()}
 	format := "text"
 	cmd := &cobra.Command{
 		Use:   "pcap FILE...",
@@ -79,13 +79,13 @@ or unreadable input.`,
 			cfg.Stdin = cmd.InOrStdin()
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
-			return outcomeError(live.AuditFiles(ctx, files, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return outcomeError(auditrun.AuditFiles(ctx, files, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	f := cmd.Flags()
 	f.Uint16Var(&cfg.Port, "port", 0, "the retry port (default: the only port the capture has SYNs to)")
 	addPolicyFlags(f, &cfg.Policy)
-	f.TextVar(&cfg.Mode, "retry_mode", cfg.Mode, "what the retry port did: "+analyze.ModeNames)
+	f.TextVar(&cfg.Mode, "retry_mode", cfg.Mode, "what the retry port did: "+backoff.ModeNames)
 	f.StringVar(&format, "format", format, "output format: text or json")
 	f.StringArrayVar(&cfg.Peers, "peer", nil, "report only this client address (repeatable)")
 	f.BoolVarP(&cfg.Verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
@@ -99,7 +99,7 @@ or unreadable input.`,
 
 // addPolicyFlags binds the policy the clients are held to, with the spec's
 // defaults (docs/spec.md §1, §3).
-func addPolicyFlags(f *pflag.FlagSet, p *analyze.Policy) {
+func addPolicyFlags(f *pflag.FlagSet, p *backoff.Policy) {
 	f.DurationVar(&p.BaseDelay, "initial-backoff", p.BaseDelay, "INITIAL_BACKOFF: expected wait after the first failure")
 	f.Float64Var(&p.Multiplier, "multiplier", p.Multiplier, "MULTIPLIER: growth of the backoff per attempt")
 	f.Float64Var(&p.Jitter, "jitter", p.Jitter, "JITTER: allowed relative deviation of each backoff")

@@ -18,8 +18,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/report"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -277,7 +278,7 @@ func BenchmarkPcap(b *testing.B) {
 }
 
 // writeSYNs writes a pcap (µs, Ethernet) of IPv4 SYNs to 127.0.0.1:50052.
-func writeSYNs(t *testing.T, path string, syns []analyze.SYN) {
+func writeSYNs(t *testing.T, path string, syns []attempt.SYN) {
 	t.Helper()
 	le := binary.LittleEndian
 	var b []byte
@@ -312,13 +313,13 @@ func writeSYNs(t *testing.T, path string, syns []analyze.SYN) {
 	}
 }
 
-// With more than analyze.TablesUpTo peers a passing peer gets one line,
+// With more than report.TablesUpTo peers a passing peer gets one line,
 // unless --verbose asks for every table or --peer chooses the peers.
 func TestPcapManyPeers(t *testing.T) {
 	start := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 	dst := netip.MustParseAddrPort("127.0.0.1:50052")
-	var syns []analyze.SYN
-	const peers = analyze.TablesUpTo + 10
+	var syns []attempt.SYN
+	const peers = report.TablesUpTo + 10
 	for p := range peers {
 		gaps := []time.Duration{0, 1000 * time.Millisecond, 1600 * time.Millisecond}
 		if p%4 == 0 {
@@ -327,7 +328,7 @@ func TestPcapManyPeers(t *testing.T) {
 		ts := start
 		for k, g := range gaps {
 			ts = ts.Add(g)
-			syns = append(syns, analyze.SYN{Time: ts, Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, 0, byte(p)}), uint16(40000+k)), Dst: dst, Seq: uint32(100*p + k)})
+			syns = append(syns, attempt.SYN{Time: ts, Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, 0, byte(p)}), uint16(40000+k)), Dst: dst, Seq: uint32(100*p + k)})
 		}
 	}
 	path := filepath.Join(t.TempDir(), "many.pcap")
@@ -362,7 +363,7 @@ func TestPcapManyPeers(t *testing.T) {
 	}
 	// JSON has every peer in full, whatever their number.
 	_, stdout, _ := runAudit(t, "pcap", "--format", "json", path)
-	var doc analyze.Report
+	var doc report.Report
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report"
 )
 
 // TestPcapCompoundingJitter reads testdata/real-compound.pcap.gz: grpc-js
@@ -32,7 +33,7 @@ func TestPcapCompoundingJitter(t *testing.T) {
 		stacks[addr] = stack
 	}
 	_, stdout, stderr := runAudit(t, "pcap", "--format=json", fixture("real-compound.pcap.gz"))
-	var rep analyze.Report
+	var rep report.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -50,11 +51,11 @@ func TestPcapCompoundingJitter(t *testing.T) {
 		if len(p.Intervals) < 6 {
 			t.Errorf("peer %s (%s): %d intervals, want at least 6", p.Peer, stack, len(p.Intervals))
 		}
-		sigs := map[string]analyze.Signature{}
+		sigs := map[string]backoff.Signature{}
 		for _, s := range p.Signatures {
 			sigs[s.Name] = s
 		}
-		comp, ok := sigs[analyze.SigCompounding]
+		comp, ok := sigs[backoff.SigCompounding]
 		switch {
 		case ok && stack != "grpc-js":
 			t.Errorf("peer %s (%s): %q; only grpc-js compounds its jitter", p.Peer, stack, comp.Detail)
@@ -69,26 +70,26 @@ func TestPcapCompoundingJitter(t *testing.T) {
 			}
 			matched[stack]++
 		}
-		if s, ok := sigs[analyze.SigFirstJittered]; ok && stack == "grpc-go" {
+		if s, ok := sigs[backoff.SigFirstJittered]; ok && stack == "grpc-go" {
 			t.Errorf("peer %s (grpc-go): %q; grpc-go's first backoff is exactly 1 s, from the attempt's end", p.Peer, s.Detail)
 		}
 		t.Logf("%s %-7s passed %-5v max drift %+6.1f %% signatures %d", p.Peer, stack, p.Passed, maxDrift(p.Intervals), len(p.Signatures))
 	}
 	if matched["grpc-js"] == 0 {
-		t.Errorf("no grpc-js chain carries %q", analyze.SigCompounding)
+		t.Errorf("no grpc-js chain carries %q", backoff.SigCompounding)
 	}
 }
 
-func firstFailed(ivs []analyze.Interval) analyze.Interval {
+func firstFailed(ivs []backoff.Interval) backoff.Interval {
 	for _, iv := range ivs {
 		if !iv.OK {
 			return iv
 		}
 	}
-	return analyze.Interval{}
+	return backoff.Interval{}
 }
 
-func maxDrift(ivs []analyze.Interval) float64 {
+func maxDrift(ivs []backoff.Interval) float64 {
 	var d float64
 	for _, iv := range ivs {
 		if abs := max(iv.JitterPct, -iv.JitterPct); abs > max(d, -d) {

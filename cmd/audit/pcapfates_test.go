@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/report"
 )
 
 // TestPcapRealFates reads testdata/real-fates.pcap, a real grpc-go client
@@ -29,28 +30,28 @@ func TestPcapRealFates(t *testing.T) {
 	}
 	tests := []struct {
 		what  string
-		check func(t *testing.T, i, n int, e analyze.Ending)
+		check func(t *testing.T, i, n int, e backoff.Ending)
 	}{
-		{"close", func(t *testing.T, _, _ int, e analyze.Ending) {
-			if e.Fate != analyze.FateClosed || e.Accepted <= 0 || e.Duration <= e.Accepted ||
-				e.ClientSent != analyze.PayloadTLSClientHello || e.ServerSent != "" {
+		{"close", func(t *testing.T, _, _ int, e backoff.Ending) {
+			if e.Fate != backoff.FateClosed || e.Accepted <= 0 || e.Duration <= e.Accepted ||
+				e.ClientSent != backoff.PayloadTLSClientHello || e.ServerSent != "" {
 				t.Errorf("%+v; want closed by server after a SYN-ACK, the client's TLS ClientHello, nothing from the server", e)
 			}
 		}},
-		{"refuse", func(t *testing.T, _, _ int, e analyze.Ending) {
-			if e.Fate != analyze.FateRefused || e.Accepted != 0 || e.Duration <= 0 || e.Duration > time.Second || e.ClientSent != "" {
+		{"refuse", func(t *testing.T, _, _ int, e backoff.Ending) {
+			if e.Fate != backoff.FateRefused || e.Accepted != 0 || e.Duration <= 0 || e.Duration > time.Second || e.ClientSent != "" {
 				t.Errorf("%+v; want refused by an RST within a second", e)
 			}
 		}},
-		{"hang", func(t *testing.T, i, n int, e analyze.Ending) {
+		{"hang", func(t *testing.T, i, n int, e backoff.Ending) {
 			// Each attempt but the last is given up at grpc-go's connect
 			// timeout, 20 s; the capture ends before the last one does.
-			want := analyze.FateAbandoned
+			want := backoff.FateAbandoned
 			if i == n-1 {
-				want = analyze.FateOpen
+				want = backoff.FateOpen
 			}
-			if e.Fate != want || e.Accepted <= 0 || e.ClientSent != analyze.PayloadTLSClientHello || e.ServerSent != "" ||
-				want == analyze.FateAbandoned && (e.Duration < 19*time.Second || e.Duration > 21*time.Second) {
+			if e.Fate != want || e.Accepted <= 0 || e.ClientSent != backoff.PayloadTLSClientHello || e.ServerSent != "" ||
+				want == backoff.FateAbandoned && (e.Duration < 19*time.Second || e.Duration > 21*time.Second) {
 				t.Errorf("%+v; want %s, after about 20 s when given up, the client's TLS ClientHello, nothing from the server", e, want)
 			}
 		}},
@@ -62,7 +63,7 @@ func TestPcapRealFates(t *testing.T) {
 				t.Fatalf("real-fates.ports names no %s port", tt.what)
 			}
 			_, stdout, stderr := runAudit(t, "pcap", "--format=json", "--max-backoff=1s", "--port="+port, fixture("real-fates.pcap"))
-			var rep analyze.Report
+			var rep report.Report
 			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 				t.Fatalf("%v\n%s", err, stderr)
 			}

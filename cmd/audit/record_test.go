@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/session"
 )
 
 // recordRun is one session as a capture and a record file both hold it:
@@ -39,34 +41,34 @@ func (r recordRun) write(t *testing.T, dir string) (capPath, recPath string) {
 	for _, g := range r.gaps {
 		times = append(times, times[len(times)-1].Add(g))
 	}
-	var syns []analyze.SYN
+	var syns []attempt.SYN
 	var rec bytes.Buffer
-	p := analyze.ReferencePolicy(r.maxMS)
-	ev := func(e analyze.RecordEvent) {
+	p := backoff.ReferencePolicy(r.maxMS)
+	ev := func(e session.RecordEvent) {
 		e.Time = e.Time.Add(r.day)
-		if err := analyze.WriteRecordEvent(&rec, e); err != nil {
+		if err := session.WriteRecordEvent(&rec, e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ev(analyze.RecordEvent{Event: analyze.EventStart, Time: start, Session: 1, RetryPort: r.retryPort,
+	ev(session.RecordEvent{Event: session.EventStart, Time: start, Session: 1, RetryPort: r.retryPort,
 		Peer:   netip.AddrPortFrom(client, 40000),
-		Params: &analyze.SessionParams{MaxReconnectBackoffMS: r.maxMS, Policy: p}})
+		Params: &session.SessionParams{MaxReconnectBackoffMS: r.maxMS, Policy: p}})
 	for i, tm := range times {
 		src := netip.AddrPortFrom(client, uint16(41000+i))
 		if i+1 != r.uncaptured {
-			syns = append(syns, analyze.SYN{Time: tm, Src: src, Dst: dst, Seq: uint32(1000 + i)})
+			syns = append(syns, attempt.SYN{Time: tm, Src: src, Dst: dst, Seq: uint32(1000 + i)})
 		}
 		// The server stamps each accept 200 µs after its SYN.
-		ev(analyze.RecordEvent{Event: analyze.EventAccept, Time: tm.Add(200 * time.Microsecond), Session: 1, Peer: src})
+		ev(session.RecordEvent{Event: session.EventAccept, Time: tm.Add(200 * time.Microsecond), Session: 1, Peer: src})
 	}
-	var verdict analyze.Verdict = analyze.Passed
+	var verdict backoff.Verdict = backoff.Passed
 	if !r.serverPassed {
-		verdict = analyze.Failed
+		verdict = backoff.Failed
 	}
-	ev(analyze.RecordEvent{Event: analyze.EventStop, Time: times[len(times)-1].Add(time.Second), Session: 1,
+	ev(session.RecordEvent{Event: session.EventStop, Time: times[len(times)-1].Add(time.Second), Session: 1,
 		Peer: netip.AddrPortFrom(client, 40000),
-		End: &analyze.SessionEnd{Cause: analyze.CauseStop, Verdict: verdict, Passed: r.serverPassed, Reason: r.serverReason,
-			Attempts: len(times), VerifiedPeer: client, VerifiedReason: analyze.VerifiedStartPeer, VerifiedAttempts: len(times)}})
+		End: &session.SessionEnd{Cause: session.CauseStop, Verdict: verdict, Passed: r.serverPassed, Reason: r.serverReason,
+			Attempts: len(times), VerifiedPeer: client, VerifiedReason: session.VerifiedStartPeer, VerifiedAttempts: len(times)}})
 	capPath, recPath = filepath.Join(dir, "run.pcap"), filepath.Join(dir, "run.record.jsonl")
 	writeSYNs(t, capPath, syns)
 	if err := os.WriteFile(recPath, rec.Bytes(), 0o644); err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/server"
 )
 
@@ -131,8 +131,8 @@ func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
 		"Starts that may wait while a session runs; more are refused at once with RESOURCE_EXHAUSTED")
 	f.StringVar(&fl.record, "record", "", "append one JSON line per event of the server to this file (format: analyze/record.go)")
 	f.TextVar(&fl.RetryMode, "retry_mode", fl.RetryMode,
-		"what the retry port does during a session: "+analyze.ModeNames+" (see audit server --help)")
-	f.IntVar(&fl.MinConnectTimeoutMS, "min_connect_timeout_ms", int(analyze.DefaultMinConnectTimeout/time.Millisecond),
+		"what the retry port does during a session: "+backoff.ModeNames+" (see audit server --help)")
+	f.IntVar(&fl.MinConnectTimeoutMS, "min_connect_timeout_ms", int(backoff.DefaultMinConnectTimeout/time.Millisecond),
 		"MIN_CONNECT_TIMEOUT of the sessions' policy: the least time a client gives one attempt (hang mode's attempts last that long)")
 	f.IntVar(&fl.MaxHeld, "max_held", server.DefaultMaxHeld,
 		"hang mode: connections held open at once; more are accepted and closed at once, and counted")

@@ -17,9 +17,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/session"
 )
 
 // TestServerModeFlags: a mode that is not one, or a flag of the modes out
@@ -34,11 +35,11 @@ func TestServerModeFlags(t *testing.T) {
 		wantErr []string // in stderr
 	}{
 		{name: "unknown mode", args: []string{"server", "--retry_mode=sleep"}, code: exitUsage,
-			wantErr: []string{`"--retry_mode" flag: retry mode "sleep": unknown; the modes are ` + analyze.ModeNames}},
+			wantErr: []string{`"--retry_mode" flag: retry mode "sleep": unknown; the modes are ` + backoff.ModeNames}},
 		{name: "restart without duration", args: []string{"server", "--retry_mode=restart"}, code: exitUsage,
 			wantErr: []string{`"--retry_mode" flag: retry mode "restart": restart needs how long the port stays down`}},
 		{name: "live: unknown mode", args: []string{"live", "--retry_mode=sleep"}, code: exitUsage,
-			wantErr: []string{"the modes are " + analyze.ModeNames}},
+			wantErr: []string{"the modes are " + backoff.ModeNames}},
 		{name: "min connect timeout", args: []string{"server", "--min_connect_timeout_ms=0"}, code: exitUsage,
 			wantErr: []string{"--min_connect_timeout_ms=0: must be positive"}},
 		{name: "max held", args: []string{"server", "--max_held=-1"}, code: exitUsage,
@@ -88,7 +89,7 @@ func TestServerFlagsConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.Mode.Is(analyze.ModeSettingsClose) || cfg.MinConnectTimeout != 1500*time.Millisecond || cfg.MaxHeld != 7 || cfg.TLSCert == nil {
+	if !cfg.Mode.Is(backoff.ModeSettingsClose) || cfg.MinConnectTimeout != 1500*time.Millisecond || cfg.MaxHeld != 7 || cfg.TLSCert == nil {
 		t.Errorf("config: mode %v, min connect timeout %v, max held %d, certificate %v; want settings-close, 1.5s, 7, loaded",
 			cfg.Mode, cfg.MinConnectTimeout, cfg.MaxHeld, cfg.TLSCert != nil)
 	}
@@ -99,7 +100,7 @@ func TestServerFlagsConfig(t *testing.T) {
 	if cfg, err = def.Config(); err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.Mode.Is(analyze.ModeClose) || cfg.MinConnectTimeout != analyze.DefaultMinConnectTimeout || cfg.TLSCert != nil {
+	if !cfg.Mode.Is(backoff.ModeClose) || cfg.MinConnectTimeout != backoff.DefaultMinConnectTimeout || cfg.TLSCert != nil {
 		t.Errorf("defaults: mode %v, min connect timeout %v, certificate %v; want close, 20s, none", cfg.Mode, cfg.MinConnectTimeout, cfg.TLSCert != nil)
 	}
 }
@@ -161,12 +162,12 @@ func TestServerRefuseMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := analyze.ReadRecord(bytes.NewReader(b))
+	events, err := session.ReadRecord(bytes.NewReader(b))
 	if err != nil || len(events) < 2 {
 		t.Fatalf("record: %d events, %v\n%s", len(events), err, b)
 	}
 	p := events[0].Params
-	if !p.Mode.Is(analyze.ModeRefuse) || p.Policy.MinConnectTimeout != 4*time.Second {
+	if !p.Mode.Is(backoff.ModeRefuse) || p.Policy.MinConnectTimeout != 4*time.Second {
 		t.Errorf("start line params %+v; want refuse mode and a 4 s MIN_CONNECT_TIMEOUT", p)
 	}
 	if end := events[len(events)-1].End; end == nil || end.Passed || !strings.HasPrefix(end.Reason, "refuse mode:") {

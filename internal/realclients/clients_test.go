@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-
-	"github.com/backoff-audit/audit/analyze"
 )
 
 // modeCase is one retry-port mode: how each client is run in it and what
@@ -22,7 +21,7 @@ type modeCase struct {
 	// name is the subtest's: the mode as --retry_mode spells it, or a
 	// variant of it.
 	name string
-	mode analyze.RetryMode
+	mode backoff.RetryMode
 	// stacks, when set, are the only stacks run in this case.
 	stacks []string
 	// storm marks the modes whose connections succeed and drop: the
@@ -159,7 +158,7 @@ var testCA = filepath.Join(repoRoot, "testdata", "tls", "server.pem")
 // (a client with no backoff makes hundreds).
 var closeMode = modeCase{
 	name: "close",
-	mode: analyze.RetryMode{Kind: analyze.ModeClose},
+	mode: backoff.RetryMode{Kind: backoff.ModeClose},
 	args: func(string) args {
 		return args{duration: 8 * time.Second, maxBackoffMS: 2000}
 	},
@@ -198,7 +197,7 @@ var closePlaintextMode = modeCase{
 // §7.1); the clients back off as in close mode.
 var refuseMode = modeCase{
 	name: "refuse",
-	mode: analyze.RetryMode{Kind: analyze.ModeRefuse},
+	mode: backoff.RetryMode{Kind: backoff.ModeRefuse},
 	args: func(string) args {
 		return args{duration: 8 * time.Second, maxBackoffMS: 2000}
 	},
@@ -207,14 +206,14 @@ var refuseMode = modeCase{
 		if len(o.chain) != 0 {
 			t.Errorf("the server accepted %d connections on a port that listened on nothing", len(o.chain))
 		}
-		if v := o.session.End.Verdict; v != analyze.NotJudged {
-			t.Errorf("the server's verdict %q, want %q: it saw none of the attempts", v, analyze.NotJudged)
+		if v := o.session.End.Verdict; v != backoff.NotJudged {
+			t.Errorf("the server's verdict %q, want %q: it saw none of the attempts", v, backoff.NotJudged)
 		}
 		ts := needAttempts(t, o)
 		if len(ts) < 4 {
 			t.Fatalf("%d attempts in %v, want at least 4", len(ts), o.args.duration)
 		}
-		wantReadings(t, o, analyze.VerifyRun(o.policy(), ts, analyze.Run{Mode: o.mode, End: o.retryEnd()}))
+		wantReadings(t, o, backoff.VerifyRun(o.policy(), ts, backoff.Run{Mode: o.mode, End: o.retryEnd()}))
 	},
 }
 
@@ -254,7 +253,7 @@ const hangT = 3000 * time.Millisecond
 // again if that deadline has passed.
 var hangMode = modeCase{
 	name: "hang",
-	mode: analyze.RetryMode{Kind: analyze.ModeHang},
+	mode: backoff.RetryMode{Kind: backoff.ModeHang},
 	args: func(string) args {
 		return args{duration: 11 * time.Second, maxBackoffMS: 2000, minConnectMS: int32(hangT / time.Millisecond), caFile: testCA}
 	},
@@ -265,7 +264,7 @@ var hangMode = modeCase{
 // one run that waits that long.
 var hangDefaultMode = modeCase{
 	name:   "hang-20s",
-	mode:   analyze.RetryMode{Kind: analyze.ModeHang},
+	mode:   backoff.RetryMode{Kind: backoff.ModeHang},
 	stacks: []string{grpcGo},
 	args: func(string) args {
 		return args{duration: 24 * time.Second, maxBackoffMS: 2000, caFile: testCA}
@@ -321,8 +320,8 @@ func checkHang(t testing.TB, o outcome) {
 				t.Errorf("interval %d: %v, want the connect timeout %v plus the backoff: %v–%v", i+1, g, T, lo, hi)
 			}
 		}
-		if res.Reference.Passed || !hasSig(sigs, analyze.SigSleptAfter) {
-			t.Errorf("model %s, signatures %v; want failed, with %q", res.Reference.Verdict, sigs, analyze.SigSleptAfter)
+		if res.Reference.Passed || !hasSig(sigs, backoff.SigSleptAfter) {
+			t.Errorf("model %s, signatures %v; want failed, with %q", res.Reference.Verdict, sigs, backoff.SigSleptAfter)
 		}
 	case grpcJS:
 		// grpc-js has no connect timeout: its one attempt hangs until the
@@ -336,8 +335,8 @@ func checkHang(t testing.TB, o outcome) {
 				t.Errorf("subchannel went %s (%s); want CONNECTING throughout", e.State, e.Error)
 			}
 		}
-		if res.Reference.Passed || res.Tail == "" || !hasSig(sigs, analyze.SigNoConnTimeout) {
-			t.Errorf("model %s (tail %q), signatures %v; want failed, with %q", res.Reference.Verdict, res.Tail, sigs, analyze.SigNoConnTimeout)
+		if res.Reference.Passed || res.Tail == "" || !hasSig(sigs, backoff.SigNoConnTimeout) {
+			t.Errorf("model %s (tail %q), signatures %v; want failed, with %q", res.Reference.Verdict, res.Tail, sigs, backoff.SigNoConnTimeout)
 		}
 	}
 }
@@ -346,7 +345,7 @@ func checkHang(t testing.TB, o outcome) {
 // jitters its first backoff the strict reading fails exactly when
 // interval 1 lies outside INITIAL_BACKOFF ± tolerance (docs/spec.md
 // §3.7), and the chain is then named "first interval jittered".
-func wantReadings(t testing.TB, o outcome, res analyze.Result) {
+func wantReadings(t testing.TB, o outcome, res backoff.Result) {
 	t.Helper()
 	if !res.Reference.Passed {
 		t.Errorf("reference reading %s (%s); want passed", res.Reference.Verdict, res.Reason())
@@ -360,16 +359,16 @@ func wantReadings(t testing.TB, o outcome, res analyze.Result) {
 	}
 	p, iv := o.policy(), res.Intervals[0]
 	outside := math.Abs(iv.MeasuredMS-float64(p.BaseDelay.Milliseconds())) > float64(p.Tolerance.Milliseconds())
-	sig := hasSig(analyze.Signatures(res), analyze.SigFirstJittered)
+	sig := hasSig(backoff.Signatures(res), backoff.SigFirstJittered)
 	if res.Strict.Passed == outside || sig != outside {
 		t.Errorf("interval 1 %.1f ms: strict reading %s, %q named %v; want failed and named exactly when outside %v ± %v",
-			iv.MeasuredMS, res.Strict.Verdict, analyze.SigFirstJittered, sig, p.BaseDelay, p.Tolerance)
+			iv.MeasuredMS, res.Strict.Verdict, backoff.SigFirstJittered, sig, p.BaseDelay, p.Tolerance)
 	}
 	t.Logf("interval 1 %.1f ms (jittered first backoff): strict reading %s", iv.MeasuredMS, res.Strict.Verdict)
 }
 
-func hasSig(sigs []analyze.Signature, name string) bool {
-	return slices.ContainsFunc(sigs, func(s analyze.Signature) bool { return s.Name == name })
+func hasSig(sigs []backoff.Signature, name string) bool {
+	return slices.ContainsFunc(sigs, func(s backoff.Signature) bool { return s.Name == name })
 }
 
 // restartDown is how long the restart runs' port refuses.
@@ -381,7 +380,7 @@ const restartDown = 3 * time.Second
 // every interval across the return and reports the recovery.
 var restartMode = modeCase{
 	name: "restart=" + restartDown.String(),
-	mode: analyze.RetryMode{Kind: analyze.ModeRestart, Down: restartDown},
+	mode: backoff.RetryMode{Kind: backoff.ModeRestart, Down: restartDown},
 	args: func(string) args {
 		return args{duration: 9 * time.Second, maxBackoffMS: 2000}
 	},
@@ -407,10 +406,10 @@ var restartMode = modeCase{
 		if o.noCapture == "" && len(o.chain) != after {
 			t.Errorf("the server accepted %d connections, the kernel saw %d SYNs after the port came back", len(o.chain), after)
 		}
-		if v := o.session.End.Verdict; v != analyze.NotJudged {
-			t.Errorf("the server's verdict %q, want %q: it saw only the attempts after the port came back", v, analyze.NotJudged)
+		if v := o.session.End.Verdict; v != backoff.NotJudged {
+			t.Errorf("the server's verdict %q, want %q: it saw only the attempts after the port came back", v, backoff.NotJudged)
 		}
-		res := analyze.VerifyRun(o.policy(), ts, analyze.Run{Mode: o.mode, End: o.retryEnd(), Back: o.back})
+		res := backoff.VerifyRun(o.policy(), ts, backoff.Run{Mode: o.mode, End: o.retryEnd(), Back: o.back})
 		wantReadings(t, o, res)
 		if rv := res.Recovery; rv == nil || !rv.OK {
 			t.Errorf("recovery %+v, want one, ok: the first attempt after the return on the backoff's schedule", rv)
@@ -429,7 +428,7 @@ func stormArgs(string) args {
 // at once, every time (docs/spec.md §7.3).
 var settingsCloseMode = modeCase{
 	name:  "settings-close",
-	mode:  analyze.RetryMode{Kind: analyze.ModeSettingsClose},
+	mode:  backoff.RetryMode{Kind: backoff.ModeSettingsClose},
 	storm: true,
 	args:  stormArgs,
 	check: checkStorm,
@@ -438,7 +437,7 @@ var settingsCloseMode = modeCase{
 // goawayMode: as settings-close, with a GOAWAY before the close.
 var goawayMode = modeCase{
 	name:  "goaway",
-	mode:  analyze.RetryMode{Kind: analyze.ModeGoaway},
+	mode:  backoff.RetryMode{Kind: backoff.ModeGoaway},
 	storm: true,
 	args:  stormArgs,
 	check: checkStorm,

@@ -26,7 +26,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/interop"
@@ -348,7 +349,7 @@ type outcome struct {
 	// jittersFirst is its stack's.
 	stack        string
 	jittersFirst bool
-	mode         analyze.RetryMode
+	mode         backoff.RetryMode
 	args         args
 	line         clientLine
 	stderr       string
@@ -367,8 +368,8 @@ type outcome struct {
 
 // policy is what the run is judged against (docs/spec.md §7.3): the
 // spec's, with the run's cap and connect timeout.
-func (o outcome) policy() analyze.Policy {
-	p := analyze.ReferencePolicy(o.args.maxBackoffMS)
+func (o outcome) policy() backoff.Policy {
+	p := backoff.ReferencePolicy(o.args.maxBackoffMS)
 	if o.args.minConnectMS > 0 {
 		p.MinConnectTimeout = time.Duration(o.args.minConnectMS) * time.Millisecond
 	}
@@ -395,20 +396,20 @@ func (o outcome) retryEnd() time.Time {
 // run's mode, and names the known deviations they match (§7.4). How each
 // held attempt ended (hang mode) is the server's, where its accepts are
 // the same attempts.
-func (o outcome) verify() (analyze.Result, []analyze.Signature) {
+func (o outcome) verify() (backoff.Result, []backoff.Signature) {
 	ts, _ := o.attempts()
-	run := analyze.Run{Mode: o.mode, End: o.retryEnd(), Back: o.back}
+	run := backoff.Run{Mode: o.mode, End: o.retryEnd(), Back: o.back}
 	if len(o.session.Endings) == len(ts) {
 		run.Endings = o.session.Endings
 	}
-	r := analyze.VerifyRun(o.policy(), ts, run)
-	return r, analyze.Signatures(r)
+	r := backoff.VerifyRun(o.policy(), ts, run)
+	return r, backoff.Signatures(r)
 }
 
 // run starts a server on loopback in mode, runs one client of st against
 // it and returns what both saw. The client runs the interop steps itself
 // (Start, the retry channel for a.duration, Stop).
-func run(t *testing.T, st stack, mode analyze.RetryMode, a args) outcome {
+func run(t *testing.T, st stack, mode backoff.RetryMode, a args) outcome {
 	t.Helper()
 	var log testutil.SyncBuffer
 	cfg := server.Config{
@@ -481,21 +482,21 @@ func captureSYNs(t *testing.T, port int) (stop func() []time.Time, why string) {
 		return nil, err.Error()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	type attempt struct {
+	type tuple struct {
 		src netip.AddrPort
 		seq uint32
 	}
 	var (
 		mu    sync.Mutex
-		seen  = map[attempt]bool{}
+		seen  = map[tuple]bool{}
 		times []time.Time
 		done  = make(chan error, 1)
 	)
 	go func() {
-		done <- l.Run(ctx, func(s analyze.SYN) {
+		done <- l.Run(ctx, func(s attempt.SYN) {
 			mu.Lock()
 			defer mu.Unlock()
-			if a := (attempt{s.Src, s.Seq}); !seen[a] {
+			if a := (tuple{s.Src, s.Seq}); !seen[a] {
 				seen[a] = true
 				times = append(times, s.Time)
 			}

@@ -6,9 +6,12 @@ package testutil
 
 import (
 	"bytes"
+	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -82,5 +85,64 @@ func Golden(tb testing.TB, path string, got []byte, update bool) {
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		tb.Errorf("%s (-want +got):\n%s", path, diff)
+	}
+}
+
+// JSONPaths returns the member paths of the JSON document doc (one object,
+// or several, one a line, as JSON Lines), sorted, each once: "peers[].peer"
+// for member peer of any element of the array peers. They are what a
+// program reading the document may rely on.
+func JSONPaths(tb testing.TB, doc []byte) []string {
+	tb.Helper()
+	seen := map[string]bool{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, m := range v {
+				p := k
+				if prefix != "" {
+					p = prefix + "." + k
+				}
+				seen[p] = true
+				walk(p, m)
+			}
+		case []any:
+			for _, e := range v {
+				walk(prefix+"[]", e)
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	for dec.More() {
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			tb.Fatalf("not JSON: %v", err)
+		}
+		walk("", v)
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// RequirePaths fails tb for each path of the golden file at path that
+// JSONPaths(doc) lacks: a document may gain members, never lose one. With
+// update, it writes doc's paths to the file instead.
+func RequirePaths(tb testing.TB, path string, doc []byte, update bool) {
+	tb.Helper()
+	got := JSONPaths(tb, doc)
+	if update {
+		if err := os.WriteFile(path, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, p := range strings.Fields(string(want)) {
+		if _, ok := slices.BinarySearch(got, p); !ok {
+			tb.Errorf("%s: member %s is gone from the document", path, p)
+		}
 	}
 }

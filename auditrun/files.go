@@ -1,0 +1,170 @@
+package auditrun
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/html"
+)
+
+// FilesConfig is what an audit of capture files ('audit pcap') reads and
+// writes.
+type FilesConfig struct {
+	// Port is the retry port; 0 finds it (RetryPort), and PortSet says it
+	// was given (then 0 is an error).
+	Port    uint16
+	PortSet bool
+	// Policy judges the peers. With a record or a control port it judges
+	// every session only when PolicySet (a policy flag was given);
+	// otherwise each session's own Start does.
+	Policy    backoff.Policy
+	PolicySet bool
+	// Mode is what the retry port did; unless ModeSet, it is read from the
+	// attempts' fates (Chains.InferMode).
+	Mode    backoff.RetryMode
+	ModeSet bool
+	// Peers keeps only these client addresses in the report.
+	Peers []string
+	// Record is a record file (`audit server --record`) whose sessions
+	// are judged; Control the control port whose Start and Stop calls
+	// give them instead (0: detected, when neither Record nor Peers is
+	// set).
+	Record  string
+	Control uint16
+	// HTML, when set, is a page to write the report to as well.
+	HTML string
+	Herd bool
+	JSON bool
+	// Verbose gives every peer its interval table in the text report.
+	Verbose bool
+	// Stdin is what the file "-" reads (capture.Options.Stdin).
+	Stdin io.Reader
+}
+
+// validate checks the configuration for files and parses Peers.
+func (c FilesConfig) validate(files []string) ([]netip.Addr, error) {
+	if c.PortSet && c.Port == 0 {
+		return nil, fmt.Errorf("--port 0: the retry port must be 1–65535 (leave --port out to detect it)")
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("policy: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if (c.Record != "" || c.Control != 0) && len(c.Peers) > 0 {
+		return nil, fmt.Errorf("--peer with --record or --control_port: each session judges its own verified peer")
+	}
+	if c.Record != "" && c.Control != 0 {
+		return nil, fmt.Errorf("--control_port with --record: the sessions come from one of the two")
+	}
+	if n := slices.Index(files, capture.Stdin); n >= 0 {
+		if slices.Index(files[n+1:], capture.Stdin) >= 0 {
+			return nil, fmt.Errorf("standard input (-) named twice: it can be read once")
+		}
+		if c.Control != 0 {
+			return nil, fmt.Errorf("--control_port with standard input (-): the control port is read in a second pass over the files, and standard input can be read once")
+		}
+	}
+	peers := make([]netip.Addr, 0, len(c.Peers))
+	for _, s := range c.Peers {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("--peer %q: not an IP address", s)
+		}
+		peers = append(peers, a.Unmap())
+	}
+	return peers, nil
+}
+
+// AuditFiles reads the capture files ("-" is standard input) and writes
+// to out the report of their sessions (of the record file, or of the
+// control port) or, when there are none, of every peer; warnings go to
+// errOut, and progress when it is a terminal. When ctx ends during the
+// read, the read stops there and the report covers what was read, without
+// the second pass a control port takes. The error says why nothing could
+// be judged (bad configuration, unreadable input); the Outcome says what
+// was, with Verdict set when the peers' audit did not pass.
+func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOut io.Writer) (Outcome, error) {
+	peers, err := cfg.validate(files)
+	if err != nil {
+		return Outcome{}, err
+	}
+	pt, info, err := capture.ReadFiles(files, capture.Options{Port: cfg.Port, Done: ctx.Done(), Stdin: cfg.Stdin}, errOut)
+	if err != nil {
+		return Outcome{}, err
+	}
+	for _, w := range info.Warnings() {
+		fmt.Fprintf(errOut, "audit: warning: %s\n", w)
+	}
+	control, detect := cfg.Control, cfg.Record == "" && len(peers) == 0 && !slices.Contains(files, capture.Stdin)
+	if ctx.Err() != nil {
+		if control != 0 {
+			fmt.Fprintf(errOut, "audit: warning: read interrupted: control port %d not read, the attempts are audited alone\n", control)
+		}
+		control, detect = 0, false
+	}
+	ctl, port, err := ChoosePorts(files, pt, cfg.Port, control, detect, errOut)
+	if err != nil {
+		return Outcome{}, err
+	}
+	tr := pt.Tracker(port)
+	info.SYNs = uint64(tr.SYNs())
+	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd}
+	if cfg.PolicySet {
+		opt.Policy = &cfg.Policy
+	}
+	if cfg.Record != "" || ctl != nil {
+		var rep *report.RecordRun
+		if cfg.Record != "" {
+			rep, err = AuditRecord(opt, tr.Peers(), info)
+		} else {
+			rep, err = AuditControl(opt, ctl, tr.Peers(), info)
+		}
+		if err != nil {
+			return Outcome{}, err
+		}
+		var o Outcome
+		o.Failed, o.Sessions, o.FirstFailure, err = WriteSessions(out, errOut, rep, cfg.JSON, cfg.HTML)
+		return o, err
+	}
+	// Every peer is verified, whatever Peers keeps.
+	cs, inferred := tr.Chains(), false
+	if !cfg.ModeSet {
+		cfg.Mode, inferred = cs.InferMode(cfg.Policy)
+	}
+	// The capture runs at least to its last packet of the port: an
+	// attempt still held there is judged against its connect deadline.
+	aud := report.NewAudit(port, cfg.Policy, backoff.Run{Mode: cfg.Mode, End: tr.Last()}, cs, info).Only(peers...)
+	aud.ModeInferred = inferred
+	if cfg.Herd {
+		aud = aud.WithHerd()
+	}
+	if err := aud.Write(out, cfg.JSON, cfg.Verbose || len(peers) > 0); err != nil {
+		return Outcome{}, err
+	}
+	if cfg.HTML != "" {
+		if err := html.WriteFile(cfg.HTML, aud); err != nil {
+			return Outcome{}, err
+		}
+	}
+	return Outcome{Verdict: peersVerdict(port, aud.Summary, peers)}, nil
+}
+
+// peersVerdict says why an audit of peers did not pass, or "" when there
+// were peers and every one passed.
+func peersVerdict(port uint16, sum report.Summary, peers []netip.Addr) string {
+	switch {
+	case sum.PassedAll:
+		return ""
+	case sum.Peers == 0 && len(peers) > 0:
+		return fmt.Sprintf("no connection attempt to port %d from %v", port, peers)
+	case sum.Peers == 0:
+		return fmt.Sprintf("no connection attempt to port %d", port)
+	}
+	return sum.String()
+}

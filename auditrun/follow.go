@@ -1,0 +1,135 @@
+package auditrun
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/backoff-audit/audit/session"
+)
+
+// recordPoll is how often the record file of another server is read.
+const recordPoll = 100 * time.Millisecond
+
+// recordChunk bounds what one poll reads of the record file, so that a
+// file that grows without end (or /dev/zero) is read a piece at a time.
+const recordChunk = 4 << 20
+
+// tailRecord follows a record file written by `audit server --record`:
+// first the session still open in it, if any, then every event appended
+// after, until ctx ends (with one last read). A missing file is waited
+// for. A file that shrinks (truncated) or is replaced (rotated) is read
+// again from its start, and warn says so. A line longer than
+// session.MaxRecordLine is an error naming its offset.
+func tailRecord(ctx context.Context, path string, push func(session.RecordEvent), warn func(string)) error {
+	var (
+		off     int64 // bytes of the file taken
+		partial []byte
+		line    = 1 // number of the line partial starts
+		first   = true
+		last    os.FileInfo
+	)
+	t := time.NewTicker(recordPoll)
+	defer t.Stop()
+	for {
+		done := ctx.Err() != nil
+		b, fi, err := readFrom(path, off, recordChunk)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("--record: %w", err)
+		}
+		if fi != nil && last != nil && (!os.SameFile(fi, last) || fi.Mode().IsRegular() && fi.Size() < off) {
+			what := "truncated"
+			if !os.SameFile(fi, last) {
+				what = "replaced"
+			}
+			warn(fmt.Sprintf("--record %s was %s; reading it from its start", path, what))
+			off, partial, line = 0, nil, 1
+			if b, fi, err = readFrom(path, 0, recordChunk); err != nil {
+				return fmt.Errorf("--record: %w", err)
+			}
+		}
+		if fi != nil {
+			last = fi
+		}
+		lineOff := off - int64(len(partial))
+		off += int64(len(b))
+		partial = append(partial, b...)
+		n := bytes.LastIndexByte(partial, '\n') + 1
+		if n == 0 && len(partial) > session.MaxRecordLine {
+			return fmt.Errorf("--record %s: line %d at offset %d is longer than %d bytes", path, line, lineOff, session.MaxRecordLine)
+		}
+		events, err := session.ReadRecord(bytes.NewReader(partial[:n]))
+		if err != nil {
+			return fmt.Errorf("--record %s: from line %d at offset %d: %w", path, line, lineOff, err)
+		}
+		line += bytes.Count(partial[:n], []byte{'\n'})
+		partial = append(partial[:0], partial[n:]...)
+		if first && len(b) > 0 {
+			events = openSession(events)
+		}
+		first = first && len(b) == 0
+		for _, e := range events {
+			push(e)
+		}
+		if done && len(b) < recordChunk {
+			return nil
+		}
+		if len(b) == recordChunk && !done {
+			continue // more is there: read on before waiting
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+}
+
+// openSession keeps, of the events already in a record file, those of its
+// last session if that session is still open.
+func openSession(events []session.RecordEvent) []session.RecordEvent {
+	last := -1
+	for i, e := range events {
+		if e.Event == session.EventStart {
+			last = i
+		}
+	}
+	if last < 0 {
+		return nil
+	}
+	var out []session.RecordEvent
+	for _, e := range events[last:] {
+		if e.Event == session.EventStop || e.Event == session.EventExpire {
+			return nil
+		}
+		if e.Session == events[last].Session {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// readFrom reads at most max bytes of the file at path from off, and
+// returns them with the file's information.
+func readFrom(path string, off int64, max int) ([]byte, os.FileInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi.Mode().IsRegular() && fi.Size() < off {
+		return nil, fi, nil // truncated: the caller starts again
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil, fi, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)))
+	return b, fi, err
+}

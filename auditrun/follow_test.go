@@ -1,0 +1,97 @@
+package auditrun
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/session"
+)
+
+// The record follower notices a file truncated or replaced under it and
+// reads it again from its start; it never buffers an endless line.
+func TestTailRecordReopens(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run.jsonl")
+	start := func(n int, port uint16) []byte {
+		var b bytes.Buffer
+		p := backoff.DefaultPolicy()
+		session.WriteRecordEvent(&b, session.RecordEvent{Event: session.EventStart, Time: time.Now(), Session: n,
+			Peer: netip.MustParseAddrPort("127.0.0.1:40000"), RetryPort: port,
+			Params: &session.SessionParams{Policy: p}})
+		return b.Bytes()
+	}
+	if err := os.WriteFile(path, start(1, 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []uint16
+	var warnings []string
+	push := func(e session.RecordEvent) { mu.Lock(); got = append(got, e.RetryPort); mu.Unlock() }
+	warn := func(s string) { mu.Lock(); warnings = append(warnings, s); mu.Unlock() }
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- tailRecord(ctx, path, push, warn) }()
+	waitUntil := func(what string, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			ok := len(got) >= n
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no event after %s in 10 s", what)
+			}
+		}
+	}
+	waitUntil("the first read", 1)
+	// Truncated, then a new server run writes its first session.
+	if err := os.WriteFile(path, start(1, 2)[:0], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * recordPoll)
+	if err := os.WriteFile(path, start(1, 2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("truncation", 2)
+	// Rotated: a new file takes the name.
+	if err := os.WriteFile(path+".new", start(1, 3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("rotation", 3)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("tailRecord: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(got) != "[1 2 3]" {
+		t.Errorf("retry ports of the Starts read: %v; want [1 2 3]", got)
+	}
+	if len(warnings) != 2 || !strings.Contains(warnings[0], "truncated") || !strings.Contains(warnings[1], "replaced") {
+		t.Errorf("warnings %q; want one for the truncation, one for the replacement", warnings)
+	}
+
+	// An endless line is an error naming where it starts.
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := tailRecord(ctx, "/dev/zero", push, warn)
+	if err == nil || !strings.Contains(err.Error(), "line 1 at offset 0 is longer than") {
+		t.Errorf("tailRecord(/dev/zero) = %v; want a line-length error", err)
+	}
+}

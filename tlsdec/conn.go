@@ -186,6 +186,11 @@ type half struct {
 	iv    [12]byte
 	ivLen int
 	seq   uint64
+	// nonce and ad are the record's nonce and additional data, kept here
+	// because a slice of a local array passed to the AEAD escapes: an
+	// allocation a record.
+	nonce [12]byte
+	ad    [13]byte
 	// encrypted is set after the direction's ChangeCipherSpec (TLS 1.2).
 	encrypted bool
 	// secret is the current TLS 1.3 traffic secret, app the first
@@ -708,13 +713,13 @@ func (c *Conn) open13(h *half, body []byte) ([]byte, error) {
 	if h.aead == nil {
 		return nil, errNoKeys
 	}
-	nonce := h.iv
+	h.nonce = h.iv
 	var seq [8]byte
 	binary.BigEndian.PutUint64(seq[:], h.seq)
 	for i := range seq {
-		nonce[4+i] ^= seq[i]
+		h.nonce[4+i] ^= seq[i]
 	}
-	return h.aead.Open(c.plain[:0], nonce[:], body, h.hdr[:])
+	return h.aead.Open(c.plain[:0], h.nonce[:], body, h.hdr[:])
 }
 
 // open12 opens a TLS 1.2 AEAD record: GCM's nonce is the fixed salt and
@@ -725,24 +730,22 @@ func (c *Conn) open12(h *half, body []byte) ([]byte, error) {
 	if h.aead == nil {
 		return nil, errNoKeys
 	}
-	var nonce [12]byte
 	var seq [8]byte
 	binary.BigEndian.PutUint64(seq[:], h.seq)
 	if h.ivLen == 4 {
-		copy(nonce[:4], h.iv[:4])
-		copy(nonce[4:], body[:8])
+		copy(h.nonce[:4], h.iv[:4])
+		copy(h.nonce[4:], body[:8])
 		body = body[8:]
 	} else {
-		nonce = h.iv
+		h.nonce = h.iv
 		for i := range seq {
-			nonce[4+i] ^= seq[i]
+			h.nonce[4+i] ^= seq[i]
 		}
 	}
-	var ad [13]byte
-	copy(ad[:8], seq[:])
-	copy(ad[8:11], h.hdr[:3])
-	binary.BigEndian.PutUint16(ad[11:], uint16(len(body)-tagLen))
-	return h.aead.Open(c.plain[:0], nonce[:], body, ad[:])
+	copy(h.ad[:8], seq[:])
+	copy(h.ad[8:11], h.hdr[:3])
+	binary.BigEndian.PutUint16(h.ad[11:], uint16(len(body)-tagLen))
+	return h.aead.Open(c.plain[:0], h.nonce[:], body, h.ad[:])
 }
 
 // hsReader reads a direction's handshake messages across records: a

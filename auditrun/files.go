@@ -46,6 +46,10 @@ type FilesConfig struct {
 	Verbose bool
 	// Stdin is what the file "-" reads (capture.Options.Stdin).
 	Stdin io.Reader
+	// KeyLog is a key log that decrypts the retry port's TLS connections,
+	// read in a second pass over the files: their attempts reached READY
+	// when the server's SETTINGS came inside (decryptAttempts).
+	KeyLog string
 }
 
 // validate checks the configuration for files and parses Peers.
@@ -68,6 +72,9 @@ func (c FilesConfig) validate(files []string) ([]netip.Addr, error) {
 		}
 		if c.Control != 0 {
 			return nil, fmt.Errorf("--control_port with standard input (-): the control port is read in a second pass over the files, and standard input can be read once")
+		}
+		if c.KeyLog != "" {
+			return nil, fmt.Errorf("--keylog with standard input (-): the TLS connections are decrypted in a second pass over the files, and standard input can be read once")
 		}
 	}
 	peers := make([]netip.Addr, 0, len(c.Peers))
@@ -114,6 +121,11 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 	}
 	tr := pt.Tracker(port)
 	info.SYNs = uint64(tr.SYNs())
+	if cfg.KeyLog != "" && ctx.Err() == nil {
+		if err := decryptAttempts(ctx, files, port, cfg.KeyLog, tr, errOut); err != nil {
+			return Outcome{}, err
+		}
+	}
 	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd}
 	if cfg.PolicySet {
 		opt.Policy = &cfg.Policy

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
 	"github.com/backoff-audit/audit/tlsdec"
 )
@@ -110,6 +111,24 @@ func ServerSettings(r *h2.Report) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// Decryptions are what the key log showed of the TLS connections of
+// conns whose SYN was captured, each named as the attempt it is (the
+// client's address and ISN, the server's address): decrypted or why not,
+// and when the server's SETTINGS came (ServerSettings). For
+// attempt.Tracker.Decrypt: the fates of `audit pcap --keylog`.
+func Decryptions(conns []Conn) []attempt.Decryption {
+	var out []attempt.Decryption
+	for _, c := range conns {
+		if c.TLS == nil || !c.SYN {
+			continue
+		}
+		r := c.Report
+		out = append(out, attempt.Decryption{Src: r.Client, Dst: r.Server, ISN: c.ISN,
+			Decrypted: c.TLS.Decoded, Settings: ServerSettings(r), Why: c.TLS.Why})
+	}
+	return out
 }
 
 // tlsText is a TLS connection's line of the text report, after its

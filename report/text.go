@@ -188,7 +188,8 @@ func appendFatesText(b []byte, as []AttemptReport) []byte {
 	for i := range as {
 		e, f := &as[i].Ending, &as[0].Ending
 		known = known || e.ReportFate() != backoff.FateUnknown
-		alike = alike && e.ReportFate() == f.ReportFate() && e.ClientSent == f.ClientSent && e.ServerSent == f.ServerSent && e.Ready == f.Ready
+		alike = alike && e.ReportFate() == f.ReportFate() && e.ClientSent == f.ClientSent && e.ServerSent == f.ServerSent && e.Ready == f.Ready &&
+			e.Decrypted == f.Decrypted && e.NotDecrypted == f.NotDecrypted
 	}
 	switch {
 	case !known:
@@ -221,6 +222,7 @@ func appendFatesText(b []byte, as []AttemptReport) []byte {
 			b = msText(append(b, "; ready at "...), e.ReadyAfter, true)
 			b = append(b, " ms"...)
 		}
+		b = appendDecryptedText(b, e)
 		b = append(b, '\n')
 	}
 	return b
@@ -252,7 +254,21 @@ func appendFatesAlike(b []byte, as []AttemptReport) []byte {
 	if e.Ready {
 		b = appendMSRange(b, "; READY at ", as, func(e *backoff.Ending) time.Duration { return e.ReadyAfter })
 	}
-	return append(b, '\n')
+	return append(appendDecryptedText(b, e), '\n')
+}
+
+// appendDecryptedText says what a key log made of an attempt's TLS:
+// decrypted (READY is then its SETTINGS inside), or why not.
+func appendDecryptedText(b []byte, e *backoff.Ending) []byte {
+	switch {
+	case e.Decrypted && e.NotDecrypted != "":
+		return append(append(b, "; decrypted with the key log, then "...), e.NotDecrypted...)
+	case e.Decrypted:
+		return append(b, "; decrypted with the key log"...)
+	case e.NotDecrypted != "":
+		return append(append(b, "; not decrypted: "...), e.NotDecrypted...)
+	}
+	return b
 }
 
 // appendMSRange appends label and the range of what over the

@@ -17,6 +17,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -151,13 +152,16 @@ func run(c testCase, tmp, cert, key string) (*Fixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	var srvOut syncBuffer
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	srvOut, err := srv.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	srv.Stderr = srv.Stdout
 	if err := srv.Start(); err != nil {
 		return nil, err
 	}
 	defer srv.Process.Kill()
-	if err := waitFor(&srvOut, "ACCEPT"); err != nil {
+	if err := waitFor(srvOut, "ACCEPT"); err != nil {
 		return nil, fmt.Errorf("s_server: %v", err)
 	}
 
@@ -176,7 +180,7 @@ func run(c testCase, tmp, cert, key string) (*Fixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	var clOut syncBuffer
+	var clOut bytes.Buffer // read once the client has ended
 	cl.Stdout, cl.Stderr = &clOut, &clOut
 	if err := cl.Start(); err != nil {
 		return nil, err
@@ -273,31 +277,28 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// syncBuffer is a bytes.Buffer a process writes while it is read.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitFor waits up to 5 s for what to be written to b.
-func waitFor(b *syncBuffer, what string) error {
-	for range 50 {
-		if strings.Contains(b.String(), what) {
-			return nil
+// waitFor reads r, a process's output, until a line holds what, for up
+// to 5 s; the rest of r is then read and dropped, so the process never
+// blocks on it.
+func waitFor(r io.Reader, what string) error {
+	found := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		var seen []string
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), what) {
+				found <- nil
+				io.Copy(io.Discard, r)
+				return
+			}
+			seen = append(seen, sc.Text())
 		}
-		time.Sleep(100 * time.Millisecond)
+		found <- fmt.Errorf("no %q in its output:\n%s", what, strings.Join(seen, "\n"))
+	}()
+	select {
+	case err := <-found:
+		return err
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("no %q after 5 s", what)
 	}
-	return fmt.Errorf("no %q after 5 s:\n%s", what, b.String())
 }

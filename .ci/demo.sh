@@ -78,8 +78,8 @@ if wait_for "$tmp/live.err" "capturing SYNs"; then
 	echo "=== $client_heading, run alongside; its output, held until now ==="
 	cat "$tmp/client.out"
 	echo "=== audit client exit status $client ==="
-	echo "the same SYNs offline, from the --write file: audit pcap --max-backoff=${max_backoff_ms}ms:" \
-		"$("$bin" pcap --port="$retry" --max-backoff="${max_backoff_ms}ms" "$tmp/demo.pcap" 2>/dev/null | tail -1)"
+	echo "the same SYNs offline, from the --write file: audit pcap --max_backoff=${max_backoff_ms}ms:" \
+		"$("$bin" pcap --port="$retry" --max_backoff="${max_backoff_ms}ms" "$tmp/demo.pcap" 2>/dev/null | tail -1)"
 	exit "$live"
 fi
 

@@ -426,6 +426,36 @@ func (t *Tracker) AddAttempt(a Attempt) {
 	}
 }
 
+// Ending is what the segments read so far show of attempt a (its SYN
+// added with Add or AddAttempt): the live auditor asks it of the attempt
+// before each new one, to judge the interval between them. A segment that
+// waits to be matched (see AddSegment) is not in it yet. The zero Ending
+// when fates are not known, or the tracker holds no such attempt.
+func (t *Tracker) Ending(a Attempt) backoff.Ending {
+	if !t.fatesKnown {
+		return backoff.Ending{}
+	}
+	if t.pushed.n > 0 {
+		t.settle()
+	}
+	if t.indexed < t.attempts.n {
+		t.index()
+	}
+	k := keyOf(SYN{Src: a.Src, Dst: a.Dst, Seq: a.Seq})
+	i, _ := t.find(&k, maphash.Comparable(t.seed, k)>>32)
+	if i < 0 {
+		return backoff.Ending{}
+	}
+	r := t.rec(i)
+	f := r.fate
+	if t.recent != nil {
+		if e := t.slot(t.keyHash(&k)); e.ref == uint32(i+1) && e.key == k {
+			f.merge(&e.fate)
+		}
+	}
+	return f.ending(stamp{r.sec, r.nsec}, r.last)
+}
+
 // List returns every attempt, in the order they were opened.
 func (t *Tracker) List() []Attempt {
 	t.readSegments()

@@ -368,7 +368,7 @@ func TestPortTracker(t *testing.T) {
 		{
 			name: "two ports listed by count",
 			syns: []SYN{to(50051, "127.0.0.1:1", 1), to(50052, "127.0.0.1:2", 2), to(50052, "127.0.0.1:3", 3), to(443, "127.0.0.1:4", 4)},
-			wantErr: "the capture holds SYNs to 3 ports, choose the retry port with --port: " +
+			wantErr: "Port: the capture holds SYNs to 3 ports, choose the retry port: " +
 				"50052 (2 SYNs), 443 (1 SYN), 50051 (1 SYN)",
 		},
 	}

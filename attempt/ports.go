@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 )
 
@@ -117,7 +118,9 @@ func (pt *PortTracker) Ports() []PortCount {
 }
 
 // OnlyPort returns the port when every SYN went to one port, and otherwise
-// an error that lists the candidate ports with their SYN counts.
+// an error that lists the candidate ports with their SYN counts: a
+// field.Error of Port, as the configurations that give the retry port
+// (capture.Options, auditrun.FilesConfig) name it.
 func (pt *PortTracker) OnlyPort() (uint16, error) {
 	pcs := pt.Ports()
 	switch len(pcs) {
@@ -130,7 +133,7 @@ func (pt *PortTracker) OnlyPort() (uint16, error) {
 	for i, pc := range pcs {
 		list[i] = fmt.Sprintf("%d (%s)", pc.Port, text.Plural(pc.SYNs, "SYN"))
 	}
-	return 0, fmt.Errorf("the capture holds SYNs to %d ports, choose the retry port with --port: %s",
+	return 0, field.Errorf("Port", nil, "the capture holds SYNs to %d ports, choose the retry port: %s",
 		len(pcs), strings.Join(list, ", "))
 }
 

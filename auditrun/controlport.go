@@ -155,7 +155,7 @@ func AuditControl(opt RecordOptions, ctl *Control, chains []attempt.Chain, capIn
 	if opt.Policy != nil {
 		rec.Policy, p = report.PolicyFromCommandLine, *opt.Policy
 	}
-	return auditSessions(opt, control.ServerSessions(ctl.Calls), chains, capInfo, rec, p)
+	return auditSessions(opt, control.ServerSessions(ctl.Calls, opt.Mode), chains, capInfo, rec, p)
 }
 
 // WriteSessions writes a report of sessions (AuditRecord, AuditControl) as

@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/report/html"
 )
@@ -54,34 +56,36 @@ type FilesConfig struct {
 
 // validate checks the configuration for files and parses Peers.
 func (c FilesConfig) validate(files []string) ([]netip.Addr, error) {
-	if c.PortSet && c.Port == 0 {
-		return nil, fmt.Errorf("--port 0: the retry port must be 1–65535 (leave --port out to detect it)")
+	if c.PortSet {
+		if err := field.Port("Port", int(c.Port), false); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("policy: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if (c.Record != "" || c.Control != 0) && len(c.Peers) > 0 {
-		return nil, fmt.Errorf("--peer with --record or --control_port: each session judges its own verified peer")
+		return nil, field.Errorf("Peers", nil, "not with %s or %s: each session judges its own verified peer", field.Name("Record"), field.Name("Control"))
 	}
 	if c.Record != "" && c.Control != 0 {
-		return nil, fmt.Errorf("--control_port with --record: the sessions come from one of the two")
+		return nil, field.Errorf("Control", c.Control, "not with %s: both say where sessions come from; give one", field.Name("Record"))
 	}
 	if n := slices.Index(files, capture.Stdin); n >= 0 {
 		if slices.Index(files[n+1:], capture.Stdin) >= 0 {
 			return nil, fmt.Errorf("standard input (-) named twice: it can be read once")
 		}
 		if c.Control != 0 {
-			return nil, fmt.Errorf("--control_port with standard input (-): the control port is read in a second pass over the files, and standard input can be read once")
+			return nil, field.Errorf("Control", c.Control, "not with standard input (-): the control port is read in a second pass over the files, and standard input can be read once")
 		}
 		if c.KeyLog != "" {
-			return nil, fmt.Errorf("--keylog with standard input (-): the TLS connections are decrypted in a second pass over the files, and standard input can be read once")
+			return nil, field.Errorf("KeyLog", c.KeyLog, "not with standard input (-): the TLS connections are decrypted in a second pass over the files, and standard input can be read once")
 		}
 	}
 	peers := make([]netip.Addr, 0, len(c.Peers))
 	for _, s := range c.Peers {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("--peer %q: not an IP address", s)
+			return nil, field.Errorf("Peers", strconv.Quote(s), "not an IP address")
 		}
 		peers = append(peers, a.Unmap())
 	}
@@ -126,7 +130,12 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 			return Outcome{}, err
 		}
 	}
-	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd}
+	// Every peer is verified, whatever Peers keeps.
+	cs, inferred := tr.Chains(), false
+	if !cfg.ModeSet {
+		cfg.Mode, inferred = cs.InferMode(cfg.Policy)
+	}
+	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd, Mode: cfg.Mode}
 	if cfg.PolicySet {
 		opt.Policy = &cfg.Policy
 	}
@@ -144,11 +153,6 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 		o.Failed, o.Sessions, o.FirstFailure, err = WriteSessions(out, errOut, rep, cfg.JSON, cfg.HTML)
 		return o, err
 	}
-	// Every peer is verified, whatever Peers keeps.
-	cs, inferred := tr.Chains(), false
-	if !cfg.ModeSet {
-		cfg.Mode, inferred = cs.InferMode(cfg.Policy)
-	}
 	// The capture runs at least to its last packet of the port: an
 	// attempt still held there is judged against its connect deadline.
 	aud := report.NewAudit(port, cfg.Policy, backoff.Run{Mode: cfg.Mode, End: tr.Last()}, cs, info).Only(peers...)
@@ -163,6 +167,9 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 		if err := html.WriteFile(cfg.HTML, aud); err != nil {
 			return Outcome{}, err
 		}
+	}
+	if aud.Summary.Peers == 0 {
+		return Outcome{Nothing: fmt.Sprintf("nothing judged: %s", peersVerdict(port, aud.Summary, peers))}, nil
 	}
 	return Outcome{Verdict: peersVerdict(port, aud.Summary, peers)}, nil
 }

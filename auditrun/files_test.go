@@ -47,7 +47,7 @@ func TestAuditFilesBadStdin(t *testing.T) {
 		want  string
 	}{
 		{[]string{"-", realCapture, "-"}, FilesConfig{}, "standard input (-) named twice"},
-		{[]string{"-"}, FilesConfig{Control: 8080}, "--control_port with standard input (-)"},
+		{[]string{"-"}, FilesConfig{Control: 8080}, "Control 8080: not with standard input (-)"},
 	} {
 		tt.cfg.Policy = backoff.DefaultPolicy()
 		_, err := AuditFiles(context.Background(), tt.files, tt.cfg, &bytes.Buffer{}, &bytes.Buffer{})

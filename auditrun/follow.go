@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/session"
 )
 
@@ -39,17 +40,17 @@ func tailRecord(ctx context.Context, path string, push func(session.RecordEvent)
 		done := ctx.Err() != nil
 		b, fi, err := readFrom(path, off, recordChunk)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("--record: %w", err)
+			return field.Errorf("Record", nil, "%w", err)
 		}
 		if fi != nil && last != nil && (!os.SameFile(fi, last) || fi.Mode().IsRegular() && fi.Size() < off) {
 			what := "truncated"
 			if !os.SameFile(fi, last) {
 				what = "replaced"
 			}
-			warn(fmt.Sprintf("--record %s was %s; reading it from its start", path, what))
+			warn(fmt.Sprintf("record %s was %s; reading it from its start", path, what))
 			off, partial, line = 0, nil, 1
 			if b, fi, err = readFrom(path, 0, recordChunk); err != nil {
-				return fmt.Errorf("--record: %w", err)
+				return field.Errorf("Record", nil, "%w", err)
 			}
 		}
 		if fi != nil {
@@ -60,11 +61,11 @@ func tailRecord(ctx context.Context, path string, push func(session.RecordEvent)
 		partial = append(partial, b...)
 		n := bytes.LastIndexByte(partial, '\n') + 1
 		if n == 0 && len(partial) > session.MaxRecordLine {
-			return fmt.Errorf("--record %s: line %d at offset %d is longer than %d bytes", path, line, lineOff, session.MaxRecordLine)
+			return field.Errorf("Record", path, "line %d at offset %d is longer than %d bytes", line, lineOff, session.MaxRecordLine)
 		}
 		events, err := session.ReadRecord(bytes.NewReader(partial[:n]))
 		if err != nil {
-			return fmt.Errorf("--record %s: from line %d at offset %d: %w", path, line, lineOff, err)
+			return field.Errorf("Record", path, "from line %d at offset %d: %w", line, lineOff, err)
 		}
 		line += bytes.Count(partial[:n], []byte{'\n'})
 		partial = append(partial[:0], partial[n:]...)

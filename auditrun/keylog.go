@@ -8,6 +8,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/tlsdec"
 )
@@ -21,7 +22,7 @@ import (
 func decryptAttempts(ctx context.Context, files []string, port uint16, path string, tr *attempt.Tracker, warn io.Writer) error {
 	keys, err := tlsdec.ReadKeyLog(path)
 	if err != nil {
-		return err
+		return field.Errorf("KeyLog", nil, "%w", err)
 	}
 	res, err := flows.ReadFiles(files, flows.Options{Ports: []uint16{port}, KeyLog: keys, Done: ctx.Done()}, h2.DiagnoseOptions{})
 	if err != nil {

@@ -12,7 +12,6 @@ package auditrun
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +22,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/report/html"
@@ -75,11 +75,13 @@ type Outcome struct {
 	Sessions, Failed int
 	FirstFailure     string
 	Verdict          string
+	// Nothing, when set, says that nothing was judged (no attempt to the
+	// port, no session) and what was seen instead: not a pass.
+	Nothing string
 }
 
-// policy is what a sniff-only session is judged against: the cap of
-// --max_reconnect_backoff_ms and the connect timeout of
-// --min_connect_timeout_ms.
+// policy is what a sniff-only session is judged against: the cap MaxMS
+// and the connect timeout Server.MinConnectTimeout.
 func (c Config) policy() backoff.Policy {
 	p := backoff.ReferencePolicy(c.MaxMS)
 	if c.Server.MinConnectTimeout > 0 {
@@ -88,7 +90,7 @@ func (c Config) policy() backoff.Policy {
 	return p
 }
 
-// maxAttempts is what one session keeps, the server's --max_attempts: the
+// maxAttempts is what one session keeps, the server's MaxAttempts: the
 // kernel's list of a session is capped as the server's is, and later
 // attempts are counted and make the verdict backoff.Overflow, as there.
 func (c Config) maxAttempts() int {
@@ -112,11 +114,14 @@ func (c Config) idle() time.Duration {
 // the run could not start or went wrong (a capture or record error); the
 // Outcome says what was judged.
 func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error) {
-	if cfg.Attach && (cfg.RetryPort <= 0 || cfg.RetryPort > 65535) {
-		return Outcome{}, fmt.Errorf("--attach needs --retry_port, the port the server listens on")
+	if cfg.Attach && cfg.RetryPort == 0 {
+		return Outcome{}, field.Errorf("Attach", nil, "needs %s, the port the server listens on", field.Name("RetryPort"))
+	}
+	if err := field.Port("RetryPort", cfg.RetryPort, !cfg.Attach); err != nil {
+		return Outcome{}, err
 	}
 	if cfg.Record != "" && !cfg.Attach {
-		return Outcome{}, errors.New("--record with audit live is the record file to follow, for --attach; without it, write the in-process server's events with audit server --record")
+		return Outcome{}, field.Errorf("Record", cfg.Record, "is the record of a server elsewhere to follow, which needs %s", field.Name("Attach"))
 	}
 	if err := cfg.checkControl(); err != nil {
 		return Outcome{}, err
@@ -156,7 +161,7 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	defer live.Close()
 	var ctl *controlFeed
 	if cfg.ControlPort != 0 {
-		if ctl, err = openControl(cfg.Iface, uint16(cfg.ControlPort), shared, q.pushEvent, q.pushWarning); err != nil {
+		if ctl, err = openControl(cfg.Iface, uint16(cfg.ControlPort), cfg.Server.Mode, shared, q.pushEvent, q.pushWarning); err != nil {
 			return Outcome{}, err
 		}
 		defer ctl.close()
@@ -189,10 +194,14 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	}
 	if out2 != nil {
 		if ferr := out2.f.Close(); err == nil && ferr != nil {
-			err = fmt.Errorf("--write %s: %w", cfg.Write, ferr)
+			err = field.Errorf("Write", cfg.Write, "%w", ferr)
 		}
 	}
-	return Outcome{Sessions: a.sessions, Failed: a.failed, FirstFailure: a.firstFailure}, err
+	o := Outcome{Sessions: a.sessions, Failed: a.failed, FirstFailure: a.firstFailure}
+	if a.sessions == 0 && err == nil {
+		o.Nothing = fmt.Sprintf("nothing judged: no session ended in the run (%s seen on port %d)", text.Plural(int(a.totalSYNs), "SYN"), a.port)
+	}
+	return o, err
 }
 
 // checkControl vets ControlPort: it names another server's control
@@ -202,13 +211,13 @@ func (c Config) checkControl() error {
 	case c.ControlPort == 0:
 		return nil
 	case c.ControlPort < 0 || c.ControlPort > 65535:
-		return fmt.Errorf("--control_port %d: not a port", c.ControlPort)
+		return field.Port("ControlPort", c.ControlPort, false)
 	case !c.Attach:
-		return errors.New("--control_port with audit live names the control port of a server elsewhere, for --attach; without --attach the in-process server's sessions are followed")
+		return field.Errorf("ControlPort", c.ControlPort, "is the control port of a server elsewhere, which needs %s; without it the in-process server's sessions are followed", field.Name("Attach"))
 	case c.Record != "":
-		return errors.New("--control_port and --record both say where sessions come from: give one")
+		return field.Errorf("ControlPort", c.ControlPort, "not with %s: both say where sessions come from; give one", field.Name("Record"))
 	case c.ControlPort == c.RetryPort:
-		return fmt.Errorf("--control_port %d is --retry_port too: they are two ports", c.ControlPort)
+		return field.Errorf("ControlPort", c.ControlPort, "is %s too: they are two ports", field.Name("RetryPort"))
 	}
 	return nil
 }
@@ -257,6 +266,7 @@ type liveAuditor struct {
 	outsideDropped  int
 	packets         uint64
 	syns            uint64
+	totalSYNs       uint64 // over the whole run, for its exit
 	skipped         map[string]uint64
 	batch           []liveItem // the queue's last batch, for its array
 	loopback        bool
@@ -505,6 +515,7 @@ func (a *liveAuditor) handle(it *liveItem) bool {
 func (a *liveAuditor) addSYN(s attempt.SYN) {
 	a.packets++
 	a.syns++
+	a.totalSYNs++
 	if a.tr.Retransmit(s) {
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "retransmit %s  %-22s (kernel retransmission, not a backoff)\n",
@@ -539,7 +550,7 @@ func (a *liveAuditor) addSYN(s attempt.SYN) {
 		a.tr.AddAttempt(at)
 		a.inside++
 		if !a.cfg.JSON {
-			fmt.Fprintln(a.out, a.sess.attemptLine(at))
+			fmt.Fprintln(a.out, a.sess.attemptLine(at, a.tr.Ending))
 		}
 	}
 }
@@ -600,14 +611,21 @@ func (a *liveAuditor) addEvent(e session.RecordEvent) {
 		// Read from the control port, the server's list is Stop's
 		// backoff_ms alone.
 		a.sess.BackoffOnly = a.ctl != nil
-		// A record file is read some ms late: SYNs of the session may
-		// have come before its Start.
-		if a.outside > 0 {
-			a.hold(a.tr.List())
-		}
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "session %d: Start from %s, max_reconnect_backoff_ms %d (%v)\n",
 				e.Session, e.Peer, a.sess.Params.MaxReconnectBackoffMS, a.sess.Params.Policy)
+		}
+		// A record file is read some ms late: SYNs of the session may
+		// have come before its Start. They join it, and get their lines.
+		if a.outside > 0 {
+			held := a.tr.List()
+			slices.SortStableFunc(held, func(x, y attempt.Attempt) int { return x.Time.Compare(y.Time) })
+			a.hold(held)
+			for _, at := range held {
+				if a.sess.contains(at.Time) && !a.cfg.JSON {
+					fmt.Fprintln(a.out, a.sess.attemptLine(at, a.tr.Ending)+"  (its SYN came before the Start was read)")
+				}
+			}
 		}
 	case session.Ended:
 		if a.sess != nil && !a.ending {

@@ -28,6 +28,9 @@ type RecordOptions struct {
 	// Herd ends the report with the herd of every chain of the capture
 	// (not only the sessions' verified peers).
 	Herd bool
+	// Mode is the retry mode of sessions whose server does not say it (a
+	// control port's): given, or read from the fates.
+	Mode backoff.RetryMode
 }
 
 // AuditRecord judges every session of a record file that overlaps the
@@ -97,7 +100,14 @@ func auditSessions(opt RecordOptions, all []session.Session, chains []attempt.Ch
 	for _, c := range chains {
 		capInfo.Retransmits += c.Retransmits()
 	}
-	rep := report.NewRecordRun(report.Head{Port: opt.Port, Policy: p, Capture: capInfo}, *rec)
+	// The run's mode is its sessions', when they share one.
+	mode := sessions[0].Params.Mode
+	for _, s := range sessions {
+		if s.Params.Mode != mode {
+			mode = backoff.RetryMode{}
+		}
+	}
+	rep := report.NewRecordRun(report.Head{Port: opt.Port, Policy: p, Mode: mode, Capture: capInfo}, *rec)
 	split := session.SplitAttempts(sessions, attempts)
 	for i, s := range sessions {
 		if opt.Policy != nil {

@@ -45,23 +45,25 @@ type liveSession struct {
 	// peer is the address the live lines treat as the session's own: the
 	// Start caller's, or for a sniff-only session the first SYN's.
 	peer netip.Addr
-	seen map[netip.Addr]peerProgress
+	seen map[netip.Addr]*peerProgress
 }
 
+// peerProgress is what the live lines know of one address's chain: the
+// model applied as its attempts come, and its last attempt.
 type peerProgress struct {
-	n    int
-	last time.Time
+	judge backoff.Judge
+	last  attempt.Attempt
 }
 
 // newServerSession is the auditor's session of s, a server's session.
 func newServerSession(s *session.Session, maxAttempts int) *liveSession {
 	return &liveSession{Session: s, server: true, maxAttempts: maxAttempts,
-		peer: s.Peer.Addr().Unmap(), seen: map[netip.Addr]peerProgress{}}
+		peer: s.Peer.Addr().Unmap(), seen: map[netip.Addr]*peerProgress{}}
 }
 
 func newSniffSession(number int, p backoff.Policy, mode backoff.RetryMode, maxAttempts int, first attempt.Attempt) *liveSession {
 	return &liveSession{Session: &session.Session{Number: number, Start: first.Time, Params: session.SessionParams{Policy: p, Mode: mode}},
-		maxAttempts: maxAttempts, peer: first.Src.Addr().Unmap(), seen: map[netip.Addr]peerProgress{}}
+		maxAttempts: maxAttempts, peer: first.Src.Addr().Unmap(), seen: map[netip.Addr]*peerProgress{}}
 }
 
 // runEnd is when the session's run ended, for the model's tail (a hung
@@ -80,25 +82,40 @@ func (s *liveSession) contains(t time.Time) bool {
 	return !s.server || session.InSession(t, s.Start, s.EndTime)
 }
 
-// attemptLine is the line printed as an attempt arrives: kernel time, peer,
-// interval, expected, ok.
-func (s *liveSession) attemptLine(a attempt.Attempt) string {
+// attemptLine is the line printed as an attempt arrives: kernel time,
+// peer, and the interval it ends as the model judges it (the mode, and the
+// fate of the attempt before it as ending reads it).
+func (s *liveSession) attemptLine(a attempt.Attempt, ending func(attempt.Attempt) backoff.Ending) string {
 	peer := a.Src.Addr().Unmap()
-	p := s.seen[peer]
-	p.n++
-	line := fmt.Sprintf("attempt %s  %-22s #%-3d", a.Time.UTC().Format(text.TimeLayout), attempt.UnmapPort(a.Src), p.n)
-	if p.n == 1 {
+	p, ok := s.seen[peer]
+	if !ok {
+		p = &peerProgress{judge: backoff.Judge{Policy: s.Params.Policy, Run: s.Run()}}
+		s.seen[peer] = p
+	}
+	var prev backoff.Ending
+	if p.judge.Attempts() > 0 {
+		prev = ending(p.last)
+	}
+	iv, class, judged := p.judge.Next(a.Time, prev)
+	line := fmt.Sprintf("attempt %s  %-22s #%-3d", a.Time.UTC().Format(text.TimeLayout), attempt.UnmapPort(a.Src), p.judge.Attempts())
+	switch {
+	case !judged:
 		line += "  first attempt, no interval yet"
-	} else {
-		iv := s.Params.Policy.Check(p.n-1, a.Time.Sub(p.last))
-		line += fmt.Sprintf("  interval %-2d %10.3f ms  expected %8.1f ms [%.0f–%.0f]  %s",
-			iv.K, iv.MeasuredMS, iv.ExpectedMS, iv.MinMS, iv.MaxMS, iv.Outcome)
+	case iv.Term == backoff.TermReset:
+		line += fmt.Sprintf("  interval %-2d %10.3f ms  after a READY connection: the backoff began anew, not judged", iv.K, iv.MeasuredMS)
+	default:
+		line += fmt.Sprintf("  interval %-2d %10.3f ms  expected %8.1f ms [%.0f–%.0f]  %s", iv.K, iv.MeasuredMS, iv.ExpectedMS, iv.MinMS, iv.MaxMS, iv.Outcome)
+		if iv.Term != "" {
+			line += " (" + string(iv.Term) + ")"
+		}
+		if class == backoff.ClassUnseen {
+			line += " (no answer to the attempt before was captured)"
+		}
 	}
 	if peer != s.peer {
 		line += "  (foreign peer: not in the verdict)"
 	}
-	p.last = a.Time
-	s.seen[peer] = p
+	p.last = a
 	return line
 }
 

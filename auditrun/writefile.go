@@ -2,12 +2,13 @@ package auditrun
 
 import (
 	"cmp"
-	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/backoff-audit/audit/internal/field"
 )
 
-// writeFile is the --write file: written under a temporary name beside
+// writeFile is the Write file: written under a temporary name beside
 // the target, so that a run that fails before its capture opens leaves
 // what was at the target untouched. A target that is not a regular file
 // (a FIFO, /dev/stdout) is written in place.
@@ -20,21 +21,21 @@ func createWriteFile(path string) (*writeFile, error) {
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
 		f, err := os.OpenFile(path, os.O_WRONLY, 0)
 		if err != nil {
-			return nil, fmt.Errorf("--write: %w", err)
+			return nil, field.Errorf("Write", nil, "%w", err)
 		}
 		return &writeFile{f: f, path: path}, nil
 	}
 	dir, base := filepath.Split(path)
 	f, err := os.CreateTemp(cmp.Or(dir, "."), "."+base+".*.tmp")
 	if err != nil {
-		return nil, fmt.Errorf("--write %s: %w", path, err)
+		return nil, field.Errorf("Write", path, "%w", err)
 	}
 	// CreateTemp makes the file private; a capture file is as readable
 	// as os.Create would have made it.
 	if err := f.Chmod(0o644); err != nil {
 		f.Close()
 		os.Remove(f.Name())
-		return nil, fmt.Errorf("--write %s: %w", path, err)
+		return nil, field.Errorf("Write", path, "%w", err)
 	}
 	return &writeFile{f: f, tmp: f.Name(), path: path}, nil
 }
@@ -45,7 +46,7 @@ func (w *writeFile) commit() error {
 		return nil
 	}
 	if err := os.Rename(w.tmp, w.path); err != nil {
-		return fmt.Errorf("--write %s: %w", w.path, err)
+		return field.Errorf("Write", w.path, "%w", err)
 	}
 	w.tmp = ""
 	return nil

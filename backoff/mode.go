@@ -110,6 +110,13 @@ func (m RetryMode) Is(k ModeKind) bool {
 // gives up on it, at its connect timeout.
 func (m RetryMode) Hangs() bool { return m.Kind == ModeHang }
 
+// ServerSeesAll reports whether a server in this mode accepts every
+// attempt, so that its list of accepts is the whole chain: not while its
+// port refuses (refuse, and the down phases of restart and outage).
+func (m RetryMode) ServerSeesAll() bool {
+	return !m.Is(ModeRefuse) && !m.Is(ModeRestart) && !m.Is(ModeOutage)
+}
+
 // Succeeds reports whether the connections of this mode reach READY
 // before they close (in ModeOutage, while the port serves), so that each
 // resets the client's backoff.

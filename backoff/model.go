@@ -51,6 +51,9 @@ type Recovery struct {
 	MinMS  float64 `json:"min_ms"`
 	MaxMS  float64 `json:"max_ms"`
 	OK     bool    `json:"ok"`
+	// ReadyMS is the time from the port's return to the connection of that
+	// attempt reaching READY, where the wire shows it did.
+	ReadyMS *float64 `json:"ready_ms,omitempty"`
 }
 
 // Reconnects is how fast a client came back after connections that reached
@@ -153,35 +156,31 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 		r.Intervals = make([]Interval, 0, n)
 		r.BackoffMS = make([]int32, 0, n)
 	}
-	e, step, ready := p.first(), 1, 0
-	for k := 1; k < len(times); k++ {
-		d := times[k].Sub(times[k-1])
-		var iv Interval
-		switch run.Class(k-1, p, times[k-1], d) {
+	j := Judge{Policy: p, Run: run}
+	ready := 0
+	for k, t := range times {
+		var prev Ending
+		if k > 0 && k-1 < len(run.Endings) {
+			prev = run.Endings[k-1]
+		}
+		iv, class, ok := j.Next(t, prev)
+		if !ok {
+			continue
+		}
+		switch class {
 		case ClassReady:
-			iv = p.reset(k, d)
 			ready++
-		case ClassHung:
-			iv = p.checkHung(k, step, e, d)
 		case ClassUnseen:
 			r.Unseen++
-			iv = p.check(k, step, e, d)
-		default:
-			iv = p.check(k, step, e, d)
 		}
 		r.Intervals = append(r.Intervals, iv)
 		r.BackoffMS = append(r.BackoffMS, iv.BackoffMS)
 		if !iv.OK {
 			r.ReferencePassed = false
 		}
-		if iv.Term == TermReset {
-			e, step = p.first(), 1
-		} else {
-			e, step = p.Next(e), step+1
-		}
 	}
 	if n := len(times); n > 0 {
-		r.Tail = p.tail(times, run, e)
+		r.Tail = p.tail(times, run, j.e)
 		if run.Class(n-1, p, times[n-1], 0) == ClassUnseen {
 			r.Unseen++
 		}
@@ -189,12 +188,61 @@ func VerifyRun(p Policy, times []time.Time, run Run) Result {
 	r.Reference = reading(r.Intervals, len(times), r.Tail, func(iv Interval) bool { return iv.OK })
 	r.Strict = reading(r.Intervals, len(times), r.Tail, func(iv Interval) bool { return iv.StrictOK })
 	if !run.Back.IsZero() {
-		r.Recovery = p.recovery(times, run.Back, r.Intervals)
+		r.Recovery = p.recovery(times, run.Endings, run.Back, r.Intervals)
 	}
 	if ready > 1 { // a rate, not one reconnection
 		r.Reconnects = p.reconnects(r.Intervals)
 	}
 	return r
+}
+
+// Judge applies the model to one chain an attempt at a time, as the
+// attempts come: the live auditor's lines, the server's log, the interop
+// client's check. VerifyRun is a Judge over a whole chain, so that a line
+// printed as an attempt arrives says what the verdict will. The zero
+// Judge's policy is the zero Policy: set Policy and Run (its Endings are
+// not read).
+type Judge struct {
+	Policy Policy
+	Run    Run
+	n      int       // attempts so far
+	last   time.Time // the last attempt's start
+	e      float64   // the next interval's expected backoff, in ms
+	step   int       // the next interval's step since the chain began or reset
+}
+
+// Attempts is the number of attempts judged so far.
+func (j *Judge) Attempts() int { return j.n }
+
+// Next judges the interval that an attempt at t ends, prev being what the
+// wire (or the server) showed of the attempt before it; ok is false for
+// the chain's first attempt, which ends no interval. class is what the
+// model read of the attempt before.
+func (j *Judge) Next(t time.Time, prev Ending) (iv Interval, class Class, ok bool) {
+	j.n++
+	if j.n == 1 {
+		j.last, j.e, j.step = t, j.Policy.first(), 1
+		return Interval{}, ClassFailed, false
+	}
+	p, k, d := j.Policy, j.n-1, t.Sub(j.last)
+	run := j.Run
+	run.Endings = []Ending{prev}
+	class = run.Class(0, p, j.last, d)
+	switch class {
+	case ClassReady:
+		iv = p.reset(k, d)
+	case ClassHung:
+		iv = p.checkHung(k, j.step, j.e, d)
+	default:
+		iv = p.check(k, j.step, j.e, d)
+	}
+	if iv.Term == TermReset {
+		j.e, j.step = p.first(), 1
+	} else {
+		j.e, j.step = p.Next(j.e), j.step+1
+	}
+	j.last = t
+	return iv, class, true
 }
 
 // checkHung judges gap d as interval k after an attempt that hung until
@@ -261,14 +309,14 @@ func (p Policy) tail(times []time.Time, run Run, e float64) string {
 
 // recovery finds the first attempt after back and what the backoff owed
 // then: interval k's expected time, counted from back.
-func (p Policy) recovery(times []time.Time, back time.Time, ivs []Interval) *Recovery {
+func (p Policy) recovery(times []time.Time, endings []Ending, back time.Time, ivs []Interval) *Recovery {
 	i, _ := slices.BinarySearchFunc(times, back, func(t, b time.Time) int { return t.Compare(b) })
 	if i == 0 || i == len(times) {
 		return nil
 	}
 	iv := ivs[i-1]
 	from := Millis(back.Sub(times[i-1]))
-	return &Recovery{
+	rc := &Recovery{
 		Attempt: i,
 		AfterMS: Millis(times[i].Sub(back)),
 		OwedMS:  iv.ExpectedMS - from,
@@ -276,6 +324,11 @@ func (p Policy) recovery(times []time.Time, back time.Time, ivs []Interval) *Rec
 		MaxMS:   iv.MaxMS - from,
 		OK:      iv.OK,
 	}
+	if i < len(endings) && endings[i].Ready {
+		v := Millis(times[i].Add(endings[i].ReadyAfter).Sub(back))
+		rc.ReadyMS = &v
+	}
+	return rc
 }
 
 // reconnects measures how fast the client came back after its
@@ -299,4 +352,52 @@ func (p Policy) reconnects(ivs []Interval) *Reconnects {
 		rc.PerSecond = float64(len(ds)) * 1000 / span
 	}
 	return rc
+}
+
+// A channel's connectivity states, as gRPC names them.
+const (
+	StateConnecting       = "CONNECTING"
+	StateReady            = "READY"
+	StateTransientFailure = "TRANSIENT_FAILURE"
+	StateIdle             = "IDLE"
+)
+
+// State is a channel entering a connectivity state, as the wire shows it.
+type State struct {
+	State string    `json:"state"`
+	At    time.Time `json:"time"`
+}
+
+// States reads a chain's channel states from the wire: CONNECTING at each
+// attempt's SYN, READY when its connection reached READY, IDLE when a
+// READY connection ended, TRANSIENT_FAILURE when an attempt failed (at its
+// end on the wire; an attempt whose answer the capture lacks, at the next
+// SYN). endings[i] is what the wire showed of attempt i at times[i]; with
+// no fate known, nothing but CONNECTING is shown.
+func States(times []time.Time, endings []Ending) []State {
+	out := make([]State, 0, 2*len(times))
+	for i, t := range times {
+		out = append(out, State{StateConnecting, t})
+		if i >= len(endings) {
+			continue
+		}
+		e := endings[i]
+		switch {
+		case e.Ready:
+			out = append(out, State{StateReady, t.Add(e.ReadyAfter)})
+			if e.Fate.Ended() {
+				out = append(out, State{StateIdle, t.Add(e.Duration)})
+			}
+		case e.Fate == FateUnanswered:
+			if i+1 < len(times) { // it ended, at the latest, with the next SYN
+				out = append(out, State{StateTransientFailure, times[i+1]})
+			}
+		case e.Fate.Ended():
+			out = append(out, State{StateTransientFailure, t.Add(e.Duration)})
+		}
+	}
+	// A connection may outlive the next attempt's SYN (a client that
+	// dropped it without closing): the states in time order.
+	slices.SortStableFunc(out, func(a, b State) int { return a.At.Compare(b.At) })
+	return out
 }

@@ -342,3 +342,24 @@ func TestParseRetryModeOutage(t *testing.T) {
 		}
 	}
 }
+
+// The states of a client whose READY connection the server dropped: it
+// was refused twice, then READY again.
+func TestStates(t *testing.T) {
+	ts := chainAt(t0, 606, 501, 801)
+	ends := []Ending{
+		{Fate: FateClosed, Duration: 600 * time.Millisecond, Ready: true, ReadyAfter: time.Millisecond},
+		{Fate: FateRefused, Duration: time.Millisecond, RST: true},
+		{Fate: FateUnanswered},
+		{Fate: FateOpen, Ready: true, ReadyAfter: 2 * time.Millisecond},
+	}
+	var got []string
+	for _, st := range States(ts, ends) {
+		got = append(got, fmt.Sprintf("%s %.0f", st.State, Millis(st.At.Sub(t0))))
+	}
+	want := []string{"CONNECTING 0", "READY 1", "IDLE 600", "CONNECTING 606", "TRANSIENT_FAILURE 607",
+		"CONNECTING 1107", "TRANSIENT_FAILURE 1908", "CONNECTING 1908", "READY 1910"}
+	if !slices.Equal(got, want) {
+		t.Errorf("states %v\nwant %v", got, want)
+	}
+}

@@ -98,6 +98,9 @@ type Result struct {
 	// again after it did (docs/spec.md §7). It fails both readings, with
 	// no interval at fault.
 	Tail string
+	// Skipped, for a NotJudged reading, says why the chain was not
+	// judged.
+	Skipped string
 	// Unseen counts the attempts whose answer the capture lacks: nothing
 	// answered them and nothing shows them waiting (ClassUnseen).
 	Unseen int
@@ -230,6 +233,8 @@ func (r Result) Reason() string {
 		return ""
 	case r.Tail != "":
 		return r.Tail
+	case r.Reference.Verdict == NotJudged && r.Skipped != "":
+		return r.Skipped
 	}
 	switch r.Reference.Verdict {
 	case TooFew:
@@ -266,10 +271,13 @@ func (iv Interval) LogLine() string {
 		iv.K, whole/1000, iv.ExpectedMS/1000, jitter)
 }
 
-// VerifyBackoff is the reference reading of a list of intervals in whole
-// ms, as a server's Stop returns them: the same Verify, over times that
-// lie exactly those whole ms apart.
-func VerifyBackoff(p Policy, backoffMS []int32) Result {
+// VerifyBackoff is the reading of a list of intervals in whole ms, as a
+// server's Stop returns them, in the retry mode the server ran: the same
+// model, over times that lie exactly those whole ms apart, where every
+// attempt ended as the mode makes it end. In a mode where the server does
+// not see every attempt (ServerSeesAll) the list is not the chain, and
+// the result is NotJudged, its reason saying why.
+func VerifyBackoff(p Policy, backoffMS []int32, mode RetryMode) Result {
 	times := make([]time.Time, len(backoffMS)+1)
 	t := time.Unix(0, 0).UTC()
 	times[0] = t
@@ -277,5 +285,10 @@ func VerifyBackoff(p Policy, backoffMS []int32) Result {
 		t = t.Add(time.Duration(b) * time.Millisecond)
 		times[i+1] = t
 	}
-	return Verify(p, times)
+	r := VerifyRun(p, times, Run{Mode: mode})
+	if !mode.ServerSeesAll() {
+		r.Reference, r.Strict = Reading{Verdict: NotJudged}, Reading{Verdict: NotJudged}
+		r.Skipped = fmt.Sprintf("in %v mode the server's list holds only the attempts it accepted, not those refused while its port was down; the kernel's SYNs judge the chain", mode)
+	}
+	return r
 }

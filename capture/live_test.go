@@ -281,7 +281,7 @@ func TestLiveCloseWakesRun(t *testing.T) {
 // A read error names libpcap's reason when the handle is open, and after
 // Close (which frees the handle) only gopacket's status: asking libpcap
 // then would read freed memory. The veth case, where libpcap says "The
-// interface disappeared", is cmd/audit's TestLiveFaults.
+// interface disappeared", is auditrun's TestLiveFaults.
 func TestLiveReadErrorAfterClose(t *testing.T) {
 	t.Parallel()
 	l := openLive(t, LiveConfig{Iface: "lo", Port: testutil.ClosedPort(t)})

@@ -100,6 +100,11 @@ func CallOf(r *h2.Report, s *h2.Stream) (c Call, ok bool) {
 // decoded, ends nothing: with a server that refuses a Stop without a
 // Start, nothing was open.
 type Sessions struct {
+	// Mode is the retry mode the server ran its sessions in: the control
+	// port does not say it (ReconnectParams has no such field), so the
+	// caller does (--retry_mode, or the mode read from the fates); the zero
+	// Mode is the interop test's.
+	Mode backoff.RetryMode
 	n    int
 	open bool
 	// policy is the open session's, for the reason of a failed Stop.
@@ -114,17 +119,17 @@ func (s *Sessions) Event(c Call) (e session.RecordEvent, ok bool) {
 		s.n++
 		s.open, s.policy = true, backoff.ReferencePolicy(c.MaxMS)
 		return session.RecordEvent{Event: session.EventStart, Time: c.Time, Session: s.n, Peer: c.Caller,
-			Params: &session.SessionParams{MaxReconnectBackoffMS: c.MaxMS, Policy: backoff.ReferencePolicy(c.MaxMS)}}, true
+			Params: &session.SessionParams{MaxReconnectBackoffMS: c.MaxMS, Policy: backoff.ReferencePolicy(c.MaxMS), Mode: s.Mode}}, true
 	case c.Kind == Stop && s.open && c.Status == "OK" && c.Info != nil:
 		s.open = false
-		return session.RecordEvent{Event: session.EventStop, Time: c.Time, Session: s.n, Peer: c.Caller, End: End(c.Info, s.policy)}, true
+		return session.RecordEvent{Event: session.EventStop, Time: c.Time, Session: s.n, Peer: c.Caller, End: End(c.Info, s.policy, s.Mode)}, true
 	}
 	return session.RecordEvent{}, false
 }
 
-// Events is every call's event, in order.
-func Events(calls []Call) []session.RecordEvent {
-	var s Sessions
+// Events is every call's event, in order, for a server that ran in mode.
+func Events(calls []Call, mode backoff.RetryMode) []session.RecordEvent {
+	s := Sessions{Mode: mode}
 	var out []session.RecordEvent
 	for _, c := range calls {
 		if e, ok := s.Event(c); ok {
@@ -137,18 +142,20 @@ func Events(calls []Call) []session.RecordEvent {
 // ServerSessions is the sessions of the calls, as session.Sessions
 // groups a record's, each marked BackoffOnly: its list is its Stop's
 // backoff_ms.
-func ServerSessions(calls []Call) []session.Session {
-	ss := session.Sessions(Events(calls))
+func ServerSessions(calls []Call, mode backoff.RetryMode) []session.Session {
+	ss := session.Sessions(Events(calls, mode))
 	for i := range ss {
 		ss[i].BackoffOnly = true
 	}
 	return ss
 }
 
-// End is the outcome of a session judged by p as its Stop answered it.
-// The answer names no verified peer: it is chosen from the kernel's
-// attempts (session.Session.ChoosePeerFromKernel).
-func End(info *h2.ReconnectInfo, p backoff.Policy) *session.SessionEnd {
+// End is the outcome of a session judged by p in mode as its Stop answered
+// it. The answer names no verified peer: it is chosen from the kernel's
+// attempts (session.Session.ChoosePeerFromKernel). A failing answer in a
+// mode where the server cannot see every attempt is not judged: its list
+// is not the chain (backoff.RetryMode.ServerSeesAll).
+func End(info *h2.ReconnectInfo, p backoff.Policy, mode backoff.RetryMode) *session.SessionEnd {
 	end := &session.SessionEnd{Cause: session.CauseStop, Passed: info.Passed, Verdict: backoff.Passed,
 		BackoffMS: slices.Clone(info.BackoffMs), Foreign: []session.PeerCount{}}
 	if end.BackoffMS == nil {
@@ -160,11 +167,13 @@ func End(info *h2.ReconnectInfo, p backoff.Policy) *session.SessionEnd {
 	}
 	switch {
 	case info.Passed:
+	case !mode.ServerSeesAll():
+		end.Verdict, end.Reason = backoff.NotJudged, backoff.VerifyBackoff(p, end.BackoffMS, mode).Reason()
 	case len(end.BackoffMS) == 0:
 		end.Verdict, end.Reason = backoff.TooFew, "Stop answered passed=false with no interval"
 	default:
 		end.Verdict, end.Reason = backoff.Failed, "Stop answered passed=false"
-		if r := backoff.VerifyBackoff(p, end.BackoffMS).Reason(); r != "" {
+		if r := backoff.VerifyBackoff(p, end.BackoffMS, mode).Reason(); r != "" {
 			end.Reason += "; over its backoff_ms, " + r
 		}
 	}

@@ -44,7 +44,7 @@ func TestEventsOfRecording(t *testing.T) {
 			Reason:   "Stop answered passed=false; over its backoff_ms, interval 1: 0 ms is early (expected 1000 ms, window 700–1300 ms)",
 			Attempts: 2, VerifiedAttempts: 2, Foreign: []session.PeerCount{}},
 	}}
-	got := control.ServerSessions(control.Calls(golden.Reports))
+	got := control.ServerSessions(control.Calls(golden.Reports), backoff.RetryMode{})
 	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{}, netip.AddrPort{})); diff != "" {
 		t.Errorf("sessions (-want +got):\n%s", diff)
 	}
@@ -72,7 +72,7 @@ func TestSessionsRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []session.EventKind
-			for _, e := range control.Events(tt.calls) {
+			for _, e := range control.Events(tt.calls, backoff.RetryMode{}) {
 				got = append(got, e.Event)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {

@@ -26,7 +26,7 @@ import (
 	"github.com/backoff-audit/audit/pb"
 )
 
-var update = flag.Bool("update", false, "record testdata/h2/max-age.pcap anew (as root, with tcpdump) and rewrite its golden reports")
+var update = flag.Bool("update", false, "rewrite the golden reports of testdata/h2; TestMaxAgeGolden records max-age.pcap anew first (as root, with tcpdump)")
 
 // maxAgeCapture is a grpc-go client calling a grpc-go server with
 // MaxConnectionAge 2 s every 100 ms for 5 s, captured on lo

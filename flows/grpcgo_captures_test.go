@@ -15,8 +15,8 @@ import (
 
 // The captures of real grpc-go stacks that h2/internal/h2gen records
 // (testdata/README.md, "HTTP/2 captures"). They are remade with new times
-// and jitter: these tests hold what any run shows, the golden reports of
-// `audit h2` (cmd/audit, TestH2GRPCGoCaptures) the rest.
+// and jitter: these tests hold what any run shows, the golden reports
+// (TestH2GRPCGoCaptures) the rest.
 
 // readGRPCGoCapture decodes a capture of testdata/h2 and wants every
 // connection whole: no warning, no damage, no gap.

@@ -3,13 +3,15 @@ package flows
 import (
 	"cmp"
 	"errors"
-	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/tlsdec"
 )
 
@@ -94,10 +96,11 @@ type AuditOptions struct {
 }
 
 // Audit checks opt, reads files as ReadFiles does, and builds the report
-// `audit h2` prints. Its errors name the flag or the file at fault.
+// `audit h2` prints. Its errors name the field of opt (field.Error) or the
+// file at fault.
 func Audit(files []string, opt AuditOptions) (*Report, error) {
 	if opt.Format != "text" && opt.Format != "json" {
-		return nil, fmt.Errorf("--format %q: must be text or json", opt.Format)
+		return nil, field.Errorf("Format", strconv.Quote(opt.Format), "must be text or json")
 	}
 	if opt.Retry != nil {
 		if err := checkRetry(*opt.Retry); err != nil {
@@ -106,20 +109,20 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 	}
 	var ps []uint16
 	for _, p := range opt.Ports {
-		if p == 0 || p > 65535 {
-			return nil, fmt.Errorf("--port %d: a port is 1–65535", p)
+		if err := field.Port("Ports", int(min(p, math.MaxInt)), false); err != nil {
+			return nil, err
 		}
 		ps = append(ps, uint16(p))
 	}
 	if opt.Tolerance < 0 {
-		return nil, fmt.Errorf("--retry-tolerance %v: must not be negative", opt.Tolerance)
+		return nil, field.Errorf("Tolerance", opt.Tolerance, "must not be negative")
 	}
 	diag := h2.DiagnoseOptions{Retry: opt.Retry, Tolerance: cmp.Or(opt.Tolerance, h2.DefaultTolerance)}
 	var keys *tlsdec.KeyLog
 	if opt.KeyLog != "" {
 		var err error
 		if keys, err = tlsdec.ReadKeyLog(opt.KeyLog); err != nil {
-			return nil, err
+			return nil, field.Errorf("KeyLog", nil, "%w", err)
 		}
 	}
 	res, err := ReadFiles(files, Options{Ports: ps, Done: opt.Done, KeyLog: keys}, diag)
@@ -144,16 +147,16 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 func checkRetry(p h2.RetryPolicy) error {
 	var errs []error
 	if p.MaxAttempts < 2 {
-		errs = append(errs, fmt.Errorf("--retry-max-attempts %d: must be at least 2", p.MaxAttempts))
+		errs = append(errs, field.Errorf("Retry.MaxAttempts", p.MaxAttempts, "must be at least 2"))
 	}
 	if p.InitialBackoff <= 0 {
-		errs = append(errs, fmt.Errorf("--retry-initial-backoff %v: must be positive", p.InitialBackoff))
+		errs = append(errs, field.Errorf("Retry.InitialBackoff", p.InitialBackoff, "must be positive"))
 	}
 	if p.MaxBackoff <= 0 {
-		errs = append(errs, fmt.Errorf("--retry-max-backoff %v: must be positive", p.MaxBackoff))
+		errs = append(errs, field.Errorf("Retry.MaxBackoff", p.MaxBackoff, "must be positive"))
 	}
 	if p.BackoffMultiplier <= 0 {
-		errs = append(errs, fmt.Errorf("--retry-multiplier %v: must be positive", p.BackoffMultiplier))
+		errs = append(errs, field.Errorf("Retry.BackoffMultiplier", p.BackoffMultiplier, "must be positive"))
 	}
 	return errors.Join(errs...)
 }

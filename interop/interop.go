@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/pb"
 	"github.com/backoff-audit/audit/tlsdec"
 )
@@ -92,6 +93,12 @@ type Config struct {
 	Reissue bool
 	// Deadline is the retry RPC's deadline (the reference uses 540 s).
 	Deadline time.Duration
+	// Mode is the retry port's mode (`audit server --retry_mode`), which
+	// the own check judges the server's list in; the zero Mode is the
+	// interop test's. In a mode where the server cannot see every attempt
+	// (backoff.RetryMode.ServerSeesAll) neither the server's answer nor the
+	// own check judges the chain: only the kernel's SYNs do.
+	Mode backoff.RetryMode
 	// Progress, when not nil, gets a line per connectivity-state change of
 	// the retry channel while the retry RPC waits, and a line every
 	// ProgressEvery while the state holds: the RPC can only end at its
@@ -115,35 +122,27 @@ func (c Config) retryAddr() string {
 }
 
 func (c Config) validate() error {
-	var errs []error
+	errs := []error{field.Port("ControlPort", c.ControlPort, false), field.Port("RetryPort", c.RetryPort, false)}
 	if c.ServerHost == "" {
-		errs = append(errs, errors.New("--server_host: must not be empty"))
-	}
-	for _, p := range []struct {
-		name string
-		port int
-	}{{"--server_control_port", c.ControlPort}, {"--server_retry_port", c.RetryPort}} {
-		if p.port <= 0 || p.port > 65535 {
-			errs = append(errs, fmt.Errorf("%s %d: must be in 1–65535", p.name, p.port))
-		}
+		errs = append(errs, field.Errorf("ServerHost", nil, "must not be empty"))
 	}
 	if c.MaxReconnectBackoffMS < 0 {
-		errs = append(errs, fmt.Errorf("--max_reconnect_backoff_ms %d: must not be negative", c.MaxReconnectBackoffMS))
+		errs = append(errs, field.Errorf("MaxReconnectBackoffMS", c.MaxReconnectBackoffMS, "must not be negative"))
 	}
 	if c.InitialBackoffMS <= 0 {
-		errs = append(errs, fmt.Errorf("--initial_backoff_ms %d: must be positive", c.InitialBackoffMS))
+		errs = append(errs, field.Errorf("InitialBackoffMS", c.InitialBackoffMS, "must be positive"))
 	}
 	if c.MinConnectTimeoutMS < 0 {
-		errs = append(errs, fmt.Errorf("--min_connect_timeout_ms %d: must not be negative", c.MinConnectTimeoutMS))
+		errs = append(errs, field.Errorf("MinConnectTimeoutMS", c.MinConnectTimeoutMS, "must not be negative"))
 	}
 	if c.Plaintext && c.CAFile != "" {
-		errs = append(errs, fmt.Errorf("--ca_file %s: needs --use_tls", c.CAFile))
+		errs = append(errs, field.Errorf("CAFile", c.CAFile, "trusts roots for TLS, and the retry channel is plaintext (%s)", field.Name("Plaintext")))
 	}
 	if c.Plaintext && c.KeyLog != "" {
-		errs = append(errs, fmt.Errorf("--keylog %s: needs --use_tls", c.KeyLog))
+		errs = append(errs, field.Errorf("KeyLog", c.KeyLog, "logs TLS secrets, and the retry channel is plaintext (%s)", field.Name("Plaintext")))
 	}
 	if c.Deadline <= 0 {
-		errs = append(errs, fmt.Errorf("--deadline %v: must be positive", c.Deadline))
+		errs = append(errs, field.Errorf("Deadline", c.Deadline, "must be positive"))
 	}
 	return errors.Join(errs...)
 }
@@ -202,13 +201,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Config: cfg, Connect: cfg.connectParams()}
-	// Before Start: a bad --ca_file or --keylog is the caller's mistake,
-	// not a session.
+	// Before Start: a bad CAFile or KeyLog is the caller's mistake, not a
+	// session.
 	var keylog io.Writer
 	if cfg.KeyLog != "" {
 		f, err := tlsdec.OpenKeyLogWriter(cfg.KeyLog)
 		if err != nil {
-			return nil, err
+			return nil, field.Errorf("KeyLog", nil, "%w", err)
 		}
 		defer f.Close()
 		keylog = f
@@ -257,7 +256,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Steps 4 and 5.
 	rep.Server = info
-	rep.Own = checkBackoffs(cfg.policy(), info.GetBackoffMs())
+	rep.Own = backoff.VerifyBackoff(cfg.policy(), info.GetBackoffMs(), cfg.Mode)
 	return rep, nil
 }
 
@@ -451,11 +450,11 @@ func (c Config) retryCredentials(keylog io.Writer) (credentials.TransportCredent
 	case c.CAFile != "":
 		pem, err := os.ReadFile(c.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--ca_file: %w", err)
+			return nil, field.Errorf("CAFile", nil, "%w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca_file %s: no PEM certificate in it", c.CAFile)
+			return nil, field.Errorf("CAFile", c.CAFile, "no PEM certificate in it")
 		}
 		return c.tlsCredentials(pool, keylog), nil
 	}
@@ -493,21 +492,6 @@ func (c Config) tlsCredentials(roots *x509.CertPool, keylog io.Writer) credentia
 	return credentials.NewTLS(&tls.Config{ServerName: c.serverHostOverride(), RootCAs: roots, KeyLogWriter: keylog})
 }
 
-// checkBackoffs runs the one verifier over the server's backoff_ms. Gaps
-// laid end to end from an arbitrary origin are whole milliseconds, so
-// Verify's floor leaves each value unchanged and every interval is judged
-// exactly as the server judged it.
-func checkBackoffs(p backoff.Policy, backoffMS []int32) backoff.Result {
-	times := make([]time.Time, len(backoffMS)+1)
-	t := time.Unix(0, 0)
-	times[0] = t
-	for i, b := range backoffMS {
-		t = t.Add(time.Duration(b) * time.Millisecond)
-		times[i+1] = t
-	}
-	return backoff.Verify(p, times)
-}
-
 // Verdict is the run's outcome: it passes only when the retry RPC ended in
 // DEADLINE_EXCEEDED, the server said passed and the own check agrees.
 // reason names what failed first.
@@ -515,6 +499,8 @@ func (r *Report) Verdict() (passed bool, reason string) {
 	switch {
 	case r.Retry.Code != codes.DeadlineExceeded:
 		return false, fmt.Sprintf("retry RPC ended in %v, want DeadlineExceeded: %v", r.Retry.Code, r.Retry.Err)
+	case r.Own.Reference.Verdict == backoff.NotJudged:
+		return true, "" // the server's answer cannot judge this mode either
 	case !r.Server.GetPassed() && !r.Own.Passed():
 		return false, "server says failed; " + r.Own.Reason()
 	case !r.Server.GetPassed():
@@ -544,9 +530,29 @@ func (r *Report) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// Numbers align right; the verdict, after the last tab, stays left.
 	fmt.Fprint(tw, "k\tbackoff_ms\texpected_ms\twindow_ms\tjitter\t  verdict\n")
-	for _, iv := range r.Own.Intervals {
+	ivs := r.Own.Intervals
+	for i := 0; i < len(ivs); i++ {
+		iv := ivs[i]
+		j := i
+		for j < len(ivs) && ivs[j].Term == backoff.TermReset {
+			j++
+		}
+		if j-i >= 3 { // a storm of READY connections: one row
+			lo, hi := ivs[i].BackoffMS, ivs[i].BackoffMS
+			for _, v := range ivs[i:j] {
+				lo, hi = min(lo, v.BackoffMS), max(hi, v.BackoffMS)
+			}
+			fmt.Fprintf(tw, "%d–%d\t%d–%d\t-\t-\t-\t  %d intervals after READY connections: reset, not judged\n",
+				iv.K, ivs[j-1].K, lo, hi, j-i)
+			i = j - 1
+			continue
+		}
+		verdict := string(iv.Outcome)
+		if iv.Term != "" {
+			verdict += " (" + string(iv.Term) + ")"
+		}
 		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f–%.0f\t%+.2f%%\t  %s\n",
-			iv.K, iv.BackoffMS, iv.ExpectedMS, iv.MinMS, iv.MaxMS, iv.JitterPct, iv.Outcome)
+			iv.K, iv.BackoffMS, iv.ExpectedMS, iv.MinMS, iv.MaxMS, iv.JitterPct, verdict)
 	}
 	tw.Flush()
 

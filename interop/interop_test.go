@@ -84,13 +84,13 @@ func TestCheckBackoffs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := checkBackoffs(p, tt.backoffMS)
+			got := backoff.VerifyBackoff(p, tt.backoffMS, backoff.RetryMode{})
 			var want []backoff.Interval
 			for i, b := range tt.backoffMS {
 				want = append(want, p.Check(i+1, time.Duration(b)*time.Millisecond))
 			}
 			if diff := cmp.Diff(want, got.Intervals, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("intervals (-Policy.Check +checkBackoffs):\n%s", diff)
+				t.Errorf("intervals (-Policy.Check +VerifyBackoff):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.backoffMS, got.BackoffMS, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("backoff_ms (-want +got):\n%s", diff)
@@ -139,7 +139,7 @@ func TestVerdict(t *testing.T) {
 			r := &Report{
 				Retry:  RetryOutcome{Code: tt.code},
 				Server: &pb.ReconnectInfo{Passed: tt.serverPassed, BackoffMs: tt.backoffMS},
-				Own:    checkBackoffs(p, tt.backoffMS),
+				Own:    backoff.VerifyBackoff(p, tt.backoffMS, backoff.RetryMode{}),
 			}
 			passed, reason := r.Verdict()
 			if diff := cmp.Diff([]any{tt.wantPassed, tt.wantReason}, []any{passed, reason}); diff != "" {
@@ -157,7 +157,7 @@ func TestReportWrite(t *testing.T) {
 		Connect: cfg.connectParams(),
 		Retry:   RetryOutcome{Code: codes.DeadlineExceeded, Took: 10*time.Second + 1234567},
 		Server:  &pb.ReconnectInfo{Passed: false, BackoffMs: backoffMS},
-		Own:     checkBackoffs(cfg.policy(), backoffMS),
+		Own:     backoff.VerifyBackoff(cfg.policy(), backoffMS, backoff.RetryMode{}),
 	}
 	var buf bytes.Buffer
 	if err := r.Write(&buf); err != nil {
@@ -369,5 +369,33 @@ func TestRunProgress(t *testing.T) {
 	time.Sleep(2 * cfg.ProgressEvery)
 	if after := progress.String(); after != out {
 		t.Errorf("progress after Run returned: %q", after[len(out):])
+	}
+}
+
+// The own check judges the server's list in the retry port's mode: a storm
+// of READY connections is reset after reset, not early intervals; and in a
+// mode where the server sees only some attempts, neither its answer nor the
+// own check judges the chain, and the run does not fail for it.
+func TestOwnCheckModes(t *testing.T) {
+	p := backoff.ReferencePolicy(2000)
+	storm := []int32{2, 3, 2, 5, 2}
+	for _, tt := range []struct {
+		mode         backoff.RetryMode
+		serverPassed bool
+		wantOwn      backoff.Verdict
+		wantPassed   bool
+	}{
+		{backoff.RetryMode{}, true, backoff.Failed, false},
+		{backoff.RetryMode{Kind: backoff.ModeSettingsClose}, true, backoff.Passed, true},
+		{backoff.RetryMode{Kind: backoff.ModeGoaway}, true, backoff.Passed, true},
+		{backoff.RetryMode{Kind: backoff.ModeRefuse}, false, backoff.NotJudged, true},
+		{backoff.RetryMode{Kind: backoff.ModeRestart, Down: 3 * time.Second}, false, backoff.NotJudged, true},
+	} {
+		r := &Report{Retry: RetryOutcome{Code: codes.DeadlineExceeded}, Server: &pb.ReconnectInfo{Passed: tt.serverPassed, BackoffMs: storm},
+			Own: backoff.VerifyBackoff(p, storm, tt.mode)}
+		passed, reason := r.Verdict()
+		if r.Own.Reference.Verdict != tt.wantOwn || passed != tt.wantPassed {
+			t.Errorf("%v: own check %s (%s), run passed %v (%s); want %s, %v", tt.mode, r.Own.Reference.Verdict, r.Own.Reason(), passed, reason, tt.wantOwn, tt.wantPassed)
+		}
 	}
 }

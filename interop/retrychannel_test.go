@@ -99,10 +99,11 @@ func TestValidateRetryChannel(t *testing.T) {
 		{name: "defaults", change: func(*Config) {}},
 		{name: "plaintext", change: func(c *Config) { c.Plaintext = true }},
 		{name: "connect timeout", change: func(c *Config) { c.MinConnectTimeoutMS = 2500 }},
-		{name: "negative connect timeout", change: func(c *Config) { c.MinConnectTimeoutMS = -1 }, want: "--min_connect_timeout_ms -1: must not be negative"},
-		{name: "roots without TLS", change: func(c *Config) { c.Plaintext, c.CAFile = true, "ca.pem" }, want: "--ca_file ca.pem: needs --use_tls"},
+		{name: "negative connect timeout", change: func(c *Config) { c.MinConnectTimeoutMS = -1 }, want: "MinConnectTimeoutMS -1: must not be negative"},
+		{name: "roots without TLS", change: func(c *Config) { c.Plaintext, c.CAFile = true, "ca.pem" }, want: "CAFile ca.pem: trusts roots for TLS, and the retry channel is plaintext (Plaintext)"},
 		{name: "key log", change: func(c *Config) { c.KeyLog = "keys.log" }},
-		{name: "key log without TLS", change: func(c *Config) { c.Plaintext, c.KeyLog = true, "keys.log" }, want: "--keylog keys.log: needs --use_tls"},
+		{name: "key log without TLS", change: func(c *Config) { c.Plaintext, c.KeyLog = true, "keys.log" },
+			want: "KeyLog keys.log: logs TLS secrets, and the retry channel is plaintext (Plaintext)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,8 +142,8 @@ func TestRetryCredentials(t *testing.T) {
 		{name: "another name", cfg: Config{ServerHostOverride: "x.example"}, wantProtocol: "tls", wantName: "x.example"},
 		{name: "roots from a file", cfg: Config{CAFile: ca.caFile}, wantProtocol: "tls", wantName: DefaultServerHostOverride},
 		{name: "plaintext", cfg: Config{Plaintext: true}, wantProtocol: "insecure"},
-		{name: "missing file", cfg: Config{CAFile: missing}, wantErr: "--ca_file: open " + missing},
-		{name: "no PEM", cfg: Config{CAFile: notPEM}, wantErr: "--ca_file " + notPEM + ": no PEM certificate in it"},
+		{name: "missing file", cfg: Config{CAFile: missing}, wantErr: "CAFile: open " + missing},
+		{name: "no PEM", cfg: Config{CAFile: notPEM}, wantErr: "CAFile " + notPEM + ": no PEM certificate in it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -35,5 +35,5 @@ func (s Summary) CapLine() string {
 		return ""
 	}
 	d := time.Duration(s.FitsCapMS) * time.Millisecond
-	return fmt.Sprintf("every failing peer fits a cap of %v; the run's cap may be --max-backoff %v", d, d)
+	return fmt.Sprintf("every failing peer fits a cap of %v; the run's cap may be --max_backoff %v", d, d)
 }

@@ -91,7 +91,7 @@ func TestFitCap(t *testing.T) {
 // summary.fits_cap_ms in JSON, absent when there is none; Only looks again
 // among the peers it keeps.
 func TestFitCapReported(t *testing.T) {
-	const line = "every failing peer fits a cap of 1.5s; the run's cap may be --max-backoff 1.5s\n"
+	const line = "every failing peer fits a cap of 1.5s; the run's cap may be --max_backoff 1.5s\n"
 	tr := fitTracker([]float64{1000, 1500, 1450, 1550, 1500}, []float64{1000, 1600, 2560})
 	full := NewAudit(50052, backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(), attempt.CaptureInfo{})
 	tests := []struct {

@@ -161,7 +161,7 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	if n := a.Summary.Unseen; n > 0 {
 		bw.Write(appendUnseen(nil, a.Capture.Attempts-n, a.Capture.Attempts))
 	}
-	if err := writePeersText(bw, a.Peers, !tables && a.Peers.Len() > TablesUpTo); err != nil {
+	if err := writePeersText(bw, a.Peers, !tables && a.Peers.Len() > TablesUpTo, tables); err != nil {
 		return err
 	}
 	writeSummaryText(bw, a.Summary)
@@ -272,7 +272,7 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 	} else {
 		writeTextHeader(bw, &r.Head)
 	}
-	if err := writePeersText(bw, r.Peers, false); err != nil {
+	if err := writePeersText(bw, r.Peers, false, false); err != nil {
 		return err
 	}
 	writeSummaryText(bw, r.Summary)
@@ -410,7 +410,7 @@ func (r *RecordRun) WriteText(w io.Writer) error {
 			bw.WriteString(" no attempt of its chain is in the capture\n")
 		} else {
 			pr := r.Peers.Report(s.peer, &buf)
-			bw.Write(appendPeerText([]byte("\n\n"), pr))
+			bw.Write(appendPeerText([]byte("\n\n"), pr, false))
 		}
 		writeServerText(bw, s.Server)
 		if err := s.CrossCheck.WriteText(bw); err != nil {

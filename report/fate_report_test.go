@@ -192,12 +192,12 @@ func TestFatesAlikeText(t *testing.T) {
 			"  fates: all 3 unanswered, ended at 3000.000 ms; client sent nothing, server sent nothing\n"},
 	}
 	for _, tt := range tests {
-		if got := string(appendFatesText(nil, tt.as)); got != tt.want {
+		if got := string(appendFatesText(nil, tt.as, false)); got != tt.want {
 			t.Errorf("%s:\n got %q\nwant %q", tt.name, got, tt.want)
 		}
 	}
 	mixed := []AttemptReport{closed(20*time.Microsecond, 200*time.Microsecond, backoff.PayloadH2Preface), closed(20*time.Microsecond, 200*time.Microsecond, backoff.PayloadTLSClientHello)}
-	if got := string(appendFatesText(nil, mixed)); !strings.HasPrefix(got, fateHead) || strings.Count(got, "\n") != 3 {
+	if got := string(appendFatesText(nil, mixed, false)); !strings.HasPrefix(got, fateHead) || strings.Count(got, "\n") != 3 {
 		t.Errorf("mixed first bytes: want the table, got\n%s", got)
 	}
 }

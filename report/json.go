@@ -73,6 +73,8 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 		{"signatures", p.Signatures, len(p.Signatures) > 0},
 		{"recovery", p.Recovery, p.Recovery != nil},
 		{"reconnects", p.Reconnects, p.Reconnects != nil},
+		{"unseen", p.Unseen, p.Unseen > 0},
+		{"states", p.States, len(p.States) > 0},
 	} {
 		if !m.set {
 			continue

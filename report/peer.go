@@ -35,6 +35,10 @@ type PeerReport struct {
 	// Unseen counts the attempts whose answer the capture lacks
 	// (backoff.ClassUnseen).
 	Unseen int `json:"unseen,omitempty"`
+	// States are the channel's connectivity states as the wire shows them
+	// (backoff.States), for a chain with a connection that reached READY:
+	// what a restart or an outage did to the client.
+	States []backoff.State `json:"states,omitempty"`
 }
 
 // AttemptReport is one attempt of a peer.
@@ -152,6 +156,13 @@ func PeerReportOf(c attempt.Chain, res backoff.Result) PeerReport {
 	if pr.Intervals == nil {
 		pr.Intervals = []backoff.Interval{}
 		pr.BackoffMS = []int32{}
+	}
+	ready := false
+	for _, a := range c.Attempts {
+		ready = ready || a.Ending.Ready
+	}
+	if ready {
+		pr.States = backoff.States(c.Times(), c.Endings())
 	}
 	for i, a := range c.Attempts {
 		pr.Attempts[i] = AttemptReport{Time: a.Time, SrcPort: a.Src.Port(), Seq: a.Seq, Retransmits: a.Retransmits, Ending: a.Ending}

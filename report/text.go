@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -18,13 +19,14 @@ import (
 // writePeersText writes every peer of ps, each after a blank line: its
 // header, its table and its notes; or, when brief, a passing peer in one
 // line (its header and its largest jitter), after a line that counts them.
-func writePeersText(bw *bufio.Writer, ps *Peers, brief bool) error {
+// verbose lists every interval (appendPeerText).
+func writePeersText(bw *bufio.Writer, ps *Peers, brief, verbose bool) error {
 	passed := ps.Summary().Passed
 	return WritePeers(bw, ps, func() struct{} { return struct{}{} }, func(b []byte, _ struct{}, i int, report func() *PeerReport) ([]byte, error) {
 		p := ps.peers[i]
 		if !brief || !p.passed {
 			b = append(b, '\n')
-			return appendPeerText(b, *report()), nil
+			return appendPeerText(b, *report(), verbose), nil
 		}
 		if i == 0 || !ps.peers[i-1].passed {
 			b = append(b, '\n')
@@ -130,8 +132,10 @@ func writeCaptureLine(w *bufio.Writer, port uint16, c attempt.CaptureInfo) {
 const synOnlyNote = "the capture holds only SYNs: fates unknown"
 
 // appendPeerText appends a peer's header line, first attempt and interval
-// table.
-func appendPeerText(b []byte, p PeerReport) []byte {
+// table, then its notes and fates. A chain of READY connections (a storm)
+// says how fast it reconnected first; unless verbose, a run of intervals
+// after READY connections, which are not judged, is one line.
+func appendPeerText(b []byte, p PeerReport, verbose bool) []byte {
 	b = appendPeerHeader(b, p.header())
 	b = append(b, '\n')
 	if len(p.Attempts) > 0 {
@@ -141,20 +145,6 @@ func appendPeerText(b []byte, p PeerReport) []byte {
 		b = strconv.AppendUint(b, uint64(p.Attempts[0].SrcPort), 10)
 		b = append(b, '\n')
 	}
-	if len(p.Intervals) > 0 {
-		b = append(b, intervalHead...)
-		for _, iv := range p.Intervals {
-			b = appendIntervalRow(b, iv)
-		}
-	}
-	if rc := p.Recovery; rc != nil {
-		verdict := "outside it"
-		if rc.OK {
-			verdict = "ok"
-		}
-		b = fmt.Appendf(b, "  recovery: attempt %d came %.0f ms after the port's return; the backoff owed %.0f ms then (window %.0f–%.0f ms): %s\n",
-			rc.Attempt+1, rc.AfterMS, rc.OwedMS, rc.MinMS, rc.MaxMS, verdict)
-	}
 	if rc := p.Reconnects; rc != nil {
 		loop := "it kept backing off"
 		if rc.TightLoop {
@@ -162,13 +152,69 @@ func appendPeerText(b []byte, p PeerReport) []byte {
 		}
 		b = fmt.Appendf(b, "  reconnects: %.2f a second, median interval %.0f ms: %s\n", rc.PerSecond, rc.MedianMS, loop)
 	}
+	if len(p.Intervals) > 0 {
+		b = append(b, intervalHead...)
+		for i := 0; i < len(p.Intervals); i++ {
+			j := i
+			for j < len(p.Intervals) && p.Intervals[j].Term == backoff.TermReset {
+				j++
+			}
+			if !verbose && j-i >= minResetRun {
+				b = appendResetRun(b, p.Intervals[i:j])
+				i = j - 1
+				continue
+			}
+			b = appendIntervalRow(b, p.Intervals[i])
+		}
+	}
+	if rc := p.Recovery; rc != nil {
+		verdict := "outside it"
+		if rc.OK {
+			verdict = "ok"
+		}
+		b = fmt.Appendf(b, "  recovery: attempt %d came %.0f ms after the port's return; the backoff owed %.0f ms then (window %.0f–%.0f ms): %s",
+			rc.Attempt+1, rc.AfterMS, rc.OwedMS, rc.MinMS, rc.MaxMS, verdict)
+		if rc.ReadyMS != nil {
+			b = fmt.Appendf(b, "; READY %.0f ms after the return", *rc.ReadyMS)
+		}
+		b = append(b, '\n')
+	}
 	for _, sg := range p.Signatures {
 		b = fmt.Appendf(b, "  signature: %s (seen in %s): %s\n", sg.Name, sg.Seen, sg.Detail)
 	}
 	if p.Unseen > 0 {
 		b = appendUnseen(append(b, "  "...), len(p.Attempts)-p.Unseen, len(p.Attempts))
 	}
-	return appendFatesText(b, p.Attempts)
+	if verbose && len(p.States) > 0 {
+		b = appendStates(b, p)
+	}
+	return appendFatesText(b, p.Attempts, verbose)
+}
+
+// appendStates appends the channel's states, one line: each from the
+// first attempt, in ms.
+func appendStates(b []byte, p PeerReport) []byte {
+	b = append(b, "  states (ms from the first attempt):"...)
+	t0 := p.Attempts[0].Time
+	for _, st := range p.States {
+		b = fmt.Appendf(b, " %s %.1f", st.State, backoff.Millis(st.At.Sub(t0)))
+	}
+	return append(b, '\n')
+}
+
+// minResetRun is the shortest run of intervals after READY connections
+// that the text gives one line.
+const minResetRun = 3
+
+// appendResetRun appends one line for a run of intervals after READY
+// connections: how many, and their range.
+func appendResetRun(b []byte, ivs []backoff.Interval) []byte {
+	lo, hi := ivs[0].MeasuredMS, ivs[0].MeasuredMS
+	for _, iv := range ivs {
+		lo, hi = min(lo, iv.MeasuredMS), max(hi, iv.MeasuredMS)
+	}
+	return fmt.Appendf(b, "  %3d–%d: %d intervals after READY connections, %.3f–%.3f ms: reset, not judged (-v lists them)\n",
+		ivs[0].K, ivs[len(ivs)-1].K, len(ivs), lo, hi)
 }
 
 // fateHead heads the table of the attempts' fates.
@@ -183,19 +229,34 @@ var fateHead = fmt.Sprintf("  %3s %6s  %-19s %12s %16s %12s  %-16s  %s\n",
 // first bytes), one line says so with the range of each time; else a
 // table, one row an attempt, "-" where the fate has none. Nothing when no
 // fate is known.
-func appendFatesText(b []byte, as []AttemptReport) []byte {
-	known, alike := false, true
+func appendFatesText(b []byte, as []AttemptReport, verbose bool) []byte {
+	known := false
+	type group struct {
+		e  *backoff.Ending
+		as []AttemptReport
+	}
+	var groups []group
 	for i := range as {
-		e, f := &as[i].Ending, &as[0].Ending
+		e := &as[i].Ending
 		known = known || e.ReportFate() != backoff.FateUnknown
-		alike = alike && e.ReportFate() == f.ReportFate() && e.ClientSent == f.ClientSent && e.ServerSent == f.ServerSent && e.Ready == f.Ready &&
-			e.Decrypted == f.Decrypted && e.NotDecrypted == f.NotDecrypted
+		g := slices.IndexFunc(groups, func(g group) bool {
+			return e.ReportFate() == g.e.ReportFate() && e.ClientSent == g.e.ClientSent && e.ServerSent == g.e.ServerSent && e.Ready == g.e.Ready &&
+				e.Decrypted == g.e.Decrypted && e.NotDecrypted == g.e.NotDecrypted
+		})
+		if g < 0 {
+			groups = append(groups, group{e: e})
+			g = len(groups) - 1
+		}
+		groups[g].as = append(groups[g].as, as[i])
 	}
 	switch {
 	case !known:
 		return b
-	case alike && len(as) > 1:
-		return appendFatesAlike(b, as)
+	case len(groups) == 1 && len(as) > 1, !verbose && len(as) > TablesUpTo:
+		for _, g := range groups {
+			b = appendFatesAlike(b, g.as, len(g.as) == len(as))
+		}
+		return b
 	}
 	b = append(b, fateHead...)
 	var num [64]byte
@@ -228,11 +289,16 @@ func appendFatesText(b []byte, as []AttemptReport) []byte {
 	return b
 }
 
-// appendFatesAlike is appendFatesText's line for attempts that all ended
-// alike: the fate, the range of each time it has, and the first bytes.
-func appendFatesAlike(b []byte, as []AttemptReport) []byte {
+// appendFatesAlike is appendFatesText's line for attempts that ended
+// alike (all of the chain's, when all), a group of them: the fate, the
+// range of each time it has, and the first bytes.
+func appendFatesAlike(b []byte, as []AttemptReport, all bool) []byte {
 	e := &as[0].Ending
-	b = fmt.Appendf(b, "  fates: all %d %s", len(as), e.ReportFate())
+	if all {
+		b = fmt.Appendf(b, "  fates: all %d %s", len(as), e.ReportFate())
+	} else {
+		b = fmt.Appendf(b, "  fates: %d %s", len(as), e.ReportFate())
+	}
 	accepted, ended := e.Fate.Accepted(), e.Fate.Ended()
 	if accepted {
 		b = appendMSRange(b, ", accepted after ", as, func(e *backoff.Ending) time.Duration { return e.Accepted })

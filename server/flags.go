@@ -2,17 +2,17 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/field"
 )
 
 // Flags are the settings `audit server` and `audit live` take on their
-// command lines, under the C++ reference server's port flag names
-// (docs/spec.md §2.3).
+// command lines (the ports under the C++ reference server's flag names,
+// docs/spec.md §2.3), before Config checks them.
 type Flags struct {
 	ControlPort, RetryPort int
 	SessionTimeout         time.Duration
@@ -28,35 +28,25 @@ type Flags struct {
 }
 
 // Config checks the flags and turns them into a Config; the error names
-// every flag that is wrong.
+// every field that is wrong (field.Error).
 func (fl Flags) Config() (Config, error) {
-	var errs []error
-	if fl.ControlPort < 0 || fl.ControlPort > 65535 {
-		errs = append(errs, fmt.Errorf("--control_port=%d: not a port (0-65535)", fl.ControlPort))
-	}
-	if fl.RetryPort < 0 || fl.RetryPort > 65535 {
-		errs = append(errs, fmt.Errorf("--retry_port=%d: not a port (0-65535)", fl.RetryPort))
-	}
+	errs := []error{field.Port("ControlPort", fl.ControlPort, true), field.Port("RetryPort", fl.RetryPort, true)}
 	if fl.ControlPort != 0 && fl.ControlPort == fl.RetryPort {
-		errs = append(errs, fmt.Errorf("--control_port and --retry_port are both %d", fl.ControlPort))
+		errs = append(errs, field.Errorf("ControlPort", fl.ControlPort, "is %s too: they are two ports", field.Name("RetryPort")))
 	}
 	if fl.SessionTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--session_timeout=%v: must be positive", fl.SessionTimeout))
+		errs = append(errs, field.Errorf("SessionTimeout", fl.SessionTimeout, "must be positive"))
 	}
-	if fl.MaxAttempts <= 0 {
-		errs = append(errs, fmt.Errorf("--max_attempts=%d: must be positive", fl.MaxAttempts))
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxAttempts", fl.MaxAttempts}, {"MaxWaiting", fl.MaxWaiting}, {"MinConnectTimeoutMS", fl.MinConnectTimeoutMS}, {"MaxHeld", fl.MaxHeld}} {
+		if f.v <= 0 {
+			errs = append(errs, field.Errorf(f.name, f.v, "must be positive"))
+		}
 	}
-	if fl.MaxWaiting <= 0 {
-		errs = append(errs, fmt.Errorf("--max_waiting=%d: must be positive", fl.MaxWaiting))
-	}
-	if fl.MinConnectTimeoutMS <= 0 {
-		errs = append(errs, fmt.Errorf("--min_connect_timeout_ms=%d: must be positive", fl.MinConnectTimeoutMS))
-	}
-	if fl.MaxHeld <= 0 {
-		errs = append(errs, fmt.Errorf("--max_held=%d: must be positive", fl.MaxHeld))
-	}
-	if fl.KeyLog != "" && !fl.RetryMode.Is(backoff.ModeSettingsClose) && !fl.RetryMode.Is(backoff.ModeGoaway) {
-		errs = append(errs, errKeyLogMode(fl.RetryMode))
+	if fl.KeyLog != "" && !fl.RetryMode.Succeeds() {
+		errs = append(errs, errKeyLogMode("RetryMode", fl.RetryMode))
 	}
 	cert, err := LoadKeyPair(fl.TLSCert, fl.TLSKey)
 	if err != nil {

@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/field"
 	"golang.org/x/net/http2"
 )
 
@@ -23,7 +25,11 @@ import (
 //     closes;
 //   - settings-close and goaway: accept, stamp, complete TLS with ALPN h2,
 //     read the client's HTTP/2 preface, send the server's SETTINGS (and a
-//     GOAWAY), and close: the attempt succeeds and the connection dies.
+//     GOAWAY), and close: the attempt succeeds and the connection dies;
+//   - outage=A,D: for A from the session's start, accept, stamp, complete
+//     TLS with ALPN h2 and serve HTTP/2, answering every RPC UNAVAILABLE
+//     and holding the connection READY; then close every connection and
+//     refuse for D; then serve again until the session ends.
 //
 // Outside sessions the port accepts and closes in every mode.
 
@@ -34,24 +40,23 @@ func (s *Server) initMode() error {
 	// it is kept as ParseRetryMode spells it (close is the zero value).
 	p, err := backoff.ParseRetryMode(m.String())
 	if err != nil {
-		return fmt.Errorf("retry mode: %w", err)
+		return field.Errorf("Mode", nil, "%w", err)
 	}
-	if m.Kind != backoff.ModeRestart && m.Down != 0 {
-		return fmt.Errorf("retry mode %s: only restart takes a duration (got %v)", m, m.Down)
+	if m.Kind != backoff.ModeRestart && m.Kind != backoff.ModeOutage && (m.Down != 0 || m.Serve != 0) {
+		return field.Errorf("Mode", m, "only restart and outage take durations (got %v, %v)", m.Down, m.Serve)
 	}
 	s.mode, m = p, p
-	if s.cfg.TLSCert != nil && !m.Is(backoff.ModeSettingsClose) && !m.Is(backoff.ModeGoaway) {
-		return fmt.Errorf("--tls_cert: --retry_mode=%s presents no certificate (only settings-close and goaway do)", m)
+	if s.cfg.TLSCert != nil && !m.Succeeds() {
+		return field.Errorf("TLSCert", nil, "%s %s presents no certificate (only settings-close, goaway and outage do)", field.Name("Mode"), m)
 	}
-	if s.cfg.KeyLog != nil && !m.Is(backoff.ModeSettingsClose) && !m.Is(backoff.ModeGoaway) {
-		return errKeyLogMode(m)
+	if !m.ServerSeesAll() && !canStopListening {
+		return field.Errorf("Mode", m, "the retry port can stop listening on Linux only")
+	}
+	if s.cfg.KeyLog != nil && !m.Succeeds() {
+		return errKeyLogMode("Mode", m)
 	}
 	switch m.Kind {
-	case backoff.ModeRefuse, backoff.ModeRestart:
-		if !canStopListening {
-			return fmt.Errorf("retry mode %s: the retry port can stop listening on Linux only", m)
-		}
-	case backoff.ModeSettingsClose, backoff.ModeGoaway:
+	case backoff.ModeSettingsClose, backoff.ModeGoaway, backoff.ModeOutage:
 		cert := s.cfg.TLSCert
 		if cert == nil {
 			c, err := defaultCertificate()
@@ -70,9 +75,10 @@ func (s *Server) initMode() error {
 	return nil
 }
 
-// errKeyLogMode is the error of a key log asked of a mode without TLS.
-func errKeyLogMode(m backoff.RetryMode) error {
-	return fmt.Errorf("--keylog: --retry_mode=%s makes no TLS connection (only settings-close and goaway do)", m)
+// errKeyLogMode is the error of a key log asked of mode m, a mode without
+// TLS, which the configuration names modeField.
+func errKeyLogMode(modeField string, m backoff.RetryMode) error {
+	return field.Errorf("KeyLog", nil, "%s %s makes no TLS connection (only settings-close, goaway and outage do)", field.Name(modeField), m)
 }
 
 // heldConn is a retry connection the session's mode keeps open: held
@@ -100,7 +106,7 @@ type heldConn struct {
 func (s *Server) holdLocked(sess *running, peer netip.AddrPort, t time.Time) (hc *heldConn, full bool) {
 	limit := 0
 	switch sess.Params.Mode.Kind {
-	case backoff.ModeHang:
+	case backoff.ModeHang, backoff.ModeOutage:
 		limit = s.cfg.MaxHeld
 	case backoff.ModeSettingsClose, backoff.ModeGoaway:
 		limit = s.cfg.MaxHandshakes
@@ -132,9 +138,12 @@ func (s *Server) serveHeld(hc *heldConn, c net.Conn) {
 	s.holders.Add(1)
 	go func() {
 		defer s.holders.Done()
-		if hc.sess.Params.Mode.Hangs() {
+		switch m := hc.sess.Params.Mode; {
+		case m.Hangs():
 			s.hold(hc, c)
-		} else {
+		case m.Is(backoff.ModeOutage):
+			s.serve(hc, c)
+		default:
 			s.handshake(hc, c)
 		}
 	}()
@@ -237,6 +246,58 @@ func (s *Server) handshake(hc *heldConn, c net.Conn) {
 		s.log.Info("retry connection closed before the server's SETTINGS", "session", id,
 			"peer", hc.peer.String(), "err", err)
 	}
+}
+
+// serve holds a connection READY in outage mode: TLS with ALPN h2, then
+// HTTP/2 served until the client closes it, the port goes down or the
+// session ends (which close it), every RPC answered UNAVAILABLE.
+func (s *Server) serve(hc *heldConn, c net.Conn) {
+	c.SetDeadline(time.Now().Add(s.handshakeTimeout))
+	tc := tls.Server(c, s.tlsConf)
+	err := tc.Handshake()
+	if err == nil && tc.ConnectionState().NegotiatedProtocol != http2.NextProtoTLS {
+		err = fmt.Errorf("the client did not offer ALPN %s", http2.NextProtoTLS)
+	}
+	s.mu.Lock()
+	if err == nil && !hc.ended {
+		hc.sent = true
+		hc.sess.Handshakes++
+	}
+	s.mu.Unlock()
+	if err == nil {
+		c.SetDeadline(time.Time{})
+		(&http2.Server{}).ServeConn(tc, &http2.ServeConnOpts{Handler: http.HandlerFunc(unavailable)})
+	}
+	c.Close()
+	s.mu.Lock()
+	if hc.ended { // the port's going down or the session's end closed it
+		s.mu.Unlock()
+		return
+	}
+	hc.ended = true
+	delete(s.held, hc)
+	if err != nil {
+		hc.sess.HandshakeErrors++
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Info("retry connection closed before it was READY", "session", hc.sess.ID, "peer", hc.peer.String(), "err", err)
+	}
+}
+
+// unavailable answers a gRPC call UNAVAILABLE, as a server that is up but
+// cannot serve yet, after holding it for at most a second: a client that
+// makes its call again at once does not spin.
+func unavailable(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-r.Context().Done():
+		return
+	case <-time.After(time.Second):
+	}
+	w.Header().Set("Content-Type", "application/grpc")
+	w.Header().Set("Grpc-Status", "14")
+	w.Header().Set("Grpc-Message", "the retry port serves no RPC (audit server --retry_mode outage)")
+	w.WriteHeader(http.StatusOK)
 }
 
 // payloadOf names the first bytes a client sent.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/tlsdec"
 )
 
@@ -44,7 +45,7 @@ func OpenFiles(cfg *Config, record, keylog string) (closeAll func() error, err e
 	if keylog != "" {
 		f, err := tlsdec.OpenKeyLogWriter(keylog)
 		if err != nil {
-			return closeAll, errors.Join(err, closeAll())
+			return closeAll, errors.Join(field.Errorf("KeyLog", nil, "%w", err), closeAll())
 		}
 		files, cfg.KeyLog = append(files, f), f
 	}

@@ -47,9 +47,10 @@ type Session struct {
 	// first bytes the client sent on it. The server sees no SYN, so
 	// Accepted is zero. Nil in the other modes.
 	Endings []backoff.Ending
-	// Back, in restart mode, is when the retry port listened again;
-	// zero when the session ended before it did.
-	Back time.Time
+	// Down, in outage mode, is when the retry port stopped serving; Back,
+	// in restart and outage modes, when it listened again; zero when the
+	// session ended first.
+	Down, Back time.Time
 	// NotHeld counts the connections the mode would have held (hang) or
 	// handshaken (settings-close, goaway) but closed at once, because
 	// Config.MaxHeld or Config.MaxHandshakes were reached.
@@ -99,9 +100,18 @@ type running struct {
 	endings []backoff.Ending
 }
 
+// chainState is one address's chain as the log judges it, an interval a
+// line as each connection arrives: the model (backoff.Judge) in the
+// session's mode, as the verdict judges the chain.
 type chainState struct {
-	n    int
-	last time.Time
+	n     int
+	judge backoff.Judge
+}
+
+// run is what the session's chains are judged in: the mode, and when its
+// retry port went down and came back.
+func (s *Session) run() backoff.Run {
+	return backoff.Run{Mode: s.Params.Mode, Down: s.Down, Back: s.Back}
 }
 
 // accepted records one retry connection and logs its interval. It returns
@@ -128,16 +138,14 @@ func (s *Server) accepted(peer netip.AddrPort) *heldConn {
 			sess.Accepts = append(sess.Accepts, session.Accept{Peer: peer, Time: t})
 			ch := sess.chains[peer.Addr()]
 			if ch == nil {
-				ch = &chainState{}
+				ch = &chainState{judge: backoff.Judge{Policy: sess.Params.Policy, Run: sess.run()}}
 				sess.chains[peer.Addr()] = ch
 				sess.order = append(sess.order, peer.Addr())
 			}
-			if ch.n > 0 {
-				v := sess.Params.Policy.Check(ch.n, t.Sub(ch.last))
+			if v, _, ok := ch.judge.Next(t, backoff.Ending{}); ok {
 				iv = &v
 			}
 			ch.n++
-			ch.last = t
 		}
 	}
 	var startAddr netip.Addr
@@ -278,14 +286,26 @@ func (s *Server) watch(sess *running) {
 	defer s.wg.Done()
 	t := time.NewTimer(s.cfg.SessionTimeout)
 	defer t.Stop()
-	var back <-chan time.Time
-	if m := sess.Params.Mode; m.Is(backoff.ModeRestart) {
+	var down, back <-chan time.Time
+	switch m := sess.Params.Mode; m.Kind {
+	case backoff.ModeRestart:
 		bt := time.NewTimer(m.Down)
 		defer bt.Stop()
 		back = bt.C
+	case backoff.ModeOutage:
+		dt := time.NewTimer(m.Serve)
+		defer dt.Stop()
+		down = dt.C
 	}
 	for {
 		select {
+		case <-down:
+			down = nil
+			s.goDown(sess)
+			bt := time.NewTimer(sess.Params.Mode.Down)
+			defer bt.Stop()
+			back = bt.C
+			continue
 		case <-back:
 			back = nil
 			s.comeBack(sess)
@@ -315,8 +335,32 @@ func (s *Server) timeout(sess *running) {
 	s.endLocked(sess, session.CauseTimeout, netip.AddrPort{})
 }
 
-// comeBack makes the retry port listen again in restart mode, if sess
-// still runs, and records when (docs/spec.md §7.1).
+// goDown ends the serving phase of outage mode, if sess still runs: every
+// connection the port holds is closed, the port refuses, and the down event
+// records when (docs/spec.md §7.1).
+func (s *Server) goDown(sess *running) {
+	s.acceptMu.Lock()
+	defer s.acceptMu.Unlock()
+	s.mu.Lock()
+	if s.cur != sess || s.closing {
+		s.mu.Unlock()
+		return
+	}
+	held := s.releaseHeldLocked()
+	if err := s.portDownLocked(); err != nil {
+		s.log.Error("retry port would not stop listening; it keeps serving", "session", sess.ID, "err", err)
+	}
+	sess.Down = s.now().Round(0) // wall clock, as the accepts it is compared with
+	s.emitLocked(session.RecordEvent{Event: session.EventDown, Time: sess.Down, Session: sess.ID})
+	for _, c := range held {
+		c.Close()
+	}
+	s.log.Info("retry port down: its connections closed, SYNs refused", "session", sess.ID,
+		"closed", len(held), "for", sess.Params.Mode.Down)
+}
+
+// comeBack makes the retry port listen again in restart and outage modes,
+// if sess still runs, and records when (docs/spec.md §7.1).
 func (s *Server) comeBack(sess *running) {
 	s.acceptMu.Lock()
 	defer s.acceptMu.Unlock()
@@ -404,9 +448,9 @@ func (s *Server) verdict(sess *running) {
 	// attempt's ending, set each interval's window; a hung last attempt
 	// the client never gave up on fails the chain. In close mode it is
 	// backoff.Verify.
-	r := backoff.VerifyRun(sess.Params.Policy, times, backoff.Run{
-		Mode: sess.Params.Mode, End: sess.Ended, Endings: sess.Endings, Back: sess.Back,
-	})
+	run := sess.run()
+	run.End, run.Endings = sess.Ended, sess.Endings
+	r := backoff.VerifyRun(sess.Params.Policy, times, run)
 	end.Reason = r.Reason()
 	switch m := sess.Params.Mode; {
 	case m.Is(backoff.ModeRefuse):
@@ -419,6 +463,12 @@ func (s *Server) verdict(sess *running) {
 		r.Reference = backoff.Reading{Verdict: backoff.NotJudged}
 		end.Reason = fmt.Sprintf("restart mode: the server accepted nothing for %v, so it saw only the %d attempts after the port came back; "+
 			"audit live judges the whole chain from the kernel's SYNs", m.Down, len(times))
+	case m.Is(backoff.ModeOutage):
+		// The attempts refused while the port was down are not in the
+		// list either.
+		r.Reference = backoff.Reading{Verdict: backoff.NotJudged}
+		end.Reason = fmt.Sprintf("outage mode: the server refused every connection for %v after serving for %v, so it saw only the %d attempts while it served; "+
+			"audit live judges the whole chain from the kernel's SYNs", m.Down, m.Serve, len(times))
 	}
 	if end.VerifiedReason == session.VerifiedNone {
 		end.Reason = fmt.Sprintf("no connection came from the Start caller's address %s and %d other addresses connected: no peer verified",
@@ -474,12 +524,18 @@ func (s *Server) logEnd(ss Session) {
 		}
 		args = append(args, "retry_mode", m.String(), "abandoned", ss.Abandoned,
 			"verified_open_at_end", open, "not_held", ss.NotHeld)
-	case backoff.ModeRestart:
-		back := "never (the session ended first)"
+	case backoff.ModeRestart, backoff.ModeOutage:
+		back, down := "never (the session ended first)", "never (the session ended first)"
 		if !ss.Back.IsZero() {
 			back = ss.Back.Sub(ss.Started).String()
 		}
+		if !ss.Down.IsZero() {
+			down = ss.Down.Sub(ss.Started).String()
+		}
 		args = append(args, "retry_mode", m.String(), "port_back_after", back)
+		if m.Kind == backoff.ModeOutage {
+			args = append(args, "port_down_after", down, "served", ss.Handshakes)
+		}
 	case backoff.ModeSettingsClose, backoff.ModeGoaway:
 		args = append(args, "retry_mode", m.String(), "handshakes", ss.Handshakes,
 			"handshake_errors", ss.HandshakeErrors, "not_held", ss.NotHeld)

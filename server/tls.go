@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 
+	"github.com/backoff-audit/audit/internal/field"
 	"golang.org/x/net/http2"
 )
 
@@ -34,18 +35,20 @@ func defaultCertificate() (tls.Certificate, error) {
 
 // LoadKeyPair reads the certificate and key (PEM) a TLS mode presents, for
 // Config.TLSCert: nil when both paths are empty (the committed test
-// certificate), an error naming both when only one is given or they do not
-// load.
+// certificate). Its error is a field.Error of Flags.TLSCert or TLSKey: the
+// one given alone, or the certificate, with the key, when they do not load.
 func LoadKeyPair(certFile, keyFile string) (*tls.Certificate, error) {
 	switch {
 	case certFile == "" && keyFile == "":
 		return nil, nil
-	case certFile == "" || keyFile == "":
-		return nil, fmt.Errorf("--tls_cert and --tls_key: give both or neither")
+	case keyFile == "":
+		return nil, field.Errorf("TLSCert", certFile, "needs %s: give both or neither", field.Name("TLSKey"))
+	case certFile == "":
+		return nil, field.Errorf("TLSKey", keyFile, "needs %s: give both or neither", field.Name("TLSCert"))
 	}
 	c, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("--tls_cert=%s --tls_key=%s: %w", certFile, keyFile, err)
+		return nil, field.Errorf("TLSCert", certFile, "with %s %s: %w", field.Name("TLSKey"), keyFile, err)
 	}
 	return &c, nil
 }

@@ -136,7 +136,7 @@ func NewBackoffCrossCheck(in CrossInput, kernel []attempt.Attempt, backoffMS []i
 	}
 	sr := in.Server
 	if sr == nil {
-		v := backoff.VerifyBackoff(in.Policy, backoffMS)
+		v := backoff.VerifyBackoff(in.Policy, backoffMS, in.Run.Mode)
 		sr = &v
 	}
 	c.KernelPassed, c.ServerPassed = kr.Reference.Passed, sr.Reference.Passed

@@ -18,7 +18,7 @@ package session
 //
 // Every line has:
 //
-//	"event"    "start" | "accept" | "restart" | "stop" | "expire"
+//	"event"    "start" | "accept" | "down" | "restart" | "stop" | "expire"
 //	"time"     RFC 3339 in UTC with exactly nine fractional digits,
 //	           e.g. "2025-01-02T15:04:05.123456789Z": when the server saw the
 //	           event (for "accept", the timestamp the verdict uses)
@@ -51,10 +51,15 @@ package session
 //	           and the session's verdict is "too many attempts"; absent
 //	           otherwise
 //
-// "restart" (retry mode restart=D only: the retry port, refusing since the
-// session's start, listens again D later) adds nothing; its "time" is when
-// the port came back, and its "session" the running session. A session
-// that ended before D has none: its port came back at its end.
+// "restart" (retry modes restart=D and outage=SERVE,DOWN: the retry port,
+// refusing since the session's start or since its "down", listens again)
+// adds nothing; its "time" is when the port came back, and its "session"
+// the running session. A session that ended first has none: its port came
+// back at its end.
+//
+// "down" (retry mode outage=SERVE,DOWN only: the retry port, serving since
+// the session's start, closes every connection and refuses) adds nothing;
+// its "time" is when the port went down.
 //
 // "stop" (a Stop RPC ended the session) and "expire" (the session ended
 // without Stop: its session timeout ran out, or the server shut down) add:
@@ -114,8 +119,12 @@ const (
 	EventExpire EventKind = "expire"
 )
 
-// EventRestart is the line of retry mode restart=D: the port listens again.
-const EventRestart EventKind = "restart"
+// EventRestart is the line of retry modes restart=D and outage: the port
+// listens again; EventDown that of outage: the port stops serving.
+const (
+	EventRestart EventKind = "restart"
+	EventDown    EventKind = "down"
+)
 
 // End causes of a session.
 const (
@@ -281,7 +290,7 @@ func (e *RecordEvent) validate() error {
 		if !e.Peer.IsValid() {
 			return errors.New("accept event without peer")
 		}
-	case EventRestart:
+	case EventRestart, EventDown:
 	case EventStop, EventExpire:
 		if e.End == nil {
 			return fmt.Errorf("%s event without end", e.Event)

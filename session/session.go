@@ -36,9 +36,10 @@ type Session struct {
 	// before the next one started (session 0 in the record), at most
 	// MaxLate of them.
 	Late []Accept
-	// Back is when a restarted retry port listened again (the restart
-	// event of ModeRestart); zero otherwise.
-	Back time.Time
+	// Down is when the retry port stopped serving (the down event of
+	// ModeOutage), Back when it listened again (the restart event of
+	// ModeRestart and ModeOutage); zero otherwise.
+	Down, Back time.Time
 	// BackoffOnly is set for a session read from the server's control
 	// port: its list is only its Stop's End.BackoffMS, with no Accepts, and
 	// its verified peer is chosen from the kernel's attempts
@@ -66,6 +67,7 @@ const (
 	Outside                // an accept of no session, counted in Fold.Outside
 	Ended                  // a stop or expire ended Fold.Cur
 	Back                   // a restarted retry port listened again
+	Down                   // the retry port stopped serving (outage)
 )
 
 // Fold folds a server's events into its sessions, as the server kept them
@@ -119,6 +121,11 @@ func (f *Fold) Add(e RecordEvent) Change {
 		if cur != nil && cur.Open() && e.Session == cur.Number {
 			cur.Back = e.Time
 			return Back
+		}
+	case EventDown:
+		if cur != nil && cur.Open() && e.Session == cur.Number {
+			cur.Down = e.Time
+			return Down
 		}
 	}
 	return Ignored
@@ -189,11 +196,7 @@ func (s *Session) Input(captureStart time.Time, lost uint64) CrossInput {
 // Run is what the session's chains are judged in: its retry mode, its end,
 // and when its retry port went down and came back.
 func (s *Session) Run() backoff.Run {
-	r := backoff.Run{Mode: s.Params.Mode, End: s.EndTime, Back: s.Back}
-	if m := s.Params.Mode; m.Is(backoff.ModeOutage) {
-		r.Down = s.Start.Add(m.Serve)
-	}
-	return r
+	return backoff.Run{Mode: s.Params.Mode, End: s.EndTime, Down: s.Down, Back: s.Back}
 }
 
 // Overlaps reports whether the session could hold attempts seen between

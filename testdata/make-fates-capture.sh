@@ -23,8 +23,8 @@
 #   ./testdata/make-fates-capture.sh [AUDIT_BINARY]
 # Without AUDIT_BINARY it builds ./cmd/audit into a scratch folder. It takes
 # about 35 s. Timestamps and ports differ on every run, so the files are a
-# sample, not a reproducible fixture; cmd/audit/testdata/real-fates-*.txt
-# must then be rewritten (go test ./cmd/audit -run TestPcapRealFates -update).
+# sample, not a reproducible fixture; auditrun/testdata/real-fates-*.txt
+# must then be rewritten (go test ./auditrun -run TestPcapRealFates -update).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -85,5 +85,5 @@ cp "$tmp/capture.pcap" "$out_pcap"
 printf 'close %s\nrefuse %s\nhang %s\n' "$close" "$refuse" "$hang" >"$out_ports"
 echo "wrote $out_pcap and $out_ports" >&2
 for what in close refuse hang; do
-	"$audit" pcap --max-backoff 1s --port "${!what}" "$out_pcap" || true
+	"$audit" pcap --max_backoff 1s --port "${!what}" "$out_pcap" || true
 done

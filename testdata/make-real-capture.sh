@@ -53,4 +53,4 @@ stop "$server_pid"
 cp "$tmp/capture.pcap" "$out_pcap"
 cp "$tmp/record.jsonl" "$out_record"
 echo "wrote $out_pcap and $out_record" >&2
-"$audit" pcap --max-backoff "${cap_ms}ms" "$out_pcap" || true
+"$audit" pcap --max_backoff "${cap_ms}ms" "$out_pcap" || true

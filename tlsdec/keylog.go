@@ -135,12 +135,12 @@ func ReadKeyLog(path string) (*KeyLog, error) {
 func ReadKeyLogLimit(path string, max int) (*KeyLog, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--keylog: %w", err)
+		return nil, err // it names the file
 	}
 	defer f.Close()
 	k, err := parse(f, path, max)
 	if err != nil {
-		return nil, fmt.Errorf("--keylog %s: %w", path, err)
+		return nil, fmt.Errorf("key log %s: %w", path, err)
 	}
 	return k, nil
 }
@@ -289,15 +289,15 @@ func plural(n int, what string) string {
 // append its secrets to (tls.Config.KeyLogWriter), creating it. The file
 // is made readable by its owner only, mode 0600, whatever its mode was:
 // whoever reads it can decrypt the connections it logs. Its error names
-// the flag and the file.
+// the file.
 func OpenKeyLogWriter(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("--keylog: %w", err)
+		return nil, err
 	}
 	if err := f.Chmod(0o600); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--keylog %s: %w", path, err)
+		return nil, err
 	}
 	return f, nil
 }

@@ -89,12 +89,12 @@ func randomOf(t *testing.T, h string) (r [32]byte) {
 }
 
 // TestReadKeyLogErrors: an unreadable key log is an error that names the
-// flag and the file.
+// file.
 func TestReadKeyLogErrors(t *testing.T) {
 	dir := t.TempDir()
 	for _, tt := range []struct{ name, path, want string }{
-		{"missing", filepath.Join(dir, "none.log"), "--keylog: open " + filepath.Join(dir, "none.log") + ": no such file or directory"},
-		{"a directory", dir, "--keylog " + dir + ": read line 1: read " + dir + ": is a directory"},
+		{"missing", filepath.Join(dir, "none.log"), "open " + filepath.Join(dir, "none.log") + ": no such file or directory"},
+		{"a directory", dir, "key log " + dir + ": read line 1: read " + dir + ": is a directory"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ReadKeyLog(tt.path)

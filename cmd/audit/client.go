@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/interop"
 )
 
@@ -40,6 +41,14 @@ again each time it fails before the deadline, for a retry port whose
 connections succeed and then drop (audit server --retry_mode settings-close
 or goaway): a channel with no RPC waiting does not reconnect.
 
+--retry_mode names the retry port's mode (audit server --retry_mode), which
+the own check judges backoff_ms in: after a connection that reached READY
+(settings-close, goaway) the backoff begins anew and the interval is not
+judged. In refuse, restart and outage the server's list lacks the attempts
+its port refused: neither its answer nor the own check can judge the chain,
+both say so, and that is not a failure (audit live judges it from the
+kernel's SYNs).
+
 While the retry RPC waits, stderr gets a line per state change of the retry
 channel and one every ` + interop.DefaultProgressEvery.String() + ` otherwise, each with the time so far and the
 deadline; --quiet leaves them out. The report goes to stdout.
@@ -68,8 +77,8 @@ Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.ServerHost, "server_host", cfg.ServerHost, "server host for both ports")
-	f.IntVar(&cfg.ControlPort, "server_control_port", 0, "the server's control (plaintext gRPC) port")
-	f.IntVar(&cfg.RetryPort, "server_retry_port", 0, "the server's retry port")
+	f.Var(portFlag[int]{p: &cfg.ControlPort}, "server_control_port", "the server's control (plaintext gRPC) port")
+	f.Var(portFlag[int]{p: &cfg.RetryPort}, "server_retry_port", "the server's retry port")
 	f.Int32Var(&cfg.MaxReconnectBackoffMS, "max_reconnect_backoff_ms", 0,
 		"cap on the backoff, sent in Start and given to grpc-go (0 = default 120000)")
 	f.Int32Var(&cfg.InitialBackoffMS, "initial_backoff_ms", cfg.InitialBackoffMS,
@@ -81,10 +90,15 @@ Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 	f.StringVar(&cfg.CAFile, "ca_file", "", "PEM roots the retry channel trusts (default: a certificate made in memory)")
 	f.StringVar(&cfg.ServerHostOverride, "server_host_override", interop.DefaultServerHostOverride,
 		"the server name TLS asks for and checks")
+	f.TextVar(&cfg.Mode, "retry_mode", cfg.Mode, "the retry port's mode, which the own check judges backoff_ms in: "+backoff.ModeNames)
 	f.StringVar(&cfg.KeyLog, "keylog", "", "append the retry channel's TLS secrets to this `FILE` (NSS key log; it holds secrets, mode 0600)")
 	f.BoolVar(&cfg.Reissue, "reissue", false, "make the retry RPC again when it fails before the deadline")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr while the retry RPC waits")
 	cmd.MarkFlagRequired("server_control_port")
 	cmd.MarkFlagRequired("server_retry_port")
+	cmd.Annotations = map[string]string{"ServerHost": "server_host", "ControlPort": "server_control_port", "KeyLog": "keylog",
+		"RetryPort": "server_retry_port", "MaxReconnectBackoffMS": "max_reconnect_backoff_ms",
+		"InitialBackoffMS": "initial_backoff_ms", "MinConnectTimeoutMS": "min_connect_timeout_ms",
+		"Deadline": "deadline", "CAFile": "ca_file", "Plaintext": "use_tls"}
 	return cmd
 }

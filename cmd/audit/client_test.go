@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,13 +15,14 @@ func TestClientUsageErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
-		want string // in the error
+		want string // in stderr
 	}{
 		{name: "no ports", args: []string{"client"}, want: "server_control_port"},
-		{name: "bad port", args: []string{"client", "--server_control_port=70000", "--server_retry_port=1"}, want: "--server_control_port 70000"},
+		{name: "bad port", args: []string{"client", "--server_control_port=70000", "--server_retry_port=1"}, want: "--server_control_port 70000: not a port (1–65535)"},
 		{name: "zero initial backoff", args: []string{"client", "--server_control_port=1", "--server_retry_port=1", "--initial_backoff_ms=0"}, want: "--initial_backoff_ms 0"},
 		{name: "negative connect timeout", args: []string{"client", "--server_control_port=1", "--server_retry_port=1", "--min_connect_timeout_ms=-5"}, want: "--min_connect_timeout_ms -5"},
-		{name: "roots without TLS", args: []string{"client", "--server_control_port=1", "--server_retry_port=1", "--use_tls=false", "--ca_file=ca.pem"}, want: "--ca_file ca.pem: needs --use_tls"},
+		{name: "roots without TLS", args: []string{"client", "--server_control_port=1", "--server_retry_port=1", "--use_tls=false", "--ca_file=ca.pem"},
+			want: "--ca_file ca.pem: trusts roots for TLS, and the retry channel is plaintext (--use_tls)"},
 		{
 			// Read before Start: no session is opened for a client that cannot run.
 			name: "unreadable roots",
@@ -39,18 +37,9 @@ func TestClientUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := newRootCmd()
-			root.SetArgs(tt.args)
-			root.SetOut(&bytes.Buffer{})
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			err := root.ExecuteContext(ctx)
-			var ee *exitError
-			if errors.As(err, &ee) && ee.code != exitUsage {
-				t.Errorf("exit code %d, want %d (usage)", ee.code, exitUsage)
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %v, want one containing %q", err, tt.want)
+			code, _, stderr := runAudit(t, tt.args...)
+			if code != exitUsage || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, exitUsage, tt.want)
 			}
 		})
 	}

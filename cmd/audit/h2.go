@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -30,9 +31,10 @@ code, debug data, streams in flight), RST_STREAMs, streams above a GOAWAY's
 last stream id, and the client's next connection after a GOAWAY or a close. Then the findings:
 keepalive PINGs answered by GOAWAY too_many_pings, GOAWAY connection ages (a
 max connection age), reconnects, and RPCs retried with grpc-previous-rpc-attempts,
-checked when a --retry-* flag is given against that policy (gRFC A6: retry n
-waits U(0, min(initial·multiplier^(n−1), max)), or ±20 % around it as revised;
-each window widened by --retry-tolerance). JSON lists every retried RPC's
+checked when a --retry_* flag is given against that policy, the others at
+their defaults (gRFC A6: retry n waits U(0, min(initial·multiplier^(n−1),
+max)), or ±20 % around it as revised; each window widened by
+--retry_tolerance). JSON lists every retried RPC's
 attempts ("retries"), with the check of each delay when a policy is given.
 
 --port P (repeatable) decodes every connection of P; without it, those whose
@@ -57,13 +59,13 @@ second Ctrl-C ends at once.
 Exit 0 when no finding is a problem; 1 when one is (marked ! in the text: a
 damaged connection, too_many_pings, a stream opened or answered above a
 GOAWAY's last stream id, a retry outside both windows or beyond
---retry-max-attempts); 2 for bad flags or an unreadable file.`,
+--retry_max_attempts); 2 for bad flags or an unreadable file.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
 			opt := flows.AuditOptions{Ports: ports, Format: format, Tolerance: tol, KeyLog: keylog, Done: ctx.Done()}
-			if slices.ContainsFunc([]string{"retry-initial-backoff", "retry-max-backoff", "retry-multiplier", "retry-max-attempts"}, cmd.Flags().Changed) {
+			if slices.ContainsFunc(retryFlags, cmd.Flags().Changed) {
 				opt.Retry = &retry // checked only when given
 			}
 			rep, err := flows.Audit(files, opt)
@@ -73,22 +75,37 @@ GOAWAY's last stream id, a retry outside both windows or beyond
 				}
 				err = rep.Write(cmd.OutOrStdout(), format)
 			}
-			if err != nil {
+			switch {
+			case err != nil:
 				return usageError(err)
-			} else if rep.Problems > 0 {
+			case rep.Problems > 0:
 				return verdictError("%s found", text.Plural(rep.Problems, "problem"))
+			case len(rep.Connections) == 0:
+				return usageError(errors.New("nothing judged: no HTTP/2 connection in the capture (--port names the port to decode when it is not detected)"))
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.UintSliceVar(&ports, "port", nil, "decode every connection of this port (repeatable; default: detect HTTP/2)")
+	f.Var(portsFlag{&ports}, "port", "decode every connection of this port (repeatable; default: detect HTTP/2)")
 	f.StringVar(&format, "format", format, "output format: text or json")
 	f.StringVar(&keylog, "keylog", "", "decrypt TLS connections with this NSS key log `FILE` (SSLKEYLOGFILE format)")
-	f.DurationVar(&retry.InitialBackoff, "retry-initial-backoff", retry.InitialBackoff, "retryPolicy initialBackoff")
-	f.DurationVar(&retry.MaxBackoff, "retry-max-backoff", retry.MaxBackoff, "retryPolicy maxBackoff")
-	f.Float64Var(&retry.BackoffMultiplier, "retry-multiplier", retry.BackoffMultiplier, "retryPolicy backoffMultiplier")
-	f.IntVar(&retry.MaxAttempts, "retry-max-attempts", retry.MaxAttempts, "retryPolicy maxAttempts (capped at 5, as clients cap it)")
-	f.DurationVar(&tol, "retry-tolerance", tol, "widen every retry delay's window by this much on both sides (the client's timer against the wire)")
+	f.DurationVar(&retry.InitialBackoff, "retry_initial_backoff", retry.InitialBackoff, "retryPolicy initialBackoff")
+	f.DurationVar(&retry.MaxBackoff, "retry_max_backoff", retry.MaxBackoff, "retryPolicy maxBackoff")
+	f.Float64Var(&retry.BackoffMultiplier, "retry_multiplier", retry.BackoffMultiplier, "retryPolicy backoffMultiplier")
+	f.IntVar(&retry.MaxAttempts, "retry_max_attempts", retry.MaxAttempts, "retryPolicy maxAttempts (capped at 5, as clients cap it)")
+	f.DurationVar(&tol, "retry_tolerance", tol, "widen every retry delay's window by this much on both sides (the client's timer against the wire)")
+	for _, name := range retryFlags {
+		fl := f.Lookup(name)
+		fl.Usage += fmt.Sprintf(" (default %s, once a retry flag asks for the check)", fl.DefValue)
+		withoutDefault(f, name)
+	}
+	cmd.Annotations = map[string]string{"Format": "format", "Ports": "port", "Tolerance": "retry_tolerance",
+		"Retry.MaxAttempts": "retry_max_attempts", "Retry.InitialBackoff": "retry_initial_backoff",
+		"Retry.MaxBackoff": "retry_max_backoff", "Retry.BackoffMultiplier": "retry_multiplier", "KeyLog": "keylog"}
 	return cmd
 }
+
+// retryFlags are the flags of the retry policy retried RPCs are checked
+// against; giving one asks for the check.
+var retryFlags = []string{"retry_initial_backoff", "retry_max_backoff", "retry_multiplier", "retry_max_attempts"}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,14 +76,14 @@ func TestH2ExitCodes(t *testing.T) {
 	}{
 		{name: "clean", args: []string{capture}, code: exitOK, stdout: "verdict: no problem found"},
 		{name: "by port", args: []string{"--port", "50051", capture}, code: exitOK, stdout: "3 connections"},
-		{name: "another port", args: []string{"--port", "9", capture}, code: exitOK, stdout: "0 connections"},
+		{name: "another port", args: []string{"--port", "9", capture}, code: exitUsage, stdout: "0 connections", stderr: "nothing judged: no HTTP/2 connection"},
 		{name: "a segment lost", args: []string{withoutSegment(t, capture, 8)}, code: exitFail, stdout: "damaged", stderr: "problem"},
 		{name: "not a capture", args: []string{garbage}, code: exitUsage, stderr: "garbage.pcap: unknown file format"},
 		{name: "missing file", args: []string{filepath.Join(t.TempDir(), "none.pcap")}, code: exitUsage, stderr: "none.pcap: no such file"},
-		{name: "port 0", args: []string{"--port", "0", capture}, code: exitUsage, stderr: "--port 0"},
+		{name: "port 0", args: []string{"--port", "0", capture}, code: exitUsage, stderr: "--port 0: not a port (1–65535)"},
 		{name: "bad format", args: []string{"--format", "xml", capture}, code: exitUsage, stderr: `--format "xml"`},
-		{name: "bad retry policy", args: []string{"--retry-max-attempts", "1", capture}, code: exitUsage, stderr: "--retry-max-attempts 1"},
-		{name: "negative tolerance", args: []string{"--retry-tolerance", "-1ms", capture}, code: exitUsage, stderr: "--retry-tolerance -1ms"},
+		{name: "bad retry policy", args: []string{"--retry_max_attempts", "1", capture}, code: exitUsage, stderr: "--retry_max_attempts 1: must be at least 2"},
+		{name: "negative tolerance", args: []string{"--retry_tolerance", "-1ms", capture}, code: exitUsage, stderr: "--retry_tolerance -1ms: must not be negative"},
 		{name: "no file", args: nil, code: exitUsage, stderr: "requires at least 1 arg"},
 	}
 	for _, tt := range tests {
@@ -103,55 +102,16 @@ func TestH2ExitCodes(t *testing.T) {
 	}
 }
 
-// --retry-tolerance widens every retry window: delays far outside a short
+// --retry_tolerance widens every retry window: delays far outside a short
 // policy's windows are a problem with the default 5 ms, and none with a
 // tolerance of two seconds.
 func TestH2RetryTolerance(t *testing.T) {
 	const capture = "../../testdata/h2/retry-unavailable.pcap"
-	short := []string{"h2", "--retry-initial-backoff", "20ms", "--retry-max-backoff", "50ms", capture}
+	short := []string{"h2", "--retry_initial_backoff", "20ms", "--retry_max_backoff", "50ms", capture}
 	if code, _, stderr := runAudit(t, short...); code != exitFail {
 		t.Errorf("default tolerance: exit %d, want %d\n%s", code, exitFail, stderr)
 	}
-	if code, stdout, stderr := runAudit(t, append(short, "--retry-tolerance", "2s")...); code != exitOK {
-		t.Errorf("--retry-tolerance 2s: exit %d, want %d\n%s%s", code, exitOK, stdout, stderr)
-	}
-}
-
-// TestH2CCoreBDPProbes: on the C-core capture (C-core 1.51 client and
-// server), each side's PINGs answer the other's DATA within microseconds,
-// as C-core's BDP estimator sends them: they are counted as BDP probes,
-// with no PING cadence found, though their data is not grpc-go's.
-func TestH2CCoreBDPProbes(t *testing.T) {
-	code, stdout, stderr := runAudit(t, "h2", "--format", "json", fixture("control-ccore.pcap"))
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr: %s", code, stderr)
-	}
-	var rep struct {
-		Connections []struct {
-			Pings []struct {
-				Dir    string `json:"dir"`
-				Count  int    `json:"count"`
-				Probes int    `json:"bdp_probes"`
-			} `json:"pings"`
-		} `json:"connections"`
-		Findings []struct {
-			Kind string `json:"kind"`
-		} `json:"findings"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Connections) == 0 || len(rep.Connections[0].Pings) != 2 {
-		t.Fatalf("want the control connection first, with both sides' PINGs:\n%s", stdout)
-	}
-	for _, p := range rep.Connections[0].Pings {
-		if p.Count != 0 || p.Probes != 2 {
-			t.Errorf("%s: %d PINGs and %d BDP probes; want 0 and 2 (one after each call's DATA)", p.Dir, p.Count, p.Probes)
-		}
-	}
-	for _, f := range rep.Findings {
-		if f.Kind == "ping_cadence" {
-			t.Errorf("a ping_cadence finding on BDP probes alone:\n%s", stdout)
-		}
+	if code, stdout, stderr := runAudit(t, append(short, "--retry_tolerance", "2s")...); code != exitOK {
+		t.Errorf("--retry_tolerance 2s: exit %d, want %d\n%s%s", code, exitOK, stdout, stderr)
 	}
 }

@@ -21,7 +21,9 @@ const module = "github.com/backoff-audit/audit"
 // control reads its reports, nothing more. tlsdec, the TLS record layer
 // flows decrypts with, reads bytes and key logs with the standard library
 // and golang.org/x/crypto's primitives, and reaches no package of the
-// module.
+// module. internal/field, the error a library returns for a field of its
+// configuration, is standard library only, so that any package may return
+// it.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string
@@ -29,11 +31,11 @@ func TestImportGraph(t *testing.T) {
 		onlyStd   bool     // standard library only
 		allowed   []string // with onlyStd unset and forbidden empty: the standard library and these only
 	}{
-		{pkg: "report", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/internal/text"}},
-		{pkg: "report/html", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/report", module + "/internal/text"}},
+		{pkg: "report", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/internal/text", module + "/internal/field"}},
+		{pkg: "report/html", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/report", module + "/internal/text", module + "/internal/field"}},
 		{pkg: "backoff", onlyStd: true},
-		{pkg: "attempt", allowed: []string{module + "/backoff", module + "/internal/text"}},
-		{pkg: "session", allowed: []string{module + "/backoff", module + "/attempt", module + "/internal/text"}},
+		{pkg: "attempt", allowed: []string{module + "/backoff", module + "/internal/text", module + "/internal/field"}},
+		{pkg: "session", allowed: []string{module + "/backoff", module + "/attempt", module + "/internal/text", module + "/internal/field"}},
 		{pkg: "pb", forbidden: []string{module + "/report", module + "/server", module + "/capture", module + "/interop", "github.com/gopacket/"}},
 		{pkg: "server", forbidden: []string{module + "/report", module + "/capture", module + "/interop", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "capture", forbidden: []string{module + "/server", module + "/pb", module + "/interop", "google.golang.org/grpc"}},
@@ -42,6 +44,7 @@ func TestImportGraph(t *testing.T) {
 		{pkg: "flows", forbidden: []string{module + "/server", module + "/interop", module + "/auditrun"}},
 		{pkg: "tlsdec", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc", "golang.org/x/net"}},
 		{pkg: "control", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/auditrun", "github.com/gopacket/", "github.com/google/gopacket"}},
+		{pkg: "internal/field", onlyStd: true},
 		{pkg: "internal/testutil", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc"}},
 	}
 	for _, tt := range tests {

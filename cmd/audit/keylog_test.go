@@ -83,15 +83,21 @@ func TestKeyLogUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"server, a mode without TLS", []string{"server", "--retry_mode=close", "--keylog=" + keylog},
-			"--keylog: --retry_mode=close makes no TLS connection (only settings-close and goaway do)"},
+			"--keylog: --retry_mode close makes no TLS connection (only settings-close, goaway and outage do)"},
 		{"live, a mode without TLS", []string{"live", "--retry_mode=hang", "--keylog=" + keylog},
-			"--keylog: --retry_mode=hang makes no TLS connection"},
+			"--keylog: --retry_mode hang makes no TLS connection"},
 		{"live --attach", []string{"live", "--attach", "--retry_port=1", "--retry_mode=goaway", "--keylog=" + keylog},
 			"--keylog with --attach: the server that would write it runs elsewhere"},
 		{"client, plaintext", []string{"client", "--server_control_port=1", "--server_retry_port=2", "--use_tls=false", "--keylog=" + keylog},
-			"--keylog " + keylog + ": needs --use_tls"},
+			"--keylog " + keylog + ": logs TLS secrets, and the retry channel is plaintext (--use_tls)"},
 		{"client, a folder that is not there", []string{"client", "--server_control_port=1", "--server_retry_port=2", "--keylog=/nonexistent/keys.log"},
 			"--keylog: open /nonexistent/keys.log: no such file or directory"},
+		{"h2, a key log that is not there", []string{"h2", "--keylog", "/nonexistent/keys.log", fixture("tls-grpcgo.pcap.gz")},
+			"--keylog: open /nonexistent/keys.log: no such file or directory"},
+		{"pcap, a key log that is not there", []string{"pcap", "--keylog", "/nonexistent/keys.log", fixture("tls-grpcgo.pcap.gz")},
+			"--keylog: open /nonexistent/keys.log: no such file or directory"},
+		{"pcap, standard input", []string{"pcap", "--keylog", fixture("tls-grpcgo.keylog"), "-"},
+			"--keylog " + fixture("tls-grpcgo.keylog") + ": not with standard input (-)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

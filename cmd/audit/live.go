@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"syscall"
@@ -35,8 +36,8 @@ every interval whose verdict the server's timestamps changed
 runs elsewhere on this host and --retry_port names its port; --record is
 then that server's record file, which sessions follow (Start and Stop) so
 that the cross-check runs too. Without a record a session ends after --idle
-without a SYN. A record file truncated or replaced while it is followed is
-read again from its start.
+without a SYN, and is judged against --max_backoff. A record file truncated
+or replaced while it is followed is read again from its start.
 
 --attach --control_port=P follows any ReconnectService instead of a record
 (docs/spec.md §5.6): port P is captured too, whole, on a libpcap handle of
@@ -65,7 +66,12 @@ CAP_NET_ADMIN on the binary.
 Exit 0 when every verdict passed, 1 when one failed (the last line names
 the session, which verdict failed, kernel or server, and why), 2 when the
 run could not start or the capture failed. A run that ends having judged
-no session exits 0: stderr says what it saw.`,
+no session exits 0: stderr says what it saw.
+
+--min_connect_timeout and --max_backoff are durations, as audit pcap's;
+--min_connect_timeout_ms and --max_reconnect_backoff_ms, in milliseconds
+as 'audit server' and 'audit client' spell them, are accepted for them.
+--server_log is a former name of --record.`,
 		Example: `  audit live --control_port=8080 --retry_port=8081
   audit live --iface lo --attach --retry_port=8081 --record=run.jsonl --format=json
   audit live --iface lo --attach --retry_port=8081 --control_port=8080`,
@@ -101,15 +107,23 @@ no session exits 0: stderr says what it saw.`,
 	f := cmd.Flags()
 	fl.register(f, "port that accepts and closes every connection; 0 picks a free port. With --attach: the port to watch")
 	f.Lookup("control_port").Usage += ". With --attach: the server's control port, whose Start and Stop calls sessions follow (not with --record)"
+	f.Lookup("record").Usage += ". With --attach: that server's record file, whose Start and Stop events sessions follow"
+	f.Var(msFlag[int]{&fl.MinConnectTimeoutMS}, "min_connect_timeout", f.Lookup("min_connect_timeout_ms").Usage)
+	f.MarkHidden("min_connect_timeout_ms")
 	f.StringVar(&cfg.Iface, "iface", "lo", "interface to capture on")
 	f.BoolVar(&cfg.Attach, "attach", false, "only capture; the server runs elsewhere on this host (--retry_port is its port; --record its record file or --control_port its control port)")
-	recordAlias(f)
-	f.DurationVar(&cfg.Idle, "idle", 0, "with --attach and no --record: end a session after this long without a SYN (default twice the max backoff plus the tolerance)")
-	f.Int32Var(&cfg.MaxMS, "max_reconnect_backoff_ms", 0, "with --attach and no --record: the cap sessions are judged against (0 = default 120000)")
+	f.DurationVar(&cfg.Idle, "idle", 0, "with --attach and neither --record nor --control_port: end a session after this long without a SYN (default twice --max_backoff plus the tolerance)")
+	f.Var(msFlag[int32]{&cfg.MaxMS}, "max_backoff", "with --attach and neither --record nor --control_port: MAX_BACKOFF, the cap sessions are judged against (default 2m0s; a followed session's is its Start's)")
+	withoutDefault(f, "max_backoff")
+	f.Int32Var(&cfg.MaxMS, "max_reconnect_backoff_ms", 0, "--max_backoff in milliseconds")
+	f.MarkHidden("max_reconnect_backoff_ms")
 	f.StringVar(&cfg.HTML, "html", "", "rewrite this HTML `FILE` with each session's report (see audit pcap --help)")
 	f.BoolVar(&cfg.Herd, "herd", false, "end each session's report with the herd of its peers (see audit pcap --help)")
 	f.StringVar(&cfg.Write, "write", "", "also save every captured packet to this file (pcap, nanosecond timestamps; pcapng with --control_port), for 'audit pcap'")
 	f.StringVar(&format, "format", "text", "report format: text, or json (one line per session)")
 	f.IntVar(&cfg.BufferSize, "buffer", capture.DefaultLiveBuffer, "kernel capture buffer in bytes")
+	cmd.Annotations = serverFields()
+	maps.Copy(cmd.Annotations, map[string]string{"Attach": "attach", "Record": "record", "Write": "write", "HTML": "html",
+		"Idle": "idle", "MaxMS": "max_backoff", "BufferSize": "buffer", "MinConnectTimeoutMS": "min_connect_timeout"})
 	return cmd
 }

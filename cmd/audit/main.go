@@ -1,6 +1,7 @@
 // Command audit serves, runs and audits gRPC's connection backoff interop
 // test. Each verb lives in a file of its own; this one holds the root command
-// and the single place where outcomes become exit codes.
+// and the single places where outcomes become exit codes and a library's
+// fields become flags.
 package main
 
 import (
@@ -14,9 +15,9 @@ import (
 
 	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/internal/buildinfo"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // Exit codes scripts can rely on.
@@ -39,12 +40,15 @@ func (e *exitError) Unwrap() error { return e.err }
 func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
 
 // outcomeError maps what a run judged to the exit status: a usage error
-// when err is set; a failed verdict when sessions failed (how many, and
-// what failed first: which verdict, and why) or peers did not pass.
+// when err is set or nothing was judged; a failed verdict when sessions
+// failed (how many, and what failed first: which verdict, and why) or
+// peers did not pass.
 func outcomeError(o auditrun.Outcome, err error) error {
 	switch {
 	case err != nil:
 		return usageError(err)
+	case o.Nothing != "":
+		return usageError(errors.New(o.Nothing))
 	case o.Verdict != "":
 		return verdictError("%s", o.Verdict)
 	case o.Failed > 0:
@@ -53,14 +57,15 @@ func outcomeError(o auditrun.Outcome, err error) error {
 	return nil
 }
 
-// recordAlias lets --server-log, the record flag's former name on the
-// auditing verbs, still name --record.
-func recordAlias(f *pflag.FlagSet) {
-	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		if name == "server-log" {
-			name = "record"
+// flagMessage is err's message with every configuration field a library
+// names in it (field.Error) spelt as the flag of cmd that sets it. A verb's
+// Annotations map the fields of the configurations it fills to its flags.
+func flagMessage(cmd *cobra.Command, err error) string {
+	return field.Spell(err, func(f string) string {
+		if name, ok := cmd.Annotations[f]; ok {
+			return "--" + name
 		}
-		return pflag.NormalizedName(name)
+		return ""
 	})
 }
 
@@ -97,7 +102,11 @@ func newRootCmd() *cobra.Command {
   audit h2       the HTTP/2 and gRPC timeline of each connection in capture files
 
 Every verdict uses one verifier, bit for bit the reference's, with its bugs fixed.
-Exit codes: 0 every verdict passed, 1 a verdict failed, 2 nothing could be judged.`,
+Exit codes: 0 every verdict passed, 1 a verdict failed, 2 nothing could be judged.
+
+Flags are spelt with underscores on every verb, as the C++ interop binaries
+spell theirs (--retry_port); the same name with dashes (--retry-port) is
+accepted too.`,
 		Version:       buildinfo.Version(),
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -111,7 +120,9 @@ Exit codes: 0 every verdict passed, 1 a verdict failed, 2 nothing could be judge
 		},
 	}
 	root.SetVersionTemplate("audit {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.Flags().Bool("version", false, "print the version") // no -v: that is --verbose
+	root.SetFlagErrorFunc(flagError)
+	root.SetGlobalNormalizationFunc(normalizeFlag)
 	root.AddCommand(newServerCmd(), newClientCmd(), newLiveCmd(), newPcapCmd(), newH2Cmd())
 	return root
 }
@@ -128,11 +139,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "audit: %v\n", err)
+	fmt.Fprintf(stderr, "audit: %s\n", flagMessage(cmd, err))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

@@ -32,13 +32,13 @@ The text report gives every peer its interval table when there are at most
 a passing peer gets one line (its largest jitter included). JSON has every
 peer in full, one peer per line. When every failing peer would pass under one
 lower cap, the report names it after the summary (JSON: summary.fits_cap_ms):
-a client run with its own cap, read without --max-backoff.
+a client run with its own cap, read without --max_backoff.
 
 --retry_mode names what the retry port did (docs/spec.md §7): close, refuse,
 hang, restart=DURATION, settings-close or goaway; without it, the mode is
 read from the attempts' fates (most refused, hung, or closed). After an
 attempt that hung (its fate, or the mode, says so) the window is at least
---min-connect-timeout, and a client still waiting past that deadline fails.
+--min_connect_timeout, and a client still waiting past that deadline fails.
 Each peer names the known deviations its chain matches (signatures).
 
 --keylog FILE decrypts the retry port's TLS connections with an NSS key log
@@ -58,11 +58,12 @@ waves of reconnects made together, and how well jitter spreads them.
 
 --record RECORD.jsonl (the file of 'audit server --record') judges each
 session of the record that overlaps the capture instead: the verified peer's
-chain by the policy of the session's own Start (a policy flag overrides it,
-and the report says so), beside the server's verdict and the cross-check of
-the two lists. A record that overlaps no part of the capture (another day,
-another retry port) is an input error; sessions outside it are named and not
-judged. --peer does not go with --record.
+chain by the policy of the session's own Start (a policy flag overrides it:
+every policy flag then has its default, and the report says so), beside the
+server's verdict and the cross-check of the two lists. A record that
+overlaps no part of the capture (another day, another retry port) is an
+input error; sessions outside it are named and not judged. --peer does not
+go with --record. --server_log is a former name of --record.
 
 Without --record, the sessions come from the server's control port when
 the capture holds it (docs/spec.md §5.6): --control_port, or the port whose
@@ -93,9 +94,10 @@ or unreadable input.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Uint16Var(&cfg.Port, "port", 0, "the retry port (default: the only port the capture has SYNs to)")
+	f.Var(portFlag[uint16]{p: &cfg.Port}, "port", "the retry port (default: the only port the capture has SYNs to)")
 	addPolicyFlags(f, &cfg.Policy)
-	f.TextVar(&cfg.Mode, "retry_mode", cfg.Mode, "what the retry port did: "+backoff.ModeNames)
+	f.TextVar(&cfg.Mode, "retry_mode", cfg.Mode, "the `MODE` the retry port was in: "+backoff.ModeNames+" (default: read from the attempts' fates)")
+	withoutDefault(f, "retry_mode")
 	f.StringVar(&format, "format", format, "output format: text or json")
 	f.StringArrayVar(&cfg.Peers, "peer", nil, "report only this client address (repeatable)")
 	f.BoolVarP(&cfg.Verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
@@ -103,24 +105,32 @@ or unreadable input.`,
 	f.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML `FILE`: each chain against its windows, the herd, the cross-check")
 	f.StringVar(&cfg.Record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
 	f.StringVar(&cfg.KeyLog, "keylog", "", "decrypt the retry port's TLS connections with this NSS key log `FILE`: an attempt succeeded when the server's SETTINGS came inside")
-	f.Uint16Var(&cfg.Control, "control_port", 0, "the server's control port in the capture, whose Start and Stop calls give the sessions (default: detected)")
-	recordAlias(f)
+	f.Var(portFlag[uint16]{p: &cfg.Control}, "control_port", "the server's control port in the capture, whose Start and Stop calls give the sessions (default: detected)")
+	cmd.Annotations = map[string]string{"Port": "port", "Peers": "peer", "Record": "record", "Control": "control_port",
+		"HTML": "html", "Mode": "retry_mode", "KeyLog": "keylog"}
 	return cmd
 }
 
 // addPolicyFlags binds the policy the clients are held to, with the spec's
-// defaults (docs/spec.md §1, §3).
+// defaults (docs/spec.md §1, §3). Sessions (of a record or a control port)
+// are each judged by their own Start's policy unless one of these is
+// given, so the help says so beside each default.
 func addPolicyFlags(f *pflag.FlagSet, p *backoff.Policy) {
-	f.DurationVar(&p.BaseDelay, "initial-backoff", p.BaseDelay, "INITIAL_BACKOFF: expected wait after the first failure")
+	f.DurationVar(&p.BaseDelay, "initial_backoff", p.BaseDelay, "INITIAL_BACKOFF: expected wait after the first failure")
 	f.Float64Var(&p.Multiplier, "multiplier", p.Multiplier, "MULTIPLIER: growth of the backoff per attempt")
 	f.Float64Var(&p.Jitter, "jitter", p.Jitter, "JITTER: allowed relative deviation of each backoff")
-	f.DurationVar(&p.MaxDelay, "max-backoff", p.MaxDelay, "MAX_BACKOFF: cap on the expected backoff")
-	f.DurationVar(&p.MinConnectTimeout, "min-connect-timeout", p.MinConnectTimeout, "MIN_CONNECT_TIMEOUT: the least time a client waits on an attempt that hangs")
+	f.DurationVar(&p.MaxDelay, "max_backoff", p.MaxDelay, "MAX_BACKOFF: cap on the expected backoff")
+	f.DurationVar(&p.MinConnectTimeout, "min_connect_timeout", p.MinConnectTimeout, "MIN_CONNECT_TIMEOUT: the least time a client waits on an attempt that hangs")
 	f.DurationVar(&p.Tolerance, "tolerance", p.Tolerance, "transmission-delay allowance on both sides of every window")
+	for _, name := range policyFlags {
+		fl := f.Lookup(name)
+		fl.Usage += fmt.Sprintf(" (default %s, or each session's own)", fl.DefValue)
+		withoutDefault(f, name)
+	}
 }
 
 // policyFlags are the flags addPolicyFlags binds.
-var policyFlags = []string{"initial-backoff", "multiplier", "jitter", "max-backoff", "min-connect-timeout", "tolerance"}
+var policyFlags = []string{"initial_backoff", "multiplier", "jitter", "max_backoff", "min_connect_timeout", "tolerance"}
 
 // policyFlagsSet reports whether a policy flag was given.
 func policyFlagsSet(f *pflag.FlagSet) bool {

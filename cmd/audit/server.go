@@ -115,28 +115,38 @@ appended to, with mode 0600. refuse and restart need Linux.`, server.DefaultHand
 		},
 	}
 	fl.register(cmd.Flags(), "port that accepts and closes every connection (IPv4 and IPv6); 0 picks a free port")
+	cmd.Annotations = serverFields()
 	return cmd
+}
+
+// serverFields maps the fields of server.Flags and server.Config to the
+// flags that set them, for errors (flagMessage).
+func serverFields() map[string]string {
+	return map[string]string{"ControlPort": "control_port", "RetryPort": "retry_port", "SessionTimeout": "session_timeout",
+		"MaxAttempts": "max_attempts", "MaxWaiting": "max_waiting", "RetryMode": "retry_mode", "Mode": "retry_mode",
+		"MinConnectTimeoutMS": "min_connect_timeout_ms", "MaxHeld": "max_held", "TLSCert": "tls_cert", "TLSKey": "tls_key",
+		"KeyLog": "keylog"}
 }
 
 // register adds the server's flags to f; `audit live` shares them and words
 // the retry port's help for its --attach mode.
 func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
-	f.IntVar(&fl.ControlPort, "control_port", 0, "port of the ReconnectService (plaintext gRPC); 0 picks a free port")
-	f.IntVar(&fl.RetryPort, "retry_port", 0, retryHelp)
+	f.Var(portFlag[int]{p: &fl.ControlPort, zero: true}, "control_port", "port of the ReconnectService (plaintext gRPC); 0 picks a free port")
+	f.Var(portFlag[int]{p: &fl.RetryPort, zero: true}, "retry_port", retryHelp)
 	f.DurationVar(&fl.SessionTimeout, "session_timeout", server.DefaultSessionTimeout,
 		"end a session this long after its Start if no Stop came, so the next Start can run")
 	f.IntVar(&fl.MaxAttempts, "max_attempts", server.DefaultMaxAttempts,
 		"connections one session keeps; more are counted and fail the session as 'too many attempts'")
 	f.IntVar(&fl.MaxWaiting, "max_waiting", server.DefaultMaxWaiting,
 		"Starts that may wait while a session runs; more are refused at once with RESOURCE_EXHAUSTED")
-	f.StringVar(&fl.record, "record", "", "append one JSON line per event of the server to this file (format: analyze/record.go)")
+	f.StringVar(&fl.record, "record", "", "append one JSON line per event of the server to this file (format: session/record.go)")
 	f.TextVar(&fl.RetryMode, "retry_mode", fl.RetryMode,
-		"what the retry port does during a session: "+backoff.ModeNames+" (see audit server --help)")
+		"what the retry port does during a session, a `MODE`: "+backoff.ModeNames+" (see audit server --help)")
 	f.IntVar(&fl.MinConnectTimeoutMS, "min_connect_timeout_ms", int(backoff.DefaultMinConnectTimeout/time.Millisecond),
 		"MIN_CONNECT_TIMEOUT of the sessions' policy: the least time a client gives one attempt (hang mode's attempts last that long)")
 	f.IntVar(&fl.MaxHeld, "max_held", server.DefaultMaxHeld,
 		"hang mode: connections held open at once; more are accepted and closed at once, and counted")
 	f.StringVar(&fl.TLSCert, "tls_cert", "", "settings-close and goaway: the certificate (PEM) the retry port presents, with --tls_key (default: testdata/tls/server.pem, built in)")
 	f.StringVar(&fl.TLSKey, "tls_key", "", "settings-close and goaway: the private key (PEM) of --tls_cert")
-	f.StringVar(&fl.KeyLog, "keylog", "", "settings-close and goaway: append the TLS secrets of the retry port's connections to this `FILE` (NSS key log; it holds secrets, mode 0600)")
+	f.StringVar(&fl.KeyLog, "keylog", "", "settings-close, goaway and outage: append the TLS secrets of the retry port's connections to this `FILE` (NSS key log; it holds secrets, mode 0600)")
 }

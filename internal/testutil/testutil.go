@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -30,6 +31,25 @@ func ClosedPort(tb testing.TB) uint16 {
 	}
 	defer ln.Close()
 	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// WaitFor polls cond every 20 ms until it holds, and fails the test after
+// 20 s, or as soon as exited yields: the process whose output cond reads
+// has ended (its error is put back for the caller). what names what is
+// awaited.
+func WaitFor(tb testing.TB, what string, exited chan error, cond func() bool) {
+	tb.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-exited:
+			exited <- err
+			tb.Fatalf("the process ended (%v) while waiting for %s", err, what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("no %s in 20 s", what)
+		}
+	}
 }
 
 // SyncBuffer is a bytes.Buffer that one goroutine may write while another

@@ -20,6 +20,15 @@ func TestClosedPort(t *testing.T) {
 	}
 }
 
+// WaitFor returns once cond holds, having asked no more than that.
+func TestWaitFor(t *testing.T) {
+	calls := 0
+	WaitFor(t, "the third call", make(chan error, 1), func() bool { calls++; return calls == 3 })
+	if calls != 3 {
+		t.Errorf("cond called %d times; want 3", calls)
+	}
+}
+
 // Under -race this also checks that writers and a reader may overlap.
 func TestSyncBuffer(t *testing.T) {
 	var b SyncBuffer

@@ -161,6 +161,9 @@ func appendFullPeer(b []byte, i, rank int, p *report.PeerReport, marks map[int]s
 		}
 		b = append(b, `</ul>`...)
 	}
+	if len(p.States) > 0 {
+		b = appendStateBand(b, p.States)
+	}
 	ivs := chartIvs(p, marks)
 	if len(ivs) > 0 {
 		times := make([]time.Time, min(len(p.Attempts), maxShown+1))

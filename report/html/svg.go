@@ -3,8 +3,10 @@ package html
 import (
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
 )
@@ -413,4 +415,46 @@ func appendRound(b []byte, v float64) []byte {
 // appendFixed appends v with prec decimals.
 func appendFixed(b []byte, v float64, prec int) []byte {
 	return strconv.AppendFloat(b, v, 'f', prec, 64)
+}
+
+// stateBandW is the width of a chain's band of channel states.
+const stateBandW = 600
+
+// appendStateBand appends the channel's states (backoff.States) as a band
+// over the chain's time, one segment per state, its name in a title and
+// in a pattern as well as a colour, and a legend of the states it shows.
+func appendStateBand(b []byte, states []backoff.State) []byte {
+	t0, t1 := states[0].At, states[len(states)-1].At
+	span := float64(t1.Sub(t0))
+	if span <= 0 {
+		span = 1
+	}
+	x := func(t time.Time) float64 { return chartLeft + float64(t.Sub(t0))/span*stateBandW }
+	b = append(b, `<svg class="states" role="img" aria-label="channel states" viewBox="0 0 `...)
+	b = appendNum(b, chartLeft+stateBandW+8)
+	b = append(b, ` 30" width="`...)
+	b = appendNum(b, chartLeft+stateBandW+8)
+	b = append(b, `" height="30"><text class="lab" x="2" y="14">states</text>`...)
+	for i, st := range states {
+		end := t1
+		if i+1 < len(states) {
+			end = states[i+1].At
+		}
+		w := max(x(end)-x(st.At), 1)
+		b = append(b, `<rect class="st `...)
+		b = append(b, strings.ToLower(st.State)...)
+		b = append(b, `" x="`...)
+		b = appendNum(b, x(st.At))
+		b = append(b, `" y="4" width="`...)
+		b = appendNum(b, w)
+		b = append(b, `" height="12"><title>`...)
+		b = append(b, st.State...)
+		b = append(b, " at +"...)
+		b = append(b, fmtMS(backoff.Millis(st.At.Sub(t0)))...)
+		b = append(b, `</title></rect>`...)
+	}
+	b = append(b, `<text class="lab" x="`...)
+	b = appendNum(b, chartLeft)
+	b = append(b, `" y="28">CONNECTING ░ · READY █ · TRANSIENT_FAILURE ▒ · IDLE □</text></svg>`...)
+	return b
 }

@@ -212,7 +212,7 @@ var fixtures = []fixture{
 	}},
 	{"no-cap.pcap", func(dir, name string) error {
 		// The client ignores max_reconnect_backoff_ms=2000 and keeps
-		// growing: it fails with --max-backoff 2s from interval 3 and
+		// growing: it fails with --max_backoff 2s from interval 3 and
 		// passes the default policy.
 		r := rng(14)
 		return writePcap(dir, name, linkEthernet, true,

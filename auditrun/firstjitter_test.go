@@ -1,4 +1,4 @@
-package main
+package auditrun
 
 import (
 	"encoding/json"
@@ -40,12 +40,12 @@ func TestPcapFirstJittered(t *testing.T) {
 	}
 	jittered := 0
 	for name, sessions := range map[string]int{"control-ccore171.pcap": len(run.Stops), "control-ccore.pcap": 1} {
-		code, stdout, stderr := runAudit(t, "pcap", "--format=json", fixture(name))
-		if code != exitOK {
-			t.Fatalf("%s: exit %d; stderr: %s", name, code, stderr)
+		r := auditFiles(t, FilesConfig{JSON: true}, fixture(name))
+		if r.verdict() != runPassed {
+			t.Fatalf("%s: %s (%v); stderr: %s", name, r.verdict(), r.err, r.stderr)
 		}
 		var rep report.Report
-		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if len(rep.Sessions) != sessions || len(rep.Peers) != sessions {

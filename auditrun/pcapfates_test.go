@@ -1,9 +1,10 @@
-package main
+package auditrun
 
 import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,10 +63,16 @@ func TestPcapRealFates(t *testing.T) {
 			if port == "" {
 				t.Fatalf("real-fates.ports names no %s port", tt.what)
 			}
-			_, stdout, stderr := runAudit(t, "pcap", "--format=json", "--max-backoff=1s", "--port="+port, fixture("real-fates.pcap"))
+			cfg := capped(time.Second)
+			n, err := strconv.ParseUint(port, 10, 16)
+			if err != nil {
+				t.Fatalf("real-fates.ports: %s port %q: %v", tt.what, port, err)
+			}
+			cfg.Port, cfg.PortSet, cfg.JSON = uint16(n), true, true
+			r := auditFiles(t, cfg, fixture("real-fates.pcap"))
 			var rep report.Report
-			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-				t.Fatalf("%v\n%s", err, stderr)
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+				t.Fatalf("%v (%v)\n%s", err, r.err, r.stderr)
 			}
 			if rep.Capture.SYNOnly || len(rep.Peers) != 1 || len(rep.Peers[0].Attempts) < 2 {
 				t.Fatalf("capture %+v, peers %+v; want one peer with attempts", rep.Capture, rep.Peers)
@@ -74,7 +81,8 @@ func TestPcapRealFates(t *testing.T) {
 			for i, a := range as {
 				tt.check(t, i, len(as), a.Ending)
 			}
-			_, text, _ := runAudit(t, "pcap", "--max-backoff=1s", "--port="+port, fixture("real-fates.pcap"))
+			cfg.JSON = false
+			text := auditFiles(t, cfg, fixture("real-fates.pcap")).stdout
 			testutil.Golden(t, filepath.Join("testdata", "real-fates-"+tt.what+".txt"), []byte(text), *update)
 		})
 	}

@@ -1,4 +1,4 @@
-package main
+package auditrun
 
 import (
 	"encoding/json"
@@ -32,10 +32,10 @@ func TestPcapCompoundingJitter(t *testing.T) {
 		addr, stack, _ := strings.Cut(line, " ")
 		stacks[addr] = stack
 	}
-	_, stdout, stderr := runAudit(t, "pcap", "--format=json", fixture("real-compound.pcap.gz"))
+	r := auditFiles(t, FilesConfig{JSON: true}, fixture("real-compound.pcap.gz"))
 	var rep report.Report
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, stderr)
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v (%v)\n%s", err, r.err, r.stderr)
 	}
 	if len(rep.Peers) != len(stacks) {
 		t.Fatalf("%d peers, want one per client of real-compound.peers (%d)", len(rep.Peers), len(stacks))

@@ -1,6 +1,6 @@
-package main
+package auditrun
 
-// `audit live` in the retry port's fault modes (docs/spec.md §7): the
+// Run in the retry port's fault modes (docs/spec.md §7): the
 // kernel's verdict judges by the mode's model, with raw TCP clients whose
 // timing the test sets.
 
@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/pb"
 )
@@ -39,7 +38,7 @@ func controlClient(t *testing.T, r *liveRun) pb.ReconnectServiceClient {
 // hangs and waits for ever: both verdicts fail it, never a vacuous pass.
 func TestLiveHangNeverGaveUp(t *testing.T) {
 	t.Parallel()
-	cfg := auditrun.Config{}
+	cfg := Config{}
 	cfg.Server.Mode = backoff.RetryMode{Kind: backoff.ModeHang}
 	cfg.Server.MinConnectTimeout = time.Second
 	r := startLive(t, cfg)
@@ -79,8 +78,8 @@ func TestLiveHangNeverGaveUp(t *testing.T) {
 	if len(p.Signatures) == 0 || p.Signatures[0].Name != backoff.SigNoConnTimeout {
 		t.Errorf("signatures %+v; want %q", p.Signatures, backoff.SigNoConnTimeout)
 	}
-	if err := r.stop(t); !isExit(err, 1) {
-		t.Errorf("audit live ended with %v; want exit 1", err)
+	if res := r.stop(t); res.verdict() != runFailed {
+		t.Errorf("Run: %s (%v); want a failed verdict", res.verdict(), res.err)
 	}
 }
 
@@ -88,7 +87,7 @@ func TestLiveHangNeverGaveUp(t *testing.T) {
 // judge the session, which passes for a client that backs off.
 func TestLiveRefuseJudgedByKernel(t *testing.T) {
 	t.Parallel()
-	cfg := auditrun.Config{HTML: filepath.Join(t.TempDir(), "session.html")}
+	cfg := Config{HTML: filepath.Join(t.TempDir(), "session.html")}
 	cfg.Server.Mode = backoff.RetryMode{Kind: backoff.ModeRefuse}
 	r := startLive(t, cfg)
 	rpc := controlClient(t, r)
@@ -121,12 +120,12 @@ func TestLiveRefuseJudgedByKernel(t *testing.T) {
 	if len(rep.Peers) != 1 || !rep.Peers[0].Passed || len(rep.Peers[0].Attempts) != 3 {
 		t.Fatalf("kernel verdict %+v; want 3 attempts, passed", rep.Peers)
 	}
-	if err := r.stop(t); err != nil {
-		t.Errorf("audit live ended with %v; want exit 0: the kernel's verdict passed", err)
+	if res := r.stop(t); res.verdict() != runPassed {
+		t.Errorf("Run: %s (%v); want passed: the kernel's verdict passed", res.verdict(), res.err)
 	}
-	// --html: the session's page, written when its report was.
+	// HTML: the session's page, written when its report was.
 	page, err := os.ReadFile(cfg.HTML)
 	if err != nil || !strings.Contains(string(page), "not judged") || !strings.Contains(string(page), "refuse") {
-		t.Errorf("--html page (%d bytes, %v) lacks the session's server verdict and mode", len(page), err)
+		t.Errorf("HTML page (%d bytes, %v) lacks the session's server verdict and mode", len(page), err)
 	}
 }

@@ -1,10 +1,9 @@
-package main
+package auditrun
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,13 +27,13 @@ type controlRun struct {
 
 // TestPcapControlPort reads captures of both ports of a real interop run
 // with no record file: a third-party server (Python, C-core) and `audit
-// server`, each with the C-core client. audit pcap must find the control
+// server`, each with the C-core client. The audit must find the control
 // port by itself, form the session from its Start and Stop, judge it by
 // the cap Start sent, and agree with what the server's Stop answered.
 func TestPcapControlPort(t *testing.T) {
 	for _, name := range []string{"control-ccore", "control-audit"} {
 		t.Run(name, func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join("..", "..", "testdata", name+".json"))
+			b, err := os.ReadFile(fixture(name + ".json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,14 +41,14 @@ func TestPcapControlPort(t *testing.T) {
 			if err := json.Unmarshal(b, &run); err != nil {
 				t.Fatal(err)
 			}
-			capPath := filepath.Join("..", "..", "testdata", name+".pcap")
-			code, stdout, stderr := runAudit(t, "pcap", "--format=json", capPath)
-			if code != 0 {
-				t.Fatalf("exit %d, want 0\n%s\n%s", code, stdout, stderr)
+			capPath := fixture(name + ".pcap")
+			r := auditFiles(t, FilesConfig{JSON: true}, capPath)
+			if r.verdict() != runPassed {
+				t.Fatalf("%s (%v), want passed\n%s\n%s", r.verdict(), r.err, r.stdout, r.stderr)
 			}
 			var rep report.Report
-			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-				t.Fatalf("%v\n%s", err, stdout)
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+				t.Fatalf("%v\n%s", err, r.stdout)
 			}
 			if rep.Record == nil || rep.Record.ControlPort != run.ControlPort || rep.Port != run.RetryPort {
 				t.Fatalf("record %+v, port %d; want control port %d, retry port %d", rep.Record, rep.Port, run.ControlPort, run.RetryPort)
@@ -79,32 +78,32 @@ func TestPcapControlPort(t *testing.T) {
 			}
 
 			// The same with the control port named, as text.
-			code, text, stderr := runAudit(t, "pcap", fmt.Sprintf("--control_port=%d", run.ControlPort), capPath)
+			r = auditFiles(t, FilesConfig{Control: run.ControlPort}, capPath)
 			want := fmt.Sprintf("server's control port %d (its Start and Stop calls", run.ControlPort)
-			if code != 0 || !strings.Contains(text, want) || !strings.Contains(text, "kernel and server timestamps agree") {
-				t.Errorf("--control_port: exit %d, want 0 and %q\n%s\n%s", code, want, text, stderr)
+			if r.verdict() != runPassed || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "kernel and server timestamps agree") {
+				t.Errorf("control port %d: %s (%v), want passed and %q\n%s\n%s", run.ControlPort, r.verdict(), r.err, want, r.stdout, r.stderr)
 			}
 		})
 	}
 }
 
-// TestPcapControlPortErrors: a control port that is not one, and flags
-// that do not go together, are input errors (exit 2).
+// TestPcapControlPortErrors: a control port that is not one, and fields
+// that do not go together, are input errors.
 func TestPcapControlPortErrors(t *testing.T) {
-	capPath := filepath.Join("..", "..", "testdata", "control-ccore.pcap")
+	capPath := fixture("control-ccore.pcap")
 	for _, tt := range []struct {
 		name string
-		args []string
+		cfg  FilesConfig
 		want string
 	}{
-		{"not a control port", []string{"--control_port=41427"}, "no connection to it in the capture calls"},
-		{"with --record", []string{"--control_port=39799", "--record=x.jsonl"}, "--control_port with --record"},
-		{"with --peer", []string{"--control_port=39799", "--peer=127.0.0.1"}, "--peer with --record or --control_port"},
+		{"not a control port", FilesConfig{Control: 41427}, "no connection to it in the capture calls"},
+		{"with a record", FilesConfig{Control: 39799, Record: "x.jsonl"}, "Control 39799: not with Record"},
+		{"with a peer", FilesConfig{Control: 39799, Peers: []string{"127.0.0.1"}}, "Peers: not with Record or Control"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			code, _, stderr := runAudit(t, append(append([]string{"pcap"}, tt.args...), capPath)...)
-			if code != 2 || !strings.Contains(stderr, tt.want) {
-				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, tt.want)
+			r := auditFiles(t, tt.cfg, capPath)
+			if r.err == nil || !strings.Contains(r.err.Error(), tt.want) {
+				t.Errorf("error %v; want one saying %q", r.err, tt.want)
 			}
 		})
 	}

@@ -1,22 +1,26 @@
-package main
+package auditrun
 
 // Live faults: the capture interface disappears in the
-// middle of a session, and SIGINT or SIGTERM ends an --attach session; and
+// middle of a session, and SIGINT or SIGTERM ends an attached session; and
 // SYN floods, which must not grow the auditor's memory. The interface
 // is one end of a veth pair whose two ends live in network namespaces the
-// test creates and deletes: `audit live` runs in one (`ip netns exec`), a
-// bash /dev/tcp sender in the other, and no packet reaches the root
-// namespace or leaves the machine. SIGINT with the in-process server is
-// TestLiveInterrupt's. Root only (CI); elsewhere the test skips, loudly.
+// test creates and deletes: the auditor runs in one (this test binary, run
+// again there by `ip netns exec` as liveChild), a bash /dev/tcp sender in
+// the other, and no packet reaches the root namespace or leaves the
+// machine. SIGINT with the in-process server is cmd/audit's
+// TestLiveInterrupt, on the binary. Root only (CI); elsewhere the test
+// skips, loudly.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -32,7 +36,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/backoff-audit/audit/attempt"
-	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
@@ -134,11 +137,58 @@ func (v *vethNet) connect(t *testing.T, n int) {
 	}
 }
 
-// fileSYNs reads the --write file as `audit pcap` does.
+// fileSYNs reads the Write file as AuditFiles does.
 func fileSYNs(path string) ([]attempt.SYN, attempt.FileInfo, error) {
 	var syns []attempt.SYN
 	st, err := capture.ReadFile(path, capture.Options{Port: faultPort}, func(s attempt.SYN) { syns = append(syns, s) })
 	return syns, st, err
+}
+
+// liveChildEnv, when set, makes this test binary liveChild: the auditor
+// of TestLiveFaults inside its network namespace. It holds a faultChild in
+// JSON.
+const liveChildEnv = "AUDITRUN_LIVE_FAULT_CHILD"
+
+// faultChild is the run of one case of TestLiveFaults.
+type faultChild struct {
+	Iface, Write string
+	Attach       bool
+}
+
+func TestMain(m *testing.M) {
+	if c := os.Getenv(liveChildEnv); c != "" {
+		os.Exit(liveChild(c))
+	}
+	os.Exit(m.Run())
+}
+
+// liveChild runs the auditor as `audit live` does, JSON reports on stdout,
+// until SIGINT or SIGTERM, and exits as it exits: 2 when the run failed
+// (the error on stderr), 1 when a verdict did, 0 otherwise.
+func liveChild(config string) int {
+	var c faultChild
+	if err := json.Unmarshal([]byte(config), &c); err != nil {
+		fmt.Fprintf(os.Stderr, "audit: %s: %v\n", liveChildEnv, err)
+		return 2
+	}
+	cfg := Config{Iface: c.Iface, Write: c.Write, JSON: true, Attach: c.Attach, RetryPort: faultPort}
+	if c.Attach {
+		cfg.Idle = 5 * time.Minute // no session ends by itself
+	} else {
+		cfg.Server.ControlAddr, cfg.Server.RetryAddr = ":0", fmt.Sprintf(":%d", faultPort)
+	}
+	cfg.Server.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	o, err := Run(ctx, cfg, os.Stdout, os.Stderr)
+	switch {
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "audit: %v\n", err)
+		return 2
+	case o.Verdict != "" || o.Failed > 0:
+		return 1
+	}
+	return 0
 }
 
 func TestLiveFaults(t *testing.T) {
@@ -154,8 +204,9 @@ func TestLiveFaults(t *testing.T) {
 		attach bool
 		syns   int
 		fault  string
-		// exit is the status `audit live` must end with: 2 for an error,
-		// 1 for a session that failed (its SYNs are milliseconds apart).
+		// exit is the status the auditor must end with, as `audit live`:
+		// 2 for an error, 1 for a session that failed (its SYNs are
+		// milliseconds apart).
 		exit int
 		// stderr lists what the error output must say; %s is the interface.
 		// libpcap's own reason is named, not only gopacket's "Read Error".
@@ -163,31 +214,34 @@ func TestLiveFaults(t *testing.T) {
 		// cause starts the session's cause, when there is a report.
 		cause string
 	}{
-		{name: "interface gone mid-session, attach", attach: true, syns: 5, fault: ifaceGone, exit: exitUsage,
+		{name: "interface gone mid-session, attach", attach: true, syns: 5, fault: ifaceGone, exit: 2,
 			stderr: []string{"audit: read capture on %s: The interface disappeared"},
 			cause:  session.CauseCaptureError + ": read capture on %s: The interface disappeared"},
-		{name: "interface gone before any SYN, attach", attach: true, syns: 0, fault: ifaceGone, exit: exitUsage,
+		{name: "interface gone before any SYN, attach", attach: true, syns: 0, fault: ifaceGone, exit: 2,
 			stderr: []string{"audit: read capture on %s: The interface disappeared"}},
-		{name: "interface gone, in-process server", syns: 3, fault: ifaceGone, exit: exitUsage,
+		{name: "interface gone, in-process server", syns: 3, fault: ifaceGone, exit: 2,
 			stderr: []string{"audit: read capture on %s: The interface disappeared", "3 attempts came outside any session"}},
-		{name: "SIGINT mid-session, attach", attach: true, syns: 5, fault: sigint, exit: exitFail, cause: session.CauseInterrupted},
-		{name: "SIGTERM mid-session, attach", attach: true, syns: 5, fault: sigterm, exit: exitFail, cause: session.CauseInterrupted},
+		{name: "SIGINT mid-session, attach", attach: true, syns: 5, fault: sigint, exit: 1, cause: session.CauseInterrupted},
+		{name: "SIGTERM mid-session, attach", attach: true, syns: 5, fault: sigterm, exit: 1, cause: session.CauseInterrupted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := newVethNet(t)
 			pcapPath := filepath.Join(t.TempDir(), "live.pcap")
-			args := []string{"netns", "exec", v.capNS, auditBin, "live", "--iface=" + v.capIf,
-				"--retry_port=" + strconv.Itoa(faultPort), "--write=" + pcapPath, "--format=json"}
-			if tt.attach {
-				args = append(args, "--attach", "--idle=5m") // no session ends by itself
-			} else {
-				args = append(args, "--control_port=0")
+			self, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			child, err := json.Marshal(faultChild{Iface: v.capIf, Write: pcapPath, Attach: tt.attach})
+			if err != nil {
+				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			// ip netns exec execs the command itself: the process is audit's.
-			cmd := exec.CommandContext(ctx, "ip", args...)
+			// ip netns exec execs the command itself: the process is the
+			// auditor's.
+			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", v.capNS, self)
+			cmd.Env = append(os.Environ(), liveChildEnv+"="+string(child))
 			cmd.WaitDelay = 5 * time.Second
 			stdout, stderr := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
 			cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -200,17 +254,16 @@ func TestLiveFaults(t *testing.T) {
 				cancel()
 				<-exited
 				if t.Failed() {
-					t.Logf("audit live stdout:\n%s\nstderr:\n%s", stdout, stderr)
+					t.Logf("the auditor's stdout:\n%s\nstderr:\n%s", stdout, stderr)
 				}
 			})
-			r := &liveRun{out: stdout, errOut: stderr, done: exited}
-			r.waitFor(t, "the capture to start", func() bool { return strings.Contains(stderr.String(), "capturing SYNs") })
+			testutil.WaitFor(t, "the capture to start", exited, func() bool { return strings.Contains(stderr.String(), "capturing SYNs") })
 
 			v.connect(t, tt.syns)
-			// Every SYN is in the --write file (flushed when the capture
+			// Every SYN is in the Write file (flushed when the capture
 			// is idle) before the fault, so the fault strikes with the
 			// session open.
-			r.waitFor(t, fmt.Sprintf("%d SYNs in the --write file", tt.syns), func() bool {
+			testutil.WaitFor(t, fmt.Sprintf("%d SYNs in the Write file", tt.syns), exited, func() bool {
 				syns, _, err := fileSYNs(pcapPath)
 				return err == nil && len(syns) >= tt.syns
 			})
@@ -238,10 +291,10 @@ func TestLiveFaults(t *testing.T) {
 				case errors.As(err, &ee) && ee.Exited():
 					code = ee.ExitCode()
 				case err != nil:
-					t.Fatalf("audit live: %v (killed, not exited)", err)
+					t.Fatalf("the auditor: %v (killed, not exited)", err)
 				}
 			case <-time.After(30 * time.Second):
-				t.Fatal("audit live did not exit within 30 s of the fault")
+				t.Fatal("the auditor did not exit within 30 s of the fault")
 			}
 
 			// A clean error: the status, the message, no panic.
@@ -263,10 +316,10 @@ func TestLiveFaults(t *testing.T) {
 				t.Error("no capture statistics at exit")
 			}
 
-			// The --write file is complete and holds every SYN sent.
+			// The Write file is complete and holds every SYN sent.
 			syns, st, err := fileSYNs(pcapPath)
 			if err != nil || st.Truncated || len(syns) != tt.syns {
-				t.Fatalf("--write file: %d SYNs, truncated %v, err %v; want %d SYNs, complete", len(syns), st.Truncated, err, tt.syns)
+				t.Fatalf("Write file: %d SYNs, truncated %v, err %v; want %d SYNs, complete", len(syns), st.Truncated, err, tt.syns)
 			}
 			for _, s := range syns {
 				if s.Src.Addr() != vethPeerAddr {
@@ -274,8 +327,8 @@ func TestLiveFaults(t *testing.T) {
 				}
 			}
 
-			// The report of what was captured: with --attach, the open
-			// session's, which `audit pcap` reads back from the file alike.
+			// The report of what was captured: attached, the open
+			// session's, which AuditFiles reads back from the file alike.
 			lines := strings.FieldsFunc(stdout.String(), func(c rune) bool { return c == '\n' })
 			if !tt.attach || tt.syns == 0 {
 				if len(lines) != 0 {
@@ -306,14 +359,14 @@ func TestLiveFaults(t *testing.T) {
 			if want := strings.ReplaceAll(tt.cause, "%s", v.capIf); !strings.HasPrefix(rep.Session.Cause, want) {
 				t.Errorf("session cause %q; want %q…", rep.Session.Cause, want)
 			}
-			out, errb, pcode := runClient(t, time.Minute, auditBin, "pcap", "--format=json", "--port="+strconv.Itoa(faultPort), pcapPath)
+			f := auditFiles(t, FilesConfig{JSON: true, Port: faultPort, PortSet: true}, pcapPath)
 			var offline report.Report
-			if err := json.Unmarshal([]byte(out), &offline); err != nil || len(offline.Peers) != 1 {
-				t.Fatalf("audit pcap (exit %d): %v, %d peers\n%s\n%s", pcode, err, len(offline.Peers), out, errb)
+			if err := json.Unmarshal([]byte(f.stdout), &offline); err != nil || len(offline.Peers) != 1 {
+				t.Fatalf("AuditFiles (%s, %v): %v, %d peers\n%s\n%s", f.verdict(), f.err, err, len(offline.Peers), f.stdout, f.stderr)
 			}
 			ignore := cmpopts.IgnoreFields(backoff.Interval{}, "Measured") // not in JSON
 			if diff := cmp.Diff(rep.Peers[0], offline.Peers[0], netipEq, ignore); diff != "" {
-				t.Errorf("kernel verdict: live report vs audit pcap of --write (-live +pcap):\n%s", diff)
+				t.Errorf("kernel verdict: live report vs AuditFiles of the Write file (-live +pcap):\n%s", diff)
 			}
 		})
 	}
@@ -396,7 +449,7 @@ func heapAlloc() uint64 {
 	return ms.HeapAlloc
 }
 
-// A SYN flood: a sniff-only session keeps --max_attempts attempts,
+// A SYN flood: a sniff-only session keeps Server.MaxAttempts attempts,
 // counts the rest, and its verdict is "too many attempts", as the server's
 // would be; the auditor's heap stays bounded meanwhile. Before the bound,
 // it held every attempt three times over (the tracker, the pending list,
@@ -412,13 +465,13 @@ func TestLiveFlood(t *testing.T) {
 		// and the queue at most maxQueued items (8 MiB) in two arrays.
 		heapBound = 40 << 20
 	)
-	cfg := auditrun.Config{Attach: true, RetryPort: int(testutil.ClosedPort(t)), Idle: time.Second}
+	cfg := Config{Attach: true, RetryPort: int(testutil.ClosedPort(t)), Idle: time.Second}
 	cfg.Server.MaxAttempts = maxAttempts
 	r := startLive(t, cfg)
 	before := heapAlloc()
 	stop := heapPeak()
 	sent := synFlood(t, netip.AddrPortFrom(loopback, uint16(cfg.RetryPort)), syns)
-	reps, _ := r.reports(t, 1) // --idle after the auditor took in the last SYN
+	reps, _ := r.reports(t, 1) // Idle after the auditor took in the last SYN
 	peak := stop()
 	after := heapAlloc()
 	rep := reps[0]
@@ -452,8 +505,8 @@ func TestLiveFlood(t *testing.T) {
 		t.Errorf("heap grew from %d to a peak of %d bytes and %d after; want under %d more, and %d after",
 			before, peak, after, heapBound, heapBound/4)
 	}
-	if err := r.stop(t); !isExit(err, exitFail) {
-		t.Errorf("auditrun.Run after an overflowing session = %v; want exit %d", err, exitFail)
+	if res := r.stop(t); res.verdict() != runFailed {
+		t.Errorf("Run after an overflowing session: %s (%v); want a failed verdict", res.verdict(), res.err)
 	}
 }
 
@@ -462,13 +515,13 @@ func TestLiveFlood(t *testing.T) {
 // many came and how many it forgot.
 func TestLiveFloodOutsideSessions(t *testing.T) {
 	t.Parallel()
-	syns := 2*auditrun.OutsideKeep + 2000
-	r := startLive(t, auditrun.Config{})
+	syns := 2*OutsideKeep + 2000
+	r := startLive(t, Config{})
 	sent := synFlood(t, netip.AddrPortFrom(loopback, uint16(r.retry)), syns)
 	// Stop once the capture has caught up: nothing comes for a while.
 	time.Sleep(500 * time.Millisecond)
-	if err := r.stop(t); err != nil {
-		t.Fatalf("auditrun.Run: %v", err)
+	if res := r.stop(t); res.verdict() != runNothing || !strings.Contains(res.Nothing, "no session ended in the run") {
+		t.Fatalf("Run: %s (%v); want nothing judged", res.verdict(), res.err)
 	}
 	m := regexp.MustCompile(`(\d+) attempts came outside any session \(no Start covered them\); not judged; the (\d+) oldest were not kept`).
 		FindStringSubmatch(r.errOut.String())
@@ -477,9 +530,9 @@ func TestLiveFloodOutsideSessions(t *testing.T) {
 	}
 	came, forgot := atoi(t, m[1]), atoi(t, m[2])
 	t.Logf("sent %d; %d came outside any session, %d not kept", sent, came, forgot)
-	if came > sent || came < sent*9/10 || came-forgot < auditrun.OutsideKeep || came-forgot > 2*auditrun.OutsideKeep {
+	if came > sent || came < sent*9/10 || came-forgot < OutsideKeep || came-forgot > 2*OutsideKeep {
 		t.Errorf("%d came, %d forgotten, of %d sent; want (nearly) all counted and %d to %d kept",
-			came, forgot, sent, auditrun.OutsideKeep, 2*auditrun.OutsideKeep)
+			came, forgot, sent, OutsideKeep, 2*OutsideKeep)
 	}
 }
 
@@ -495,9 +548,4 @@ func atoi(t *testing.T, s string) int {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-func isExit(err error, code int) bool {
-	var ee *exitError
-	return errors.As(err, &ee) && ee.code == code
 }

@@ -1,4 +1,4 @@
-package main
+package auditrun
 
 import (
 	"encoding/json"
@@ -12,33 +12,40 @@ import (
 	"github.com/backoff-audit/audit/tlsdec"
 )
 
-// pcapAttempts reads the attempts of `audit pcap --format json` of the
-// TLS 1.2 capture, with args.
-func pcapAttempts(t *testing.T, args ...string) (attempts []pcapAttempt, stderr string) {
+// The grpc-js TLS 1.2 capture and its key log (testdata/README.md, "TLS
+// captures").
+var (
+	tlsCapture = fixture("tls-grpcjs-tls12.pcap.gz")
+	tlsKeylog  = fixture("tls-grpcjs-tls12.keylog")
+)
+
+type keylogAttempt struct {
+	SrcPort      uint16   `json:"src_port"`
+	ReadyMS      *float64 `json:"ready_ms"`
+	Decrypted    bool     `json:"decrypted"`
+	NotDecrypted string   `json:"not_decrypted"`
+}
+
+// keylogAttempts reads the attempts of the JSON report of the TLS 1.2
+// capture, with the key log at keylog ("" for none).
+func keylogAttempts(t *testing.T, keylog string) ([]keylogAttempt, string) {
 	t.Helper()
-	code, stdout, stderr := runAudit(t, append(append([]string{"pcap", "--format", "json"}, args...), tlsCapture)...)
-	if code != exitOK {
-		t.Fatalf("exit %d, want %d; stderr: %s", code, exitOK, stderr)
+	run := auditFiles(t, FilesConfig{JSON: true, KeyLog: keylog}, tlsCapture)
+	if run.verdict() != runPassed {
+		t.Fatalf("%s: %v\n%s", run.verdict(), run.err, run.stderr)
 	}
 	var rep struct {
 		Peers []struct {
-			Attempts []pcapAttempt `json:"attempts"`
+			Attempts []keylogAttempt `json:"attempts"`
 		} `json:"peers"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+	if err := json.Unmarshal([]byte(run.stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Peers) != 1 {
 		t.Fatalf("%d peers, want 1", len(rep.Peers))
 	}
-	return rep.Peers[0].Attempts, stderr
-}
-
-type pcapAttempt struct {
-	SrcPort      uint16   `json:"src_port"`
-	ReadyMS      *float64 `json:"ready_ms"`
-	Decrypted    bool     `json:"decrypted"`
-	NotDecrypted string   `json:"not_decrypted"`
+	return rep.Peers[0].Attempts, run.stderr
 }
 
 // TestPcapKeyLog: with the key log, an attempt of the TLS 1.2 capture is
@@ -60,9 +67,9 @@ func TestPcapKeyLog(t *testing.T) {
 		settings[c.Report.Client.Port()] = float64(flows.ServerSettings(c.Report).Sub(c.Report.Start)) / float64(time.Millisecond)
 	}
 
-	decrypted, stderr := pcapAttempts(t, "--keylog", tlsKeylog)
-	guessed, _ := pcapAttempts(t)
-	other, _ := pcapAttempts(t, "--keylog", fixture("tls-grpcgo.keylog"))
+	decrypted, stderr := keylogAttempts(t, tlsKeylog)
+	guessed, _ := keylogAttempts(t, "")
+	other, _ := keylogAttempts(t, fixture("tls-grpcgo.keylog"))
 	if len(decrypted) != len(settings) || len(guessed) != len(settings) || len(other) != len(settings) {
 		t.Fatalf("%d, %d and %d attempts; the capture has %d TLS connections", len(decrypted), len(guessed), len(other), len(settings))
 	}
@@ -84,21 +91,23 @@ func TestPcapKeyLog(t *testing.T) {
 	}
 }
 
-// TestPcapKeyLogErrors: a key log audit pcap cannot use is a usage error
-// naming the flag.
+// TestPcapKeyLogErrors: a key log the audit cannot use is an error of the
+// field, which cmd spells as the flag.
 func TestPcapKeyLogErrors(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		args []string
-		want string
+		name  string
+		files []string
+		cfg   FilesConfig
+		want  string
 	}{
-		{"missing", []string{"--keylog", "/nonexistent/keys.log", tlsCapture}, "--keylog: open /nonexistent/keys.log: no such file or directory"},
-		{"standard input", []string{"--keylog", tlsKeylog, "-"}, "--keylog with standard input (-): the TLS connections are decrypted in a second pass"},
+		{"missing", []string{tlsCapture}, FilesConfig{KeyLog: "/nonexistent/keys.log"}, "KeyLog: open /nonexistent/keys.log: no such file or directory"},
+		{"standard input", []string{"-"}, FilesConfig{KeyLog: tlsKeylog, Stdin: strings.NewReader("")},
+			"KeyLog " + tlsKeylog + ": not with standard input (-): the TLS connections are decrypted in a second pass"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			code, _, stderr := runAudit(t, append([]string{"pcap"}, tt.args...)...)
-			if code != exitUsage || !strings.Contains(stderr, tt.want) {
-				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, exitUsage, tt.want)
+			run := auditFiles(t, tt.cfg, tt.files...)
+			if run.err == nil || !strings.HasPrefix(run.err.Error(), tt.want) {
+				t.Errorf("error %v, want %q", run.err, tt.want)
 			}
 		})
 	}

@@ -1,8 +1,7 @@
-package main
+package auditrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,11 +15,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/pb"
 )
 
-// A failed run leaves the file the user named as it was: --write replaces
+// A failed run leaves the file the user named as it was: Write replaces
 // it only once the capture is open.
 func TestLiveWriteKeepsFileOnError(t *testing.T) {
 	t.Parallel()
@@ -31,21 +29,19 @@ func TestLiveWriteKeepsFileOnError(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cfg := auditrun.Config{Iface: "nonexist0", Write: precious, Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")}
-	err := outcomeError(auditrun.Run(ctx, cfg, io.Discard, io.Discard))
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != exitUsage {
-		t.Fatalf("auditrun.Run = %v; want a usage error", err)
+	cfg := Config{Iface: "nonexist0", Write: precious, Server: serverConfig("127.0.0.1:0", "127.0.0.1:0")}
+	if _, err := Run(ctx, cfg, io.Discard, io.Discard); err == nil {
+		t.Fatal("Run judged; want an error: the interface does not exist")
 	}
 	if b, _ := os.ReadFile(precious); string(b) != "what the user had" {
-		t.Errorf("--write file after a failed start holds %q; want it untouched", b)
+		t.Errorf("write file after a failed start holds %q; want it untouched", b)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Errorf("%d files in the folder; want only the user's (no temporary file left)", len(ents))
 	}
 }
 
-// A capture that fails (here --write on a full disk) ends the open session
+// A capture that fails (here Write on a full disk) ends the open session
 // at once with cause "capture error", and the accepts after it are
 // explained as after the capture stopped, not as drops.
 func TestLiveCaptureErrorEndsSession(t *testing.T) {
@@ -56,7 +52,7 @@ func TestLiveCaptureErrorEndsSession(t *testing.T) {
 		t.Skipf("SKIPPED, NOT RUN: a full disk needs a small tmpfs: mount: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", dir).Run() })
-	r := startLive(t, auditrun.Config{Write: filepath.Join(dir, "full.pcap")})
+	r := startLive(t, Config{Write: filepath.Join(dir, "full.pcap")})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -76,16 +72,17 @@ func TestLiveCaptureErrorEndsSession(t *testing.T) {
 			c.Close()
 		}
 		select {
-		case runErr = <-r.done:
-			r.done <- runErr
+		case res := <-r.done:
+			r.done <- res
+			runErr = res.err
 		default:
 		}
 	}
 	if runErr == nil {
-		runErr = r.stop(t)
+		runErr = r.stop(t).err
 	}
 	if runErr == nil || !strings.Contains(runErr.Error(), "no space left on device") {
-		t.Fatalf("auditrun.Run = %v; want the write error", runErr)
+		t.Fatalf("Run = %v; want the write error", runErr)
 	}
 	reps, _ := r.reports(t, 1)
 	rep := reps[0]

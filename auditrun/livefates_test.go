@@ -1,10 +1,9 @@
-package main
+package auditrun
 
 import (
 	"testing"
 	"time"
 
-	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -15,7 +14,7 @@ import (
 // SYN-ACK, with the client's hello and nothing from the server.
 func TestLiveFates(t *testing.T) {
 	t.Parallel()
-	r := startLive(t, auditrun.Config{})
+	r := startLive(t, Config{})
 	runLiveClient(t, r.control, r.retry, 3500*time.Millisecond)
 	reps, _ := r.reports(t, 1)
 	r.stop(t)

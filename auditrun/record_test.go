@@ -1,7 +1,8 @@
-package main
+package auditrun
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
 )
 
@@ -84,71 +86,67 @@ var capped3s = []time.Duration{1000 * time.Millisecond, 1600 * time.Millisecond,
 func TestPcapRecordPolicy(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name     string
-		run      recordRun
-		args     []string
-		wantCode int
-		// want are texts stdout must hold, wantErr the last stderr line.
-		want    []string
-		wantErr string
+		name    string
+		run     recordRun
+		cfg     FilesConfig
+		verdict string
+		// want are texts stdout must hold, wantFailure how the first
+		// failed session failed.
+		want        []string
+		wantFailure string
 	}{
 		{
-			name:     "each session by its own cap",
-			run:      recordRun{maxMS: 3000, gaps: capped3s, serverPassed: true},
-			wantCode: exitOK,
+			name:    "each session by its own cap",
+			run:     recordRun{maxMS: 3000, gaps: capped3s, serverPassed: true},
+			verdict: runPassed,
 			want: []string{"policy: each session's own, from its Start line in the record",
 				"kernel verdict, from SYN timestamps (policy initial 1s ×1.6 ±20% cap 3s",
 				"PASS: 1 peer: 1 passed"},
 		},
 		{
-			name:     "a policy flag overrides the record and says so",
-			run:      recordRun{maxMS: 3000, gaps: capped3s, serverPassed: true},
-			args:     []string{"--max-backoff=2m"},
-			wantCode: exitFail,
-			want:     []string{"from the command line; it overrides each session's Start line", "interval 4"},
-			wantErr:  "audit: 1 of 1 session failed; session 1: kernel verdict failed, server passed: interval 4: 3000 ms is early",
+			name:        "a policy flag overrides the record and says so",
+			run:         recordRun{maxMS: 3000, gaps: capped3s, serverPassed: true},
+			cfg:         capped(2 * time.Minute),
+			verdict:     runFailed,
+			want:        []string{"from the command line; it overrides each session's Start line", "interval 4"},
+			wantFailure: "session 1: kernel verdict failed, server passed: interval 4: 3000 ms is early",
 		},
 		{
 			name: "the server failed where the kernel passed",
 			run: recordRun{maxMS: 3000, gaps: capped3s, serverPassed: false,
 				serverReason: "interval 5: 3301 ms is late (expected 3000 ms, window 2300–3700 ms)"},
-			wantCode: exitFail,
-			wantErr:  "audit: 1 of 1 session failed; session 1: server verdict failed, kernel passed: interval 5: 3301 ms is late",
+			verdict:     runFailed,
+			wantFailure: "session 1: server verdict failed, kernel passed: interval 5: 3301 ms is late",
 		},
 		{
-			name:     "offline, a missing SYN is not in the capture",
-			run:      recordRun{maxMS: 3000, gaps: capped3s, serverPassed: true, uncaptured: 3},
-			wantCode: exitFail,
-			want:     []string{"server only: 127.0.0.1:41002 at 2026-03-04T10:00:02.600200000Z: not in the capture (no SYN from this ip and port is in the capture)"},
+			name:    "offline, a missing SYN is not in the capture",
+			run:     recordRun{maxMS: 3000, gaps: capped3s, serverPassed: true, uncaptured: 3},
+			verdict: runFailed,
+			want:    []string{"server only: 127.0.0.1:41002 at 2026-03-04T10:00:02.600200000Z: not in the capture (no SYN from this ip and port is in the capture)"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			capPath, recPath := tt.run.write(t, t.TempDir())
-			args := append([]string{"pcap", "--server-log=" + recPath}, tt.args...)
-			code, stdout, stderr := runAudit(t, append(args, capPath)...)
-			if code != tt.wantCode {
-				t.Fatalf("exit %d; want %d\n%s\n%s", code, tt.wantCode, stdout, stderr)
+			tt.cfg.Record = recPath
+			r := auditFiles(t, tt.cfg, capPath)
+			if r.verdict() != tt.verdict {
+				t.Fatalf("%s (%v); want %s\n%s\n%s", r.verdict(), r.err, tt.verdict, r.stdout, r.stderr)
 			}
 			for _, w := range tt.want {
-				if !strings.Contains(stdout, w) {
-					t.Errorf("stdout lacks %q:\n%s", w, stdout)
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, r.stdout)
 				}
 			}
-			if strings.Contains(stdout+stderr, "libpcap") {
-				t.Errorf("an offline report speaks of libpcap:\n%s\n%s", stdout, stderr)
+			if strings.Contains(r.stdout+r.stderr, "libpcap") {
+				t.Errorf("an offline report speaks of libpcap:\n%s\n%s", r.stdout, r.stderr)
 			}
-			if tt.wantErr != "" && !strings.HasPrefix(lastLine(stderr), tt.wantErr) {
-				t.Errorf("last stderr line %q; want it to start %q", lastLine(stderr), tt.wantErr)
+			if tt.wantFailure != "" && (r.Failed != 1 || r.Sessions != 1 || !strings.HasPrefix(r.FirstFailure, tt.wantFailure)) {
+				t.Errorf("%d of %d sessions failed, the first %q; want 1 of 1, %q…", r.Failed, r.Sessions, r.FirstFailure, tt.wantFailure)
 			}
 		})
 	}
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return lines[len(lines)-1]
 }
 
 // A record that does not cover the capture is an input error in one line;
@@ -157,21 +155,21 @@ func TestPcapRecordCoverage(t *testing.T) {
 	t.Parallel()
 	t.Run("another day", func(t *testing.T) {
 		capPath, recPath := recordRun{gaps: capped3s[:2], serverPassed: true, day: 24 * time.Hour}.write(t, t.TempDir())
-		code, stdout, stderr := runAudit(t, "pcap", "--server-log="+recPath, capPath)
-		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 {
-			t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and one line", code, stdout, stderr)
+		r := auditFiles(t, FilesConfig{Record: recPath}, capPath)
+		if r.err == nil || r.stdout != "" || r.stderr != "" || strings.Contains(r.err.Error(), "\n") {
+			t.Fatalf("error %v, stdout %q, stderr %q; want an error in one line, and nothing printed", r.err, r.stdout, r.stderr)
 		}
 		for _, w := range []string{"does not cover the capture", "2026-03-05T09:59:59", "2026-03-04T10:00:00"} {
-			if !strings.Contains(stderr, w) {
-				t.Errorf("stderr %q lacks %q", stderr, w)
+			if !strings.Contains(r.err.Error(), w) {
+				t.Errorf("error %q lacks %q", r.err, w)
 			}
 		}
 	})
 	t.Run("another port", func(t *testing.T) {
 		capPath, recPath := recordRun{gaps: capped3s[:2], serverPassed: true, retryPort: 50053}.write(t, t.TempDir())
-		code, _, stderr := runAudit(t, "pcap", "--server-log="+recPath, capPath)
-		if code != exitUsage || !strings.Contains(stderr, "on retry port 50053") || !strings.Contains(stderr, "port 50052") {
-			t.Fatalf("exit %d, stderr %q; want exit 2 naming both ports", code, stderr)
+		r := auditFiles(t, FilesConfig{Record: recPath}, capPath)
+		if r.err == nil || !strings.Contains(r.err.Error(), "on retry port 50053") || !strings.Contains(r.err.Error(), "port 50052") {
+			t.Fatalf("error %v; want one naming both ports", r.err)
 		}
 	})
 	t.Run("one session outside", func(t *testing.T) {
@@ -189,13 +187,13 @@ func TestPcapRecordCoverage(t *testing.T) {
 		}
 		f.Write(b)
 		f.Close()
-		code, stdout, stderr := runAudit(t, "pcap", "--server-log="+recPath, capPath)
-		if code != exitOK {
-			t.Fatalf("exit %d; want 0: the session outside is not judged\n%s\n%s", code, stdout, stderr)
+		r := auditFiles(t, FilesConfig{Record: recPath}, capPath)
+		if r.verdict() != runPassed {
+			t.Fatalf("%s (%v); want passed: the session outside is not judged\n%s\n%s", r.verdict(), r.err, r.stdout, r.stderr)
 		}
-		if !strings.Contains(stdout, "outside the capture, not judged: session 1 (2026-03-03T09:59:59") ||
-			!strings.Contains(stderr, "1 session of "+recPath+" lie outside the capture") {
-			t.Errorf("the session outside is not named:\n%s\n%s", stdout, stderr)
+		if !strings.Contains(r.stdout, "outside the capture, not judged: session 1 (2026-03-03T09:59:59") ||
+			!strings.Contains(r.stderr, "1 session of "+recPath+" lie outside the capture") {
+			t.Errorf("the session outside is not named:\n%s\n%s", r.stdout, r.stderr)
 		}
 	})
 }
@@ -213,19 +211,50 @@ func TestPcapRecordTorn(t *testing.T) {
 	if err := os.WriteFile(recPath, b[:len(b)-5], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runAudit(t, "pcap", "--record="+recPath, capPath)
-	if code != exitFail {
-		t.Fatalf("exit %d; want 1 (no server verdict)\n%s\n%s", code, stdout, stderr)
+	r := auditFiles(t, FilesConfig{Record: recPath}, capPath)
+	if r.verdict() != runFailed {
+		t.Fatalf("%s (%v); want failed (no server verdict)\n%s\n%s", r.verdict(), r.err, r.stdout, r.stderr)
 	}
 	for _, w := range []string{"torn last line", "the lines before it are used"} {
-		if !strings.Contains(stderr, w) {
-			t.Errorf("stderr lacks %q:\n%s", w, stderr)
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
 		}
 	}
-	if n := strings.Count(stderr, recPath); n != 1 {
-		t.Errorf("stderr names the record %d times; want once, in the warning:\n%s", n, stderr)
+	if n := strings.Count(r.stderr+r.FirstFailure, recPath); n != 1 {
+		t.Errorf("stderr and the failure name the record %d times; want once, in the warning:\n%s\n%s", n, r.stderr, r.FirstFailure)
 	}
-	if !strings.Contains(stdout, "ended by end of the record") || !strings.Contains(lastLine(stderr), "the session did not end with Stop") {
-		t.Errorf("the open session is not explained:\n%s\n%s", stdout, stderr)
+	if !strings.Contains(r.stdout, "ended by end of the record") || !strings.Contains(r.FirstFailure, "the session did not end with Stop") {
+		t.Errorf("the open session is not explained:\n%s\n%s", r.stdout, r.FirstFailure)
+	}
+}
+
+// The committed real capture and its server record (testdata/README.md)
+// cross-check offline without privileges.
+func TestPcapServerLog(t *testing.T) {
+	t.Parallel()
+	const capFile, record = "../testdata/real-grpc-go.pcap", "../testdata/real-grpc-go.record.jsonl"
+	r := auditFiles(t, FilesConfig{JSON: true, Record: record}, capFile)
+	var rep struct {
+		Peers    []report.PeerReport    `json:"peers"`
+		Sessions []report.RecordSession `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Sessions) != 1 || len(rep.Peers) != 1 {
+		t.Fatalf("%v: %d sessions, %d peers\n%s\n%s", err, len(rep.Sessions), len(rep.Peers), r.stdout, r.stderr)
+	}
+	s := rep.Sessions[0]
+	cc := s.CrossCheck
+	if s.Server == nil || !cc.Agree || cc.KernelPassed != s.Server.Passed || len(cc.Pairs) != len(rep.Peers[0].Attempts) {
+		t.Errorf("server %+v, agree %v, kernel passed %v, %d pairs for %d attempts; want one to one and agreeing",
+			s.Server, cc.Agree, cc.KernelPassed, len(cc.Pairs), len(rep.Peers[0].Attempts))
+	}
+	for i, p := range cc.Pairs {
+		if a := rep.Peers[0].Attempts[i]; p.Delay < 0 || !p.KernelTime.Equal(a.Time) || p.SrcPort != a.SrcPort {
+			t.Errorf("pair %d: %+v; attempt %+v", i+1, p, a)
+		}
+	}
+	// Text: the report, then the session's cross-check.
+	text := auditFiles(t, FilesConfig{Record: record}, capFile).stdout
+	if !strings.Contains(text, "=== session 1") || !strings.Contains(text, "kernel and server timestamps agree") {
+		t.Errorf("text output lacks the session's cross-check:\n%s", text)
 	}
 }

@@ -1,12 +1,13 @@
-package main
+package auditrun
 
-// Tests of `audit live --attach --control_port`: sessions that follow the
+// Tests of Run with Attach and ControlPort: sessions that follow the
 // Start and Stop calls decoded live from a server's control port, with no
 // record file (docs/spec.md §5.6). Like the other live tests they capture
 // on lo and skip, loudly, where this process may not.
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -27,7 +28,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/backoff-audit/audit/attempt"
-	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
@@ -79,14 +79,14 @@ func checkControlSession(t *testing.T, rep liveJSON, maxMS int32, passed bool, b
 	}
 }
 
-// TestLiveAttachControlPort: `audit server` in another process, `audit
-// live --attach --control_port` in this one, the grpc-go interop client.
+// TestLiveAttachControlPort: the reference server, an auditor attached to
+// its control port, the grpc-go interop client.
 // The session starts at the decoded Start and ends at the decoded Stop,
 // and its report agrees with what the server's Stop answered.
 func TestLiveAttachControlPort(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
-	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
+	r := startLive(t, Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
 	if !strings.Contains(r.errOut.String(), "capturing control port "+strconv.Itoa(srv.Control)) {
 		t.Errorf("stderr does not say the control port is captured:\n%s", r.errOut)
 	}
@@ -117,16 +117,16 @@ func TestLiveAttachControlPort(t *testing.T) {
 	}
 }
 
-// TestLiveAttachControlPortWrite: with --write the file keeps the control
+// TestLiveAttachControlPortWrite: with Write the file keeps the control
 // port's whole packets beside the retry port's headers (pcapng, one
-// interface each), so `audit pcap` redoes the cross-check from the file
+// interface each), so AuditFiles redoes the cross-check from the file
 // alone: it finds the control port by itself and gives the session the
 // live run gave, server verdict, backoff_ms and every interval alike.
 func TestLiveAttachControlPortWrite(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
 	path := filepath.Join(t.TempDir(), "run.pcap")
-	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control, Write: path})
+	r := startLive(t, Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control, Write: path})
 	runLiveClient(t, srv.Control, srv.Retry, 4500*time.Millisecond)
 	end, _ := srv.session(t)
 	reps, _ := r.reports(t, 1)
@@ -138,44 +138,45 @@ func TestLiveAttachControlPortWrite(t *testing.T) {
 		t.Fatalf("live report: server %+v, cross-check %+v; want Stop's answer (passed=%v, backoff_ms %v) and its intervals",
 			rep.Server, rep.CrossCheck, end.Passed, end.BackoffMS)
 	}
-	liveCode := exitOK
-	if err := r.stop(t); err != nil {
-		liveCode = exitFail
-		if !isExit(err, exitFail) {
-			t.Fatalf("audit live: %v", err)
-		}
+	live := r.stop(t)
+	if live.err != nil {
+		t.Fatalf("Run: %v", live.err)
 	}
 	if rep.Live.Write != path {
-		t.Errorf("report's --write %q; want %q", rep.Live.Write, path)
+		t.Errorf("report's write file %q; want %q", rep.Live.Write, path)
 	}
 	st, err := capture.ReadFile(path, capture.Options{}, func(attempt.SYN) {})
 	if err != nil || st.Format != "pcapng" || st.Truncated {
-		t.Fatalf("--write file: %+v, %v; want a complete pcapng file", st, err)
+		t.Fatalf("write file: %+v, %v; want a complete pcapng file", st, err)
 	}
 
-	for _, args := range [][]string{{}, {"--control_port=" + strconv.Itoa(srv.Control)}} {
-		code, stdout, stderr := runAudit(t, append(append([]string{"pcap", "--format=json"}, args...), path)...)
+	for _, control := range []uint16{0, uint16(srv.Control)} { // found, or named
+		f := auditFiles(t, FilesConfig{JSON: true, Control: control}, path)
 		var off report.Report
-		if err := json.Unmarshal([]byte(stdout), &off); err != nil {
-			t.Fatalf("audit pcap %v: exit %d, %v\n%s\n%s", args, code, err, stdout, stderr)
+		if err := json.Unmarshal([]byte(f.stdout), &off); err != nil {
+			t.Fatalf("AuditFiles, control port %d: %s, %v (%v)\n%s\n%s", control, f.verdict(), err, f.err, f.stdout, f.stderr)
 		}
-		if code != liveCode || off.Record == nil || int(off.Record.ControlPort) != srv.Control ||
+		if f.verdict() != live.verdict() || off.Record == nil || int(off.Record.ControlPort) != srv.Control ||
 			int(off.Port) != srv.Retry || len(off.Sessions) != 1 {
-			t.Fatalf("audit pcap %v: exit %d, record %+v, port %d, %d sessions; want exit %d as live, control port %d, retry port %d, 1 session\n%s",
-				args, code, off.Record, off.Port, len(off.Sessions), liveCode, srv.Control, srv.Retry, stderr)
+			t.Fatalf("AuditFiles, control port %d: %s, record %+v, port %d, %d sessions; want %s as live, control port %d, retry port %d, 1 session\n%s",
+				control, f.verdict(), off.Record, off.Port, len(off.Sessions), live.verdict(), srv.Control, srv.Retry, f.stderr)
 		}
 		s := off.Sessions[0]
 		if s.Session.MaxMS != rep.Session.MaxMS {
-			t.Errorf("audit pcap %v: cap %d ms; live %d ms", args, s.Session.MaxMS, rep.Session.MaxMS)
+			t.Errorf("AuditFiles, control port %d: cap %d ms; live %d ms", control, s.Session.MaxMS, rep.Session.MaxMS)
 		}
 		if diff := cmp.Diff(rep.Server, s.Server); diff != "" {
-			t.Errorf("audit pcap %v: server verdict (-live +file):\n%s", args, diff)
+			t.Errorf("AuditFiles, control port %d: server verdict (-live +file):\n%s", control, diff)
 		}
 		if diff := cmp.Diff(rep.CrossCheck, s.CrossCheck, netipEq, cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("audit pcap %v: cross-check (-live +file):\n%s", args, diff)
+			t.Errorf("AuditFiles, control port %d: cross-check (-live +file):\n%s", control, diff)
 		}
 	}
 }
+
+// systemPython is Debian's interpreter, the one python3-grpcio installs for
+// (docs/spec.md §6); a python3 earlier on PATH may lack grpc.
+const systemPython = "/usr/bin/python3"
 
 // pythonServer is testdata/interop/reconnect_server.py running: a
 // ReconnectService of gRPC C-core, whose server sends its SETTINGS before
@@ -194,7 +195,7 @@ func startPythonServer(t *testing.T) *pythonServer {
 	if out, err := exec.CommandContext(ctx, systemPython, "-c", "import grpc").CombinedOutput(); err != nil {
 		t.Skipf("SKIPPED, NOT RUN: the C-core server needs python3-grpcio for %s (apt-get install python3-grpcio): %v\n%s", systemPython, err, out)
 	}
-	cmd := exec.CommandContext(ctx, systemPython, "../../testdata/interop/reconnect_server.py")
+	cmd := exec.CommandContext(ctx, systemPython, "../testdata/interop/reconnect_server.py")
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 5 * time.Second
 	stderr := &testutil.SyncBuffer{}
@@ -268,13 +269,20 @@ func TestLiveAttachControlPortCCore(t *testing.T) {
 	t.Parallel()
 	requireCapture(t)
 	srv := startPythonServer(t)
-	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.retry, ControlPort: srv.control})
-	out, stderr, code := runClient(t, time.Minute, systemPython, "../../testdata/interop/reconnect_client.py",
+	r := startLive(t, Config{Attach: true, RetryPort: srv.retry, ControlPort: srv.control})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, systemPython, "../testdata/interop/reconnect_client.py",
 		"--server_host=127.0.0.1", "--server_control_port="+strconv.Itoa(srv.control), "--server_retry_port="+strconv.Itoa(srv.retry),
 		"--max_reconnect_backoff_ms=2000", "--deadline_s=6")
-	var client pythonResult
-	if err := json.Unmarshal([]byte(out), &client); err != nil {
-		t.Fatalf("reconnect_client.py exit %d printed %q: %v\nstderr:\n%s", code, out, err, stderr)
+	var stderr bytes.Buffer
+	cmd.Stderr, cmd.WaitDelay = &stderr, 5*time.Second
+	out, err := cmd.Output()
+	var client struct {
+		BackoffMS []int32 `json:"backoff_ms"`
+	}
+	if jerr := json.Unmarshal(out, &client); jerr != nil {
+		t.Fatalf("reconnect_client.py (%v) printed %q: %v\nstderr:\n%s", err, out, jerr, &stderr)
 	}
 	passed, backoffMS := srv.stop(t)
 	if diff := cmp.Diff(backoffMS, client.BackoffMS); diff != "" {
@@ -306,7 +314,7 @@ func TestLiveAttachControlMidStream(t *testing.T) {
 		}
 	}
 	// The connection and its preface are on the wire: now the capture.
-	r := startLive(t, auditrun.Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
+	r := startLive(t, Config{Attach: true, RetryPort: srv.Retry, ControlPort: srv.Control})
 	rc := pb.NewReconnectServiceClient(conn)
 	if _, err := rc.Start(ctx, &pb.ReconnectParams{MaxReconnectBackoffMs: liveMaxMS}); err != nil {
 		t.Fatal(err)
@@ -319,8 +327,8 @@ func TestLiveAttachControlMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "the mid-stream warning", func() bool { return strings.Contains(r.errOut.String(), "joined mid-stream") })
-	if err := r.stop(t); err != nil {
-		t.Errorf("exit: %v; want none: nothing was judged", err)
+	if res := r.stop(t); res.verdict() != runNothing {
+		t.Errorf("Run: %s (%v); want nothing judged", res.verdict(), res.err)
 	}
 	if out := r.out.String(); out != "" {
 		t.Errorf("a session was reported from calls that cannot be decoded:\n%s", out)
@@ -329,23 +337,5 @@ func TestLiveAttachControlMidStream(t *testing.T) {
 		if !strings.Contains(r.errOut.String(), want) {
 			t.Errorf("stderr does not say %q:\n%s", want, r.errOut)
 		}
-	}
-}
-
-// TestLiveAttachControlFlags: --control_port with --attach and --record
-// is a usage error naming both, from the command line as from the config.
-func TestLiveAttachControlFlags(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var stdout, stderr strings.Builder
-	code := run(ctx, []string{"live", "--attach", "--retry_port=9", "--control_port=8", "--record=run.jsonl"}, &stdout, &stderr)
-	if code != exitUsage || !strings.Contains(stderr.String(), "--control_port and --record") {
-		t.Errorf("exit %d, stderr %q; want 2 naming --control_port and --record", code, stderr.String())
-	}
-	var help strings.Builder
-	run(ctx, []string{"live", "--help"}, &help, &help)
-	if !strings.Contains(help.String(), "--attach --control_port=P") {
-		t.Errorf("audit live --help does not describe --attach --control_port:\n%s", help.String())
 	}
 }

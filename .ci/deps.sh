@@ -3,11 +3,13 @@
 # needs: Debian packages, and the grpc-js client's npm packages
 # (testdata/clients/grpcjs, from its committed package-lock.json). Called by
 # `make deps`, so `make demo` and `make test` work on a fresh machine
-# (tshark: the TLS captures' decryption is compared with Wireshark's).
-# Extra Debian packages can be asked for: deps.sh tcpdump
+# (prometheus brings promtool, for the alert rules' tests, and the server the
+# fleet's end-to-end test scrapes with; tshark: the TLS captures'
+# decryption is compared with Wireshark's). Extra Debian packages can be
+# asked for: deps.sh tcpdump
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need=(libpcap-dev gcc pkg-config protobuf-compiler python3-grpcio chromium tshark "$@")
+need=(libpcap-dev gcc pkg-config protobuf-compiler python3-grpcio chromium prometheus tshark "$@")
 missing=()
 for p in "${need[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

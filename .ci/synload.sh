@@ -14,7 +14,13 @@
 #   dropped    libpcap's ps_drop, in packets (two per SYN on lo): ring full
 #   softnet    the kernel's backlog drops (/proc/net/softnet_stat) over the run
 #   lost       sent - captured
-# and prints a markdown table with the machine and the command. Traffic goes
+# and prints a markdown table with the machine and the command.
+# SYNLOAD_VERB=watch measures `audit watch --iface lo --port P --format json
+# --metrics 127.0.0.1:0` instead: once its audit_attempts_total reaches the
+# SYNs sent (or stops growing for 5 s) it is interrupted, and captured is
+# its summary's attempts (every SYN of the load is a new attempt), dropped
+# libpcap's counters and the packets it did not take in, from its stderr.
+# Traffic goes
 # only to 127.0.0.1 and ::1. Needs root (raw sockets, capture); without it,
 # says so and exits 0 (SYNLOAD_STRICT=1: exit 1).
 #
@@ -26,6 +32,7 @@
 #   SYNLOAD_WRITE [0]     1: also --write every packet to a file (its cost included)
 #   SYNLOAD_AUDIT [bin/audit]  the binary to measure (built when missing)
 #   SYNLOAD_STRICT [0]    1: exit 1 when a run lost a SYN or when not root
+#   SYNLOAD_VERB [live]   live, or watch
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
@@ -37,13 +44,14 @@ buffer=${SYNLOAD_BUFFER:-}
 write=${SYNLOAD_WRITE:-0}
 audit=${SYNLOAD_AUDIT:-bin/audit}
 strict=${SYNLOAD_STRICT:-0}
+verb=${SYNLOAD_VERB:-live}
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "synload: SKIPPED, NOT RUN: raw sockets and live capture need root" >&2
 	[ "$strict" = 1 ] && exit 1
 	exit 0
 fi
-./.ci/deps.sh jq time iproute2 >&2
+./.ci/deps.sh jq time iproute2 curl >&2
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/synload.XXXXXX")
 apid= tpid=
@@ -79,10 +87,11 @@ softnet_drops() {
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 libpcap=$(dpkg-query -W -f='${Version}' libpcap0.8 2>/dev/null || echo unknown)
 args=(live --attach --iface lo --retry_port "$port" --format json --idle 2s)
+[ "$verb" = watch ] && args=(watch --iface lo --port "$port" --format json --metrics 127.0.0.1:0)
 [ -n "$buffer" ] && args+=(--buffer "$buffer")
 [ "$write" = 1 ] && args+=(--write "$tmp/load.pcap")
 
-echo "# audit live under SYN load on lo"
+echo "# audit $verb under SYN load on lo"
 echo
 echo "machine: $(nproc) CPUs, $cpu, kernel $(uname -r), libpcap $libpcap, $(free -g | awk '/^Mem:/ { print $2 }') GiB"
 echo "command: $audit ${args[*]}"
@@ -117,12 +126,28 @@ for rate in "${rates[@]}"; do
 		before=$(softnet_drops)
 		sent_json=$("$tmp/synload" -port "$port" -rate "$rate" -duration "${seconds}s")
 		after=$(softnet_drops)
-		# The report comes 2 s (--idle) after the auditor has taken in the
-		# last SYN; it may be behind the sender. Two minutes at most.
-		for _ in $(seq 1200); do
-			[ -s "$tmp/out" ] && break
-			sleep 0.1
-		done
+		sent=$(jq -r .sent <<<"$sent_json")
+		if [ "$verb" = watch ]; then
+			# Its attempts reach the SYNs sent once it has taken them
+			# in; two minutes at most, 5 s at most without growing.
+			url=$(sed -n 's/.*metrics at \(http:[^ ]*\).*/\1/p' "$tmp/err" | head -1)
+			seen=-1 still=0
+			for _ in $(seq 1200); do
+				n=$(curl -s "$url" | sed -n 's/^audit_attempts_total{port="'"$port"'"} //p')
+				[ "${n:-0}" -ge "$sent" ] && break
+				if [ "${n:-0}" = "$seen" ]; then still=$((still + 1)); else still=0 seen=${n:-0}; fi
+				[ "$still" -ge 50 ] && break
+				sleep 0.1
+			done
+		else
+			# The report comes 2 s (--idle) after the auditor has taken
+			# in the last SYN; it may be behind the sender. Two minutes
+			# at most.
+			for _ in $(seq 1200); do
+				[ -s "$tmp/out" ] && break
+				sleep 0.1
+			done
+		fi
 		kill -INT "$apid" 2>/dev/null || true
 		for _ in $(seq 300); do
 			kill -0 "$apid" 2>/dev/null || break
@@ -135,9 +160,13 @@ for rate in "${rates[@]}"; do
 		wait "$tpid" || true
 		tpid= apid=
 
-		sent=$(jq -r .sent <<<"$sent_json")
 		achieved=$(jq -r '.rate | floor' <<<"$sent_json")
-		if [ -s "$tmp/out" ]; then
+		if [ "$verb" = watch ] && [ -s "$tmp/out" ]; then
+			captured=$(tail -1 "$tmp/out" | jq -r .summary.attempts)
+			read -r received kdrop ifdrop < <(sed -n 's/.*since the start: \([0-9]*\) packets received, \([0-9]*\) dropped by the kernel, \([0-9]*\) dropped by the interface.*/\1 \2 \3/p' "$tmp/err")
+			nottaken=$(sed -n 's/.*; \([0-9]*\) captured packets not taken in.*/\1/p' "$tmp/err")
+			dropped=$((kdrop + ifdrop + ${nottaken:-0}))
+		elif [ -s "$tmp/out" ]; then
 			read -r captured received dropped < <(head -1 "$tmp/out" | jq -r '"\(.capture.syns) \(.live.received) \(.live.dropped + .live.if_dropped)"')
 		else
 			captured=0 received=? dropped=?

@@ -426,17 +426,15 @@ func (t *Tracker) AddAttempt(a Attempt) {
 	}
 }
 
-// Ending is what the segments read so far show of attempt a (its SYN
-// added with Add or AddAttempt): the live auditor asks it of the attempt
-// before each new one, to judge the interval between them. A segment that
-// waits to be matched (see AddSegment) is not in it yet. The zero Ending
-// when fates are not known, or the tracker holds no such attempt.
-func (t *Tracker) Ending(a Attempt) backoff.Ending {
-	if !t.fatesKnown {
-		return backoff.Ending{}
-	}
-	if t.pushed.n > 0 {
-		t.settle()
+// Find returns the attempt the tracker holds for a's tuple and ISN, with
+// its retransmits and its Ending as the segments read so far show it (the
+// zero Ending until SetFatesKnown), and whether it holds one. Only a's
+// Src, Dst and Seq are read. A chain read as it goes asks for a few
+// attempts at a time (the live auditor, for the attempt before each new
+// one; audit watch), where List and Chains build every one.
+func (t *Tracker) Find(a Attempt) (Attempt, bool) {
+	if t.pushed.n > 0 || t.late.n > 0 {
+		t.readSegments()
 	}
 	if t.indexed < t.attempts.n {
 		t.index()
@@ -444,16 +442,33 @@ func (t *Tracker) Ending(a Attempt) backoff.Ending {
 	k := keyOf(SYN{Src: a.Src, Dst: a.Dst, Seq: a.Seq})
 	i, _ := t.find(&k, maphash.Comparable(t.seed, k)>>32)
 	if i < 0 {
-		return backoff.Ending{}
+		return Attempt{}, false
 	}
 	r := t.rec(i)
+	out := r.attempt()
+	if !t.fatesKnown {
+		return out, true
+	}
+	// What leave would store at home, without storing it: the slot keeps
+	// the attempt's fate as it reads on.
 	f := r.fate
 	if t.recent != nil {
-		if e := t.slot(t.keyHash(&k)); e.ref == uint32(i+1) && e.key == k {
-			f.merge(&e.fate)
+		if e := t.slot(t.keyHash(&r.key)); e.ref == uint32(i+1) && e.fate != (fateRec{}) {
+			if e.homed {
+				f.merge(&e.fate)
+			} else {
+				f = e.fate
+			}
 		}
 	}
-	return f.ending(stamp{r.sec, r.nsec}, r.last)
+	out.Ending = t.withDecryption(&r.key, stamp{r.sec, r.nsec}, f.ending(stamp{r.sec, r.nsec}, r.last))
+	return out, true
+}
+
+// Ending is Find's Ending of a.
+func (t *Tracker) Ending(a Attempt) backoff.Ending {
+	f, _ := t.Find(a)
+	return f.Ending
 }
 
 // List returns every attempt, in the order they were opened.

@@ -59,7 +59,10 @@ func TestDecrypt(t *testing.T) {
 					t.Errorf("Decrypt matched %d, want %d", got, tt.matched)
 				}
 			}
-			// Both ways of reading the tracker give the same Ending.
+			// Every way of reading the tracker gives the same Ending.
+			if diff := cmp.Diff(tt.want, tr.Ending(Attempt{Src: fateClient, Dst: fateServer, Seq: fateISN})); diff != "" {
+				t.Errorf("Ending: (-want +got):\n%s", diff)
+			}
 			list := tr.List()
 			chain := tr.Chains().Chain(0, nil)
 			if len(list) != 1 || len(chain.Attempts) != 1 {

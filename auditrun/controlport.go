@@ -10,6 +10,7 @@ import (
 	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/report/html"
@@ -66,11 +67,11 @@ func FindControl(files []string, pt *attempt.PortTracker, port uint16) (*Control
 	}
 	switch {
 	case len(found) == 0 && port != 0:
-		return nil, fmt.Errorf("--control_port %d: no connection to it in the capture calls %s or %s", port, control.StartMethod, control.StopMethod)
+		return nil, field.Errorf("Control", port, "no connection to it in the capture calls %s or %s", control.StartMethod, control.StopMethod)
 	case len(found) == 0:
 		return nil, nil
 	case len(found) > 1:
-		return nil, fmt.Errorf("the capture holds ReconnectService calls to %d ports (%v): choose the control port with --control_port", len(found), found)
+		return nil, field.Errorf("Control", nil, "the capture holds ReconnectService calls to %d ports (%v): choose the control port", len(found), found)
 	}
 	return &Control{Port: found[0], Conns: byPort[found[0]], Calls: control.Calls(byPort[found[0]])}, nil
 }
@@ -179,7 +180,9 @@ func WriteSessions(out, errOut io.Writer, rep *report.RecordRun, asJSON bool, ht
 		err = rep.WriteText(out)
 	}
 	if err == nil && htmlPath != "" {
-		err = html.WriteFile(htmlPath, rep)
+		if err = html.WriteFile(htmlPath, rep); err != nil {
+			err = field.Errorf("HTML", htmlPath, "%w", err)
+		}
 	}
 	failed, total, first = rep.Failures()
 	return failed, total, first, err

@@ -165,7 +165,7 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 	}
 	if cfg.HTML != "" {
 		if err := html.WriteFile(cfg.HTML, aud); err != nil {
-			return Outcome{}, err
+			return Outcome{}, field.Errorf("HTML", cfg.HTML, "%w", err)
 		}
 	}
 	if aud.Summary.Peers == 0 {

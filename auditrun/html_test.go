@@ -39,7 +39,7 @@ func TestPcapHTML(t *testing.T) {
 		t.Errorf("%d files in the folder, want the page alone", len(ents))
 	}
 	bad := filepath.Join(dir, "no", "such", "dir.html")
-	if r := auditFiles(t, FilesConfig{HTML: bad}, fixture("mixed.pcapng")); r.err == nil || !strings.Contains(r.err.Error(), "--html "+bad) {
+	if r := auditFiles(t, FilesConfig{HTML: bad}, fixture("mixed.pcapng")); r.err == nil || !strings.Contains(r.err.Error(), "HTML "+bad) {
 		t.Errorf("unwritable page: error %v; want one naming the file", r.err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/metrics"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/report/html"
 	"github.com/backoff-audit/audit/server"
@@ -64,6 +65,12 @@ type Config struct {
 	// JSON writes one JSON report per session instead of text.
 	JSON       bool
 	BufferSize int
+	// Metrics, when set, is the address the Prometheus exposition is
+	// served at (http://Metrics/metrics): the attempts as they come, each
+	// session's chains when it ends (package metrics).
+	Metrics string
+	// OnListen, when set, is told the metrics address once it is bound.
+	OnListen func(addr string)
 	// Server configures the in-process server (without Attach).
 	Server server.Config
 }
@@ -126,12 +133,16 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	if err := cfg.checkControl(); err != nil {
 		return Outcome{}, err
 	}
+	m, stopMetrics, err := serveMetrics("live", cfg.Metrics, errOut, cfg.OnListen)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer stopMetrics()
 	q := newLiveQueue()
 	var srv *server.Server
 	port := cfg.RetryPort
 	if !cfg.Attach {
 		cfg.Server.OnEvent = q.pushEvent
-		var err error
 		if srv, err = server.New(cfg.Server); err != nil {
 			return Outcome{}, err
 		}
@@ -142,7 +153,6 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	var out2 *writeFile
 	var shared *capture.LiveFile // the control port's capture writes it too
 	if cfg.Write != "" {
-		var err error
 		if out2, err = createWriteFile(cfg.Write); err != nil {
 			return Outcome{}, err
 		}
@@ -173,7 +183,9 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 			return Outcome{}, err
 		}
 	}
-	a := &liveAuditor{cfg: cfg, port: uint16(port), live: live, ctl: ctl, srv: srv, q: q, out: out, errOut: errOut,
+	m.AddCapture(cfg.Iface, live, q.dropped)
+	m.Watch(uint16(port))
+	a := &liveAuditor{cfg: cfg, port: uint16(port), live: live, ctl: ctl, srv: srv, q: q, out: out, errOut: errOut, m: m,
 		tr: newTracker(), skipped: map[string]uint64{}, captureStart: time.Now(),
 		loopback: isLoopback(cfg.Iface)}
 	if srv != nil {
@@ -254,6 +266,7 @@ type liveAuditor struct {
 	q      *liveQueue
 	out    io.Writer
 	errOut io.Writer
+	m      *metrics.Metrics // nil without --metrics
 
 	// tr holds the attempts not yet reported, of every address, and
 	// tells a retransmission from a new attempt. inside of them are the
@@ -517,6 +530,7 @@ func (a *liveAuditor) addSYN(s attempt.SYN) {
 	a.syns++
 	a.totalSYNs++
 	if a.tr.Retransmit(s) {
+		a.m.Retransmit(a.port)
 		if !a.cfg.JSON {
 			fmt.Fprintf(a.out, "retransmit %s  %-22s (kernel retransmission, not a backoff)\n",
 				s.Time.UTC().Format(text.TimeLayout), attempt.UnmapPort(s.Src))
@@ -524,6 +538,7 @@ func (a *liveAuditor) addSYN(s attempt.SYN) {
 		return
 	}
 	a.lastSYN = s.Time
+	a.m.Attempt(a.port)
 	at := attempt.Attempt{Time: s.Time.UTC(), Src: s.Src, Dst: s.Dst, Seq: s.Seq}
 	if a.sess == nil && a.sniffOnly() {
 		a.number++
@@ -710,6 +725,9 @@ func (a *liveAuditor) finish() {
 	attempts := a.tr.List()
 	info := a.info(st)
 	r := s.report(a.port, attempts, capInfo, &info, a.captureStart)
+	for _, pr := range r.Peers.Reports() {
+		a.m.Chain(a.port, metrics.EndSession, pr)
+	}
 	// Attempts after a server session's end may belong to the next one.
 	var keep []attempt.Attempt
 	if s.server && !s.EndTime.IsZero() {
@@ -739,6 +757,7 @@ func (a *liveAuditor) finish() {
 	}
 	if a.cfg.HTML != "" {
 		if herr := html.WriteFile(a.cfg.HTML, r); herr != nil {
+			herr = field.Errorf("HTML", a.cfg.HTML, "%w", herr)
 			fmt.Fprintf(a.errOut, "audit live: %v\n", herr)
 		}
 	}

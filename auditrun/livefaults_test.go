@@ -41,6 +41,7 @@ import (
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
+	"github.com/backoff-audit/audit/watch"
 )
 
 // The veth pair's addresses: a link-local /30 that exists only inside the
@@ -149,10 +150,11 @@ func fileSYNs(path string) ([]attempt.SYN, attempt.FileInfo, error) {
 // JSON.
 const liveChildEnv = "AUDITRUN_LIVE_FAULT_CHILD"
 
-// faultChild is the run of one case of TestLiveFaults.
+// faultChild is the run of one case of TestLiveFaults, or of
+// TestWatchFaults (Watch).
 type faultChild struct {
-	Iface, Write string
-	Attach       bool
+	Iface, Write  string
+	Attach, Watch bool
 }
 
 func TestMain(m *testing.M) {
@@ -171,6 +173,21 @@ func liveChild(config string) int {
 		fmt.Fprintf(os.Stderr, "audit: %s: %v\n", liveChildEnv, err)
 		return 2
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if c.Watch {
+		wcfg := WatchConfig{Iface: c.Iface, Ports: []uint16{faultPort}, Write: c.Write,
+			Watch: watch.Config{Policy: backoff.DefaultPolicy(), JSON: true, MaxPeers: 1000, MaxChain: 64}}
+		o, err := Watch(ctx, wcfg, os.Stdout, os.Stderr)
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "audit: %v\n", err)
+			return 2
+		case o.Verdict != "" || o.Failed > 0:
+			return 1
+		}
+		return 0
+	}
 	cfg := Config{Iface: c.Iface, Write: c.Write, JSON: true, Attach: c.Attach, RetryPort: faultPort}
 	if c.Attach {
 		cfg.Idle = 5 * time.Minute // no session ends by itself
@@ -178,8 +195,6 @@ func liveChild(config string) int {
 		cfg.Server.ControlAddr, cfg.Server.RetryAddr = ":0", fmt.Sprintf(":%d", faultPort)
 	}
 	cfg.Server.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	o, err := Run(ctx, cfg, os.Stdout, os.Stderr)
 	switch {
 	case err != nil:
@@ -189,6 +204,56 @@ func liveChild(config string) int {
 		return 1
 	}
 	return 0
+}
+
+// startChild starts this test binary as the auditor c describes, inside
+// v's capture namespace (ip netns exec execs it: the process is the
+// auditor's), and waits for its capture to start. It is ended when the
+// test ends, its output logged if the test failed; exited gets its end.
+func startChild(t *testing.T, v *vethNet, c faultChild) (cmd *exec.Cmd, stdout, stderr *testutil.SyncBuffer, exited chan error) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd = exec.CommandContext(ctx, "ip", "netns", "exec", v.capNS, self)
+	cmd.Env = append(os.Environ(), liveChildEnv+"="+string(child))
+	cmd.WaitDelay = 5 * time.Second
+	stdout, stderr = &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	exited = make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cancel()
+		err := <-exited
+		exited <- err
+		if t.Failed() {
+			t.Logf("the auditor's stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		}
+	})
+	testutil.WaitFor(t, "the capture to start", exited, func() bool { return strings.Contains(stderr.String(), "capturing SYNs") })
+	return cmd, stdout, stderr, exited
+}
+
+// childExit is a child auditor's exit status, as `audit` would exit.
+func childExit(err error) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	return -1
 }
 
 func TestLiveFaults(t *testing.T) {
@@ -228,36 +293,7 @@ func TestLiveFaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			v := newVethNet(t)
 			pcapPath := filepath.Join(t.TempDir(), "live.pcap")
-			self, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
-			child, err := json.Marshal(faultChild{Iface: v.capIf, Write: pcapPath, Attach: tt.attach})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			// ip netns exec execs the command itself: the process is the
-			// auditor's.
-			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", v.capNS, self)
-			cmd.Env = append(os.Environ(), liveChildEnv+"="+string(child))
-			cmd.WaitDelay = 5 * time.Second
-			stdout, stderr := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
-			cmd.Stdout, cmd.Stderr = stdout, stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			t.Cleanup(func() {
-				cancel()
-				<-exited
-				if t.Failed() {
-					t.Logf("the auditor's stdout:\n%s\nstderr:\n%s", stdout, stderr)
-				}
-			})
-			testutil.WaitFor(t, "the capture to start", exited, func() bool { return strings.Contains(stderr.String(), "capturing SYNs") })
+			cmd, stdout, stderr, exited := startChild(t, v, faultChild{Iface: v.capIf, Write: pcapPath, Attach: tt.attach})
 
 			v.connect(t, tt.syns)
 			// Every SYN is in the Write file (flushed when the capture

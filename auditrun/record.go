@@ -8,6 +8,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
@@ -65,7 +66,7 @@ func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.Capt
 // section, p its policy.
 func auditSessions(opt RecordOptions, all []session.Session, chains []attempt.Chain, capInfo attempt.CaptureInfo,
 	rec *report.RecordInfo, p backoff.Policy) (*report.RecordRun, error) {
-	source := "--record " + opt.Path
+	source := "record " + opt.Path
 	if rec.ControlPort != 0 {
 		source = fmt.Sprintf("control port %d", rec.ControlPort)
 	}
@@ -136,12 +137,12 @@ func auditSessions(opt RecordOptions, all []session.Session, chains []attempt.Ch
 func readRecordFile(path string) ([]session.RecordEvent, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--record: %w", err)
+		return nil, field.Errorf("Record", nil, "%w", err)
 	}
 	defer f.Close()
 	events, err := session.ReadRecord(f)
 	if err != nil {
-		err = fmt.Errorf("--record %s: %w", path, err)
+		err = field.Errorf("Record", path, "%w", err)
 	}
 	return events, err
 }

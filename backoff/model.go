@@ -294,7 +294,7 @@ func (p Policy) tail(times []time.Time, run Run, e float64) string {
 	if run.End.IsZero() || run.Class(last, p, times[last], 0) != ClassHung {
 		return ""
 	}
-	due := max(Millis(p.MinConnectTimeout), e*(1+p.Jitter)) + Millis(p.Tolerance)
+	due := p.due(e)
 	waited := Millis(run.End.Sub(times[last]))
 	if waited <= due {
 		return ""

@@ -146,12 +146,11 @@ func compounding(r Result) (Signature, bool) {
 // plus the tolerance without the client giving up on it.
 func noConnectTimeout(r Result) (Signature, bool) {
 	p := r.Policy
-	t := Millis(p.MinConnectTimeout)
 	for i, en := range r.Run.Endings {
 		if i >= r.Attempts || en.Fate != FateAbandoned {
 			continue
 		}
-		due := max(t, p.Expected(i+1)*(1+p.Jitter)) + Millis(p.Tolerance)
+		due := p.due(p.Expected(i + 1))
 		if held := Millis(en.Duration); held > due {
 			return Signature{Name: SigNoConnTimeout, Seen: seenJS, Detail: fmt.Sprintf(
 				"attempt %d hung for %.0f ms before the client gave up, beyond its connect deadline of %.0f ms", i+1, held, due)}, true

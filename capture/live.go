@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +72,10 @@ const (
 	DefaultWholeBuffer = 8 << 20
 )
 
+// MaxLivePorts bounds the ports of one live capture: its filter has a
+// clause per port.
+const MaxLivePorts = 64
+
 // ErrUnknownInterface is wrapped by OpenLive when no such interface exists.
 var ErrUnknownInterface = errors.New("unknown interface")
 
@@ -82,6 +87,9 @@ type LiveConfig struct {
 	// Port is the retry port: only SYNs to it are captured, and with
 	// Segments the segments of it the fates are read from.
 	Port uint16
+	// Ports are more ports captured as Port is, on the same handle and
+	// ring (`audit watch`), at most MaxLivePorts in all.
+	Ports []uint16
 	// Segments, when set, makes the capture keep, besides the SYNs to
 	// Port, the SYN-ACKs, RSTs, FINs and segments carrying data of Port in
 	// both directions (FateFilter), and Run hand each of those to it; the
@@ -117,7 +125,8 @@ type LiveConfig struct {
 // accept-scheduling delay of the server's own list (docs/spec.md §5).
 type Live struct {
 	h     *pcap.Handle
-	port  uint16
+	port  uint16   // the port, when there is one
+	ports *portSet // the ports, when there are more
 	iface string
 	lt    layers.LinkType
 	dec   *Decoder
@@ -165,8 +174,9 @@ func FateFilter(port uint16) string {
 // permission error wraps os.ErrPermission and names the capabilities; an
 // unknown interface wraps ErrUnknownInterface and lists the available ones.
 func OpenLive(cfg LiveConfig) (*Live, error) {
-	if cfg.Port == 0 {
-		return nil, errors.New("open live capture: port 0")
+	ports, err := cfg.ports()
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Iface == "" {
 		return nil, fmt.Errorf("open live capture: no interface: %w (available: %s)", ErrUnknownInterface, availableInterfaces())
@@ -187,10 +197,23 @@ func OpenLive(cfg LiveConfig) (*Live, error) {
 		return nil, err
 	}
 	l := &Live{h: h, port: cfg.Port, iface: cfg.Iface, lt: h.LinkType(), dec: NewDecoder(), ts: ts, segFn: cfg.Segments}
-	filter := SYNFilter(cfg.Port)
-	if l.segFn != nil {
-		filter = FateFilter(cfg.Port)
-		l.dec.watch(cfg.Port)
+	if len(ports) > 1 {
+		l.port, l.ports = 0, new(portSet)
+	}
+	clauses := make([]string, len(ports))
+	for i, p := range ports {
+		clauses[i] = SYNFilter(p)
+		if l.segFn != nil {
+			clauses[i] = FateFilter(p)
+			l.dec.watch(p)
+		}
+		if l.ports != nil {
+			l.ports.add(p)
+		}
+	}
+	filter := clauses[0]
+	if len(clauses) > 1 {
+		filter = "(" + strings.Join(clauses, ") or (") + ")"
 	}
 	if err := h.SetBPFFilter(filter); err != nil {
 		h.Close()
@@ -217,12 +240,50 @@ func OpenLive(cfg LiveConfig) (*Live, error) {
 // valid. The retry port's records stay header-only; the description says
 // what each interface keeps.
 func ngInterface(cfg LiveConfig, lt layers.LinkType, filter string) pcapgo.NgInterface {
-	what := fmt.Sprintf("port %d, headers and the first %d bytes of data (snap length %d)", cfg.Port, attempt.PayloadBytes, liveSnapLen)
+	ports, _ := cfg.ports()
+	what := fmt.Sprintf("%s, headers and the first %d bytes of data (snap length %d)", portsText(ports), attempt.PayloadBytes, liveSnapLen)
 	if cfg.Whole {
-		what = fmt.Sprintf("port %d, whole packets", cfg.Port)
+		what = fmt.Sprintf("%s, whole packets", portsText(ports))
 	}
 	return pcapgo.NgInterface{Name: cfg.Iface, Description: what, Filter: filter, OS: runtime.GOOS,
 		LinkType: lt, SnapLength: WholeSnapLen, TimestampResolution: 9}
+}
+
+// ports returns Port and Ports, each once.
+func (c LiveConfig) ports() ([]uint16, error) {
+	var ports []uint16
+	for _, p := range append([]uint16{c.Port}, c.Ports...) {
+		if p == 0 {
+			return nil, errors.New("open live capture: port 0")
+		}
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	if len(ports) > MaxLivePorts {
+		return nil, fmt.Errorf("open live capture: %d ports: at most %d", len(ports), MaxLivePorts)
+	}
+	return ports, nil
+}
+
+// portsText names ports for a person: "port 50052", "ports 50051, 50052".
+func portsText(ports []uint16) string {
+	if len(ports) == 1 {
+		return fmt.Sprintf("port %d", ports[0])
+	}
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = strconv.Itoa(int(p))
+	}
+	return "ports " + strings.Join(s, ", ")
+}
+
+// captures reports whether SYNs to port are the capture's.
+func (l *Live) captures(port uint16) bool {
+	if l.ports != nil {
+		return l.ports.has(port)
+	}
+	return port == l.port
 }
 
 func activate(cfg LiveConfig) (*pcap.Handle, string, error) {
@@ -393,7 +454,7 @@ func (l *Live) Run(ctx context.Context, fn func(attempt.SYN), skipped func(reaso
 			l.dec.viewOf(&l.view, ip, tcp, ci.Timestamp.Unix(), int32(ci.Timestamp.Nanosecond()))
 			l.segFn(&l.view)
 			continue
-		case binary.BigEndian.Uint16(tcp[2:]) != l.port:
+		case !l.captures(binary.BigEndian.Uint16(tcp[2:])):
 			skip = "not to the retry port"
 		default:
 			syn := synOf(ip, tcp)

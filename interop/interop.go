@@ -1,6 +1,6 @@
 // Package interop is the interop client of the connection backoff test: the
 // five steps of docs/spec.md §1 run with grpc-go, after the C++
-// reconnect_interop_client. It judges with analyze's verifier and never
+// reconnect_interop_client. It judges with the backoff package's model and never
 // imports the server it judges, so that its own check stays independent of it.
 package interop
 

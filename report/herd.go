@@ -258,12 +258,7 @@ func newHerd(peers []herdPeer, p backoff.Policy, m backoff.RetryMode) Herd {
 		w, from := densest(at)
 		w.K = k
 		w.AtMS = nsMS(at[from].t - start)
-		w.PolicyShare = policyShare(sds[k])
-		w.Expected = w.Share < herdAbove*w.PolicyShare
-		// A wave the jitter explains is reported only where the policy
-		// does not spread the attempt at all: elsewhere it is the jitter's
-		// own unevenness.
-		if w.Count >= HerdMinPeers && w.Share >= HerdMinShare && (!w.Expected || w.PolicyShare >= herdUnspread) {
+		if w.judge(sds[k]) {
 			h.Waves = append(h.Waves, w)
 			if !w.Expected {
 				for _, a := range at[from : from+w.Count] {
@@ -294,6 +289,18 @@ func newHerd(peers []herdPeer, p backoff.Policy, m backoff.RetryMode) Herd {
 }
 
 func nsMS(ns int64) float64 { return float64(ns) / 1e6 }
+
+// judge sets w's Share, PolicyShare and Expected from its Peers and Count,
+// sd being the spread the policy's jitter gives its attempt, and reports
+// whether the herd reading lists it. A wave the jitter explains is listed
+// only where the policy does not spread the attempt at all: elsewhere it
+// is the jitter's own unevenness.
+func (w *Wave) judge(sd float64) bool {
+	w.Share = float64(w.Count) / float64(max(w.Peers, 1))
+	w.PolicyShare = policyShare(sd)
+	w.Expected = w.Share < herdAbove*w.PolicyShare
+	return w.Count >= HerdMinPeers && w.Share >= HerdMinShare && (!w.Expected || w.PolicyShare >= herdUnspread)
+}
 
 // herdRate counts the sorted times all by bucket of whole seconds.
 func herdRate(all []int64) HerdRate {

@@ -78,7 +78,7 @@ type Config struct {
 	// goroutine). Default DefaultMaxWaiting.
 	MaxWaiting int
 	// Record, when set, receives one JSON line per event (the format is
-	// described in analyze/record.go). Writes are serialised; the first
+	// described in session/record.go). Writes are serialised; the first
 	// write error stops recording and is returned by Close.
 	Record io.Writer
 	// Logger receives the log: one line per interval as connections

@@ -63,6 +63,12 @@ interface the kernel's capture sees each SYN twice, leaving and arriving,
 so there they read two per SYN. Capturing needs root, or CAP_NET_RAW and
 CAP_NET_ADMIN on the binary.
 
+--metrics ADDR serves the Prometheus exposition at http://ADDR/metrics, as
+'audit watch --metrics' does (see its help): the retry port's attempts as
+they come, each session's chains when it ends (end "session end"), and
+libpcap's counters read at each scrape. An address that cannot be bound
+ends the run before it starts (exit 2).
+
 Exit 0 when every verdict passed, 1 when one failed (the last line names
 the session, which verdict failed, kernel or server, and why), 2 when the
 run could not start or the capture failed. A run that ends having judged
@@ -122,8 +128,9 @@ as 'audit server' and 'audit client' spell them, are accepted for them.
 	f.StringVar(&cfg.Write, "write", "", "also save every captured packet to this file (pcap, nanosecond timestamps; pcapng with --control_port), for 'audit pcap'")
 	f.StringVar(&format, "format", "text", "report format: text, or json (one line per session)")
 	f.IntVar(&cfg.BufferSize, "buffer", capture.DefaultLiveBuffer, "kernel capture buffer in bytes")
+	f.StringVar(&cfg.Metrics, "metrics", "", "serve the Prometheus exposition at http://`ADDR`/metrics (host:port)")
 	cmd.Annotations = serverFields()
 	maps.Copy(cmd.Annotations, map[string]string{"Attach": "attach", "Record": "record", "Write": "write", "HTML": "html",
-		"Idle": "idle", "MaxMS": "max_backoff", "BufferSize": "buffer", "MinConnectTimeoutMS": "min_connect_timeout"})
+		"Idle": "idle", "MaxMS": "max_backoff", "BufferSize": "buffer", "MinConnectTimeoutMS": "min_connect_timeout", "Metrics": "metrics"})
 	return cmd
 }

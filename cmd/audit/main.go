@@ -100,6 +100,8 @@ func newRootCmd() *cobra.Command {
   audit pcap     the same verdicts from capture files, with or without the
                  server's record file
   audit h2       the HTTP/2 and gRPC timeline of each connection in capture files
+  audit watch    the clients of production ports, continuously, from a libpcap
+                 capture: each peer's chain judged as it ends, Prometheus metrics
 
 Every verdict uses one verifier, bit for bit the reference's, with its bugs fixed.
 Exit codes: 0 every verdict passed, 1 a verdict failed, 2 nothing could be judged.
@@ -116,14 +118,14 @@ accepted too.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SetOut(cmd.ErrOrStderr())
 			cmd.Help()
-			return usageError(errors.New("no verb given: audit server, client, live, pcap or h2"))
+			return usageError(errors.New("no verb given: audit server, client, live, pcap, h2 or watch"))
 		},
 	}
 	root.SetVersionTemplate("audit {{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version") // no -v: that is --verbose
 	root.SetFlagErrorFunc(flagError)
 	root.SetGlobalNormalizationFunc(normalizeFlag)
-	root.AddCommand(newServerCmd(), newClientCmd(), newLiveCmd(), newPcapCmd(), newH2Cmd())
+	root.AddCommand(newServerCmd(), newClientCmd(), newLiveCmd(), newPcapCmd(), newH2Cmd(), newWatchCmd())
 	return root
 }
 

@@ -178,13 +178,13 @@ func WriteFile(path string, d report.Document) (err error) {
 	dir, base := filepath.Split(path)
 	f, err := os.CreateTemp(cmp.Or(dir, "."), "."+base+".*.tmp")
 	if err != nil {
-		return fmt.Errorf("--html %s: %w", path, err)
+		return fmt.Errorf("write page: %w", err)
 	}
 	defer func() {
 		if err != nil {
 			f.Close()
 			os.Remove(f.Name())
-			err = fmt.Errorf("--html %s: %w", path, err)
+			err = fmt.Errorf("write page: %w", err)
 		}
 	}()
 	bw := bufio.NewWriterSize(f, 1<<20)

@@ -218,7 +218,7 @@ func TestSignaturesFirstAttemptDuration(t *testing.T) {
 		run   Run
 		wants []string
 	}{
-		{"first attempt closed late", closed(70 * time.Millisecond), nil},
+		{"first attempt closed late", closed(70 * time.Millisecond), []string{SigFromEnd}},
 		{"first attempt closed at once", closed(200 * time.Microsecond), []string{SigFirstJittered}},
 		{"no fates", Run{}, []string{SigFirstJittered}},
 	} {

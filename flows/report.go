@@ -11,6 +11,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/tlsdec"
 )
 
@@ -227,9 +228,6 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(rep)
 }
 
-// timeLayout writes a capture time for people: UTC, microseconds.
-const timeLayout = "15:04:05.000000"
-
 // WriteText writes the report for people: a block per connection, then
 // the findings and the verdict.
 func (rep *Report) WriteText(w io.Writer) error {
@@ -250,7 +248,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if rep.KeyLog != nil {
 		decrypted = fmt.Sprintf("%d decrypted with the key log, ", dec)
 	}
-	fmt.Fprintf(&b, "%s in %s: %s%d encrypted, %d damaged\n", plural(len(rep.Connections), "connection"),
+	fmt.Fprintf(&b, "%s in %s: %s%d encrypted, %d damaged\n", text.Plural(len(rep.Connections), "connection"),
 		strings.Join(rep.Files, ", "), decrypted, enc, dam)
 	if rep.KeyLog != nil {
 		fmt.Fprintf(&b, "key log %s\n", rep.KeyLog.Summary())
@@ -276,7 +274,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if rep.Problems == 0 {
 		b.WriteString("\nverdict: no problem found\n")
 	} else {
-		fmt.Fprintf(&b, "\nverdict: %s (marked !)\n", plural(rep.Problems, "problem"))
+		fmt.Fprintf(&b, "\nverdict: %s (marked !)\n", text.Plural(rep.Problems, "problem"))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -288,7 +286,7 @@ func (tl Timeline) writeText(b *strings.Builder) {
 		syn = "no SYN: began before the capture"
 	}
 	fmt.Fprintf(b, "\n#%d %s → %s  %s – %s (%s), %s; ended: %s\n", tl.Conn, tl.Client, tl.Server,
-		tl.Start.UTC().Format(timeLayout), tl.End.UTC().Format(timeLayout), tl.End.Sub(tl.Start).Round(time.Millisecond), syn, tl.Ended)
+		tl.Start.UTC().Format(text.TimeLayout), tl.End.UTC().Format(text.TimeLayout), text.Span(tl.End.Sub(tl.Start)), syn, tl.Ended)
 	if tl.TLS != nil {
 		fmt.Fprintf(b, "  %s\n", tlsText(tl.TLS, tl.Encrypted))
 	}
@@ -301,7 +299,7 @@ func (tl Timeline) writeText(b *strings.Builder) {
 	if tl.Damaged != "" {
 		fmt.Fprintf(b, "  damaged: %s\n", tl.Damaged)
 		for _, w := range tl.Warnings {
-			fmt.Fprintf(b, "    %s %s %s: %s\n", w.Time.UTC().Format(timeLayout), w.Dir, w.Name, w.Detail)
+			fmt.Fprintf(b, "    %s %s %s: %s\n", w.Time.UTC().Format(text.TimeLayout), w.Dir, w.Name, w.Detail)
 		}
 	}
 	var ms []string
@@ -318,12 +316,12 @@ func (tl Timeline) writeText(b *strings.Builder) {
 			n = append(n, fmt.Sprint(p.Count))
 		}
 		if p.Probes > 0 {
-			n = append(n, plural(p.Probes, "BDP probe"))
+			n = append(n, text.Plural(p.Probes, "BDP probe"))
 		}
 		fmt.Fprintf(b, "  %s PINGs: %s", who(p.Dir), strings.Join(n, " and "))
 		fmt.Fprintf(b, ", %d ACKed", p.Acks)
 		if p.Count > 1 {
-			fmt.Fprintf(b, ", interval min %s, median %s", p.Min.Round(time.Microsecond), p.Median.Round(time.Microsecond))
+			fmt.Fprintf(b, ", interval min %s, median %s", text.Span(p.Min), text.Span(p.Median))
 		}
 		b.WriteString("\n")
 	}
@@ -332,11 +330,11 @@ func (tl Timeline) writeText(b *strings.Builder) {
 		if g.Debug != "" {
 			debug = fmt.Sprintf(" debug %q", g.Debug)
 		}
-		fmt.Fprintf(b, "  %s %s GOAWAY %s last stream %d%s at age %s, %s in flight%s\n", g.Time.UTC().Format(timeLayout), who(g.Dir),
-			g.Code, g.LastStreamID, debug, g.Age.Round(time.Millisecond), plural(len(g.InFlight)+g.MoreInFlight, "stream"), ids(g.InFlight))
+		fmt.Fprintf(b, "  %s %s GOAWAY %s last stream %d%s at age %s, %s in flight%s\n", g.Time.UTC().Format(text.TimeLayout), who(g.Dir),
+			g.Code, g.LastStreamID, debug, text.Span(g.Age), text.Plural(len(g.InFlight)+g.MoreInFlight, "stream"), ids(g.InFlight))
 	}
 	for _, r := range tl.Resets {
-		fmt.Fprintf(b, "  %s %s RST_STREAM %s on stream %d\n", r.Time.UTC().Format(timeLayout), who(r.Dir), r.Code, r.Stream)
+		fmt.Fprintf(b, "  %s %s RST_STREAM %s on stream %d\n", r.Time.UTC().Format(text.TimeLayout), who(r.Dir), r.Code, r.Stream)
 	}
 	for _, r := range tl.Refused {
 		fmt.Fprintf(b, "  stream %d (%s) above the GOAWAY's last stream id: %s\n", r.Stream, r.Method, r.Outcome)
@@ -346,7 +344,7 @@ func (tl Timeline) writeText(b *strings.Builder) {
 			fmt.Fprintf(b, "  after the %s: no new connection from the client\n", after(n.After))
 		} else {
 			fmt.Fprintf(b, "  after the %s: next connection #%d at %s, %s later\n", after(n.After), n.Conn,
-				n.Start.UTC().Format(timeLayout), n.Delay.Round(time.Microsecond))
+				n.Start.UTC().Format(text.TimeLayout), text.Span(n.Delay))
 		}
 	}
 }
@@ -374,11 +372,4 @@ func ids(v []uint32) string {
 		s[i] = fmt.Sprint(id)
 	}
 	return " (" + strings.Join(s, ", ") + ")"
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }

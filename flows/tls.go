@@ -7,6 +7,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/tlsdec"
 )
 
@@ -144,7 +145,7 @@ func tlsText(st *tlsdec.Status, encrypted bool) string {
 	}
 	s := fmt.Sprintf("%s: decrypted with the key log, %d records", what, st.Decrypted)
 	if st.KeyUpdates > 0 {
-		s += fmt.Sprintf(", %s", plural(st.KeyUpdates, "key update"))
+		s += fmt.Sprintf(", %s", text.Plural(st.KeyUpdates, "key update"))
 	}
 	if a := alerts(*st); a != "" {
 		s += ", " + a

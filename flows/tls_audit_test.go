@@ -39,7 +39,7 @@ func TestH2KeyLogGolden(t *testing.T) {
 	}
 	for _, p := range []string{
 		`(?m)^  TLS 1\.2 TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256: decrypted with the key log, \d+ records$`,
-		`(?m)^  [\d:.]+ server GOAWAY NO_ERROR last stream 0 at age `,
+		`(?m)^  [\dT:.Z-]+ server GOAWAY NO_ERROR last stream 0 at age `,
 	} {
 		if n := len(regexp.MustCompile(p).FindAllString(out, -1)); n != 24 {
 			t.Errorf("%d lines match %s, want one per connection, 24", n, p)

@@ -48,6 +48,10 @@ type FilesConfig struct {
 	Verbose bool
 	// Stdin is what the file "-" reads (capture.Options.Stdin).
 	Stdin io.Reader
+	// KeyLog is a key log that decrypts the retry port's TLS connections,
+	// read in a second pass over the files: their attempts reached READY
+	// when the server's SETTINGS came inside (decryptAttempts).
+	KeyLog string
 }
 
 // validate checks the configuration for files and parses Peers.
@@ -72,6 +76,9 @@ func (c FilesConfig) validate(files []string) ([]netip.Addr, error) {
 		}
 		if c.Control != 0 {
 			return nil, field.Errorf("Control", c.Control, "not with standard input (-): the control port is read in a second pass over the files, and standard input can be read once")
+		}
+		if c.KeyLog != "" {
+			return nil, field.Errorf("KeyLog", c.KeyLog, "not with standard input (-): the TLS connections are decrypted in a second pass over the files, and standard input can be read once")
 		}
 	}
 	peers := make([]netip.Addr, 0, len(c.Peers))
@@ -118,6 +125,11 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 	}
 	tr := pt.Tracker(port)
 	info.SYNs = uint64(tr.SYNs())
+	if cfg.KeyLog != "" && ctx.Err() == nil {
+		if err := decryptAttempts(ctx, files, port, cfg.KeyLog, tr, errOut); err != nil {
+			return Outcome{}, err
+		}
+	}
 	// Every peer is verified, whatever Peers keeps.
 	cs, inferred := tr.Chains(), false
 	if !cfg.ModeSet {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/tlsdec"
 )
 
 // Defaults of Options.
@@ -50,6 +51,12 @@ type Options struct {
 	// header blocks cannot be decoded, since the HPACK state they build on
 	// went by before the capture. Conn.Ended is "".
 	Opened func(Conn)
+	// KeyLog, when set, decrypts the connections whose client's first
+	// byte is a TLS handshake record (package tlsdec): their application
+	// data is decoded as a plaintext connection's bytes are, and Conn.TLS
+	// says whether they were decrypted, or why not. Without it such a
+	// connection is reported as encrypted (h2.Report.Encrypted).
+	KeyLog *tlsdec.KeyLog
 	// StreamEnd, when set, is called with each stream of a connection as
 	// the stream ends (h2.Options.StreamEnd), while the connection may
 	// stay open: a live capture learns of each finished RPC at once. The
@@ -77,6 +84,12 @@ type Conn struct {
 	SYN bool `json:"syn"`
 	// Ended says how the connection ended (the Ended* constants).
 	Ended string `json:"ended"`
+	// TLS is what decrypting the connection with Options.KeyLog found;
+	// nil when it is not TLS or no key log was given.
+	TLS *tlsdec.Status `json:"tls,omitempty"`
+	// ISN is the client's initial sequence number, when SYN is set: with
+	// the addresses, it names the connection attempt (docs/spec.md §5.2).
+	ISN uint32 `json:"-"`
 }
 
 // Assembler reassembles the TCP connections of captured segments into
@@ -133,10 +146,16 @@ type flow struct {
 	clientIsA bool
 	state     flowState
 	dec       *h2.Conn
-	dirs      [2]stream // by h2.Direction
-	syn       bool
-	synAt     time.Time
-	last      time.Time
+	// tls decrypts the connection's bytes for dec, when the key log is
+	// given and the client's first byte begins a TLS handshake; fed is
+	// set once a byte or a gap went to either.
+	tls   *tlsConn
+	fed   bool
+	isn   uint32
+	dirs  [2]stream // by h2.Direction
+	syn   bool
+	synAt time.Time
+	last  time.Time
 	// early holds what the server sent before the client's first bytes,
 	// while the flow is undecided, up to maxEarly segments.
 	early []chunk
@@ -271,6 +290,9 @@ func (a *Assembler) Add(v *attempt.SegmentView) {
 	if syn {
 		if !s.known {
 			s.known, s.next = true, v.Seq+1
+			if d == h2.ClientToServer {
+				f.isn = v.Seq
+			}
 		}
 		return
 	}
@@ -420,9 +442,9 @@ func (a *Assembler) deliver(f *flow, d h2.Direction, t time.Time, b []byte, n in
 		if f.state == decoding {
 			for _, c := range f.early {
 				f.dirs[h2.ServerToClient].fed = true
-				f.dec.Feed(h2.ServerToClient, c.t, c.b)
+				f.feed(a, h2.ServerToClient, c.t, c.b)
 				if lost := c.n - len(c.b); lost > 0 {
-					f.dec.Gap(h2.ServerToClient, c.t, int64(lost))
+					f.lose(h2.ServerToClient, c.t, int64(lost))
 				}
 			}
 		}
@@ -433,10 +455,10 @@ func (a *Assembler) deliver(f *flow, d h2.Direction, t time.Time, b []byte, n in
 	}
 	s.fed = true
 	if len(b) > 0 {
-		f.dec.Feed(d, t, b)
+		f.feed(a, d, t, b)
 	}
 	if lost := n - len(b); lost > 0 {
-		f.dec.Gap(d, t, int64(lost))
+		f.lose(d, t, int64(lost))
 	}
 }
 
@@ -505,7 +527,7 @@ func (a *Assembler) gap(f *flow, d h2.Direction, t time.Time, seq uint32) {
 		return
 	}
 	s.fed = true
-	f.dec.Gap(d, t, n)
+	f.lose(d, t, n)
 }
 
 // drain feeds the waiting segments the stream has reached.
@@ -573,11 +595,15 @@ func (a *Assembler) end(k flowKey, f *flow, t time.Time, how string) {
 		}
 	}
 	f.dec.End(t)
+	var st *tlsdec.Status
+	if f.tls != nil {
+		st = f.tls.end(t, f.dec.Report())
+	}
 	if r := f.dec.Report(); r.ClientBytes == 0 && r.ServerBytes == 0 {
 		return // refused, or closed before a byte: nothing decoded
 	}
 	if a.done != nil {
-		a.done(Conn{Report: f.dec.Report(), SYN: f.syn, Ended: how})
+		a.done(Conn{Report: f.dec.Report(), SYN: f.syn, Ended: how, TLS: st, ISN: f.isn})
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/h2"
 	"github.com/backoff-audit/audit/internal/field"
+	"github.com/backoff-audit/audit/tlsdec"
 )
 
 // Result is what ReadFiles found.
@@ -87,6 +88,9 @@ type AuditOptions struct {
 	Tolerance time.Duration
 	// Format is the report's format, "text" or "json" (Report.Write).
 	Format string
+	// KeyLog is the path of an NSS key log to decrypt TLS connections
+	// with (Options.KeyLog); empty: none.
+	KeyLog string
 	// Done stops the read (Options.Done).
 	Done <-chan struct{}
 }
@@ -114,11 +118,19 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 		return nil, field.Errorf("Tolerance", opt.Tolerance, "must not be negative")
 	}
 	diag := h2.DiagnoseOptions{Retry: opt.Retry, Tolerance: cmp.Or(opt.Tolerance, h2.DefaultTolerance)}
-	res, err := ReadFiles(files, Options{Ports: ps, Done: opt.Done}, diag)
+	var keys *tlsdec.KeyLog
+	if opt.KeyLog != "" {
+		var err error
+		if keys, err = tlsdec.ReadKeyLog(opt.KeyLog); err != nil {
+			return nil, field.Errorf("KeyLog", nil, "%w", err)
+		}
+	}
+	res, err := ReadFiles(files, Options{Ports: ps, Done: opt.Done, KeyLog: keys}, diag)
 	if err != nil {
 		return nil, err
 	}
 	rep := NewReport(files, res)
+	rep.KeyLog = keys
 	for _, ch := range h2.RetryChains(res.Reports()) {
 		r := Retry{RetryChain: ch}
 		if opt.Retry != nil {

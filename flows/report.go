@@ -12,6 +12,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/tlsdec"
 )
 
 // Report is what `audit h2` prints: every connection's timeline, in order
@@ -29,6 +30,9 @@ type Report struct {
 	// Warnings are the files' (attempt.CaptureInfo.Warnings): a file cut
 	// short, damaged blocks, a read interrupted.
 	Warnings []string `json:"warnings,omitempty"`
+	// KeyLog is the key log the TLS connections were decrypted with, and
+	// what was read of it; nil without one.
+	KeyLog *tlsdec.KeyLog `json:"keylog,omitempty"`
 }
 
 // Retry is one retried RPC: its attempts, and their delays held to the
@@ -49,8 +53,10 @@ type Timeline struct {
 	SYN       bool           `json:"syn"`
 	Ended     string         `json:"ended"`
 	Encrypted bool           `json:"encrypted,omitempty"`
-	Damaged   string         `json:"damaged,omitempty"`
-	Warnings  []h2.Warning   `json:"warnings,omitempty"`
+	// TLS is what the key log's decryption found (Conn.TLS).
+	TLS      *tlsdec.Status `json:"tls,omitempty"`
+	Damaged  string         `json:"damaged,omitempty"`
+	Warnings []h2.Warning   `json:"warnings,omitempty"`
 	// Streams counts the RPCs by method, in order of first call.
 	Streams []MethodCount `json:"streams"`
 	GoAways []GoAway      `json:"goaways,omitempty"`
@@ -135,7 +141,7 @@ func NewReport(files []string, res *Result) *Report {
 func timeline(i int, c Conn, all []Conn) Timeline {
 	r := c.Report
 	tl := Timeline{Conn: i, Client: r.Client, Server: r.Server, Start: r.Start, End: r.End, SYN: c.SYN, Ended: c.Ended,
-		Encrypted: r.Encrypted, Damaged: r.Damaged, Warnings: r.Warnings, Streams: []MethodCount{}}
+		Encrypted: r.Encrypted, TLS: c.TLS, Damaged: r.Damaged, Warnings: r.Warnings, Streams: []MethodCount{}}
 	for _, s := range r.Streams {
 		k := slices.IndexFunc(tl.Streams, func(m MethodCount) bool { return m.Method == s.Method })
 		if k < 0 {
@@ -226,7 +232,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 // the findings and the verdict.
 func (rep *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	enc, dam := 0, 0
+	enc, dam, dec := 0, 0, 0
 	for _, tl := range rep.Connections {
 		if tl.Encrypted {
 			enc++
@@ -234,9 +240,19 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if tl.Damaged != "" {
 			dam++
 		}
+		if tl.TLS != nil && !tl.Encrypted {
+			dec++
+		}
 	}
-	fmt.Fprintf(&b, "%s in %s: %d encrypted, %d damaged\n", text.Plural(len(rep.Connections), "connection"),
-		strings.Join(rep.Files, ", "), enc, dam)
+	decrypted := ""
+	if rep.KeyLog != nil {
+		decrypted = fmt.Sprintf("%d decrypted with the key log, ", dec)
+	}
+	fmt.Fprintf(&b, "%s in %s: %s%d encrypted, %d damaged\n", text.Plural(len(rep.Connections), "connection"),
+		strings.Join(rep.Files, ", "), decrypted, enc, dam)
+	if rep.KeyLog != nil {
+		fmt.Fprintf(&b, "key log %s\n", rep.KeyLog.Summary())
+	}
 	for _, tl := range rep.Connections {
 		tl.writeText(&b)
 	}
@@ -271,8 +287,13 @@ func (tl Timeline) writeText(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "\n#%d %s → %s  %s – %s (%s), %s; ended: %s\n", tl.Conn, tl.Client, tl.Server,
 		tl.Start.UTC().Format(text.TimeLayout), tl.End.UTC().Format(text.TimeLayout), text.Span(tl.End.Sub(tl.Start)), syn, tl.Ended)
+	if tl.TLS != nil {
+		fmt.Fprintf(b, "  %s\n", tlsText(tl.TLS, tl.Encrypted))
+	}
 	if tl.Encrypted {
-		b.WriteString("  encrypted (TLS): not decoded\n")
+		if tl.TLS == nil {
+			b.WriteString("  encrypted (TLS): not decoded\n")
+		}
 		return
 	}
 	if tl.Damaged != "" {

@@ -60,8 +60,11 @@ func Diagnose(conns []*Report, opts DiagnoseOptions) []Finding {
 	var out []Finding
 	for i, r := range conns {
 		if r.Encrypted {
-			out = append(out, Finding{Kind: FindingEncrypted, Conn: i, Time: r.Start,
-				Text: fmt.Sprintf("connection %s → %s is TLS: not decoded", r.Client, r.Server)})
+			text := fmt.Sprintf("connection %s → %s is TLS: not decoded", r.Client, r.Server)
+			if r.NotDecrypted != "" {
+				text += ": " + r.NotDecrypted
+			}
+			out = append(out, Finding{Kind: FindingEncrypted, Conn: i, Time: r.Start, Text: text})
 			continue
 		}
 		if r.Damaged != "" {

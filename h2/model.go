@@ -72,6 +72,10 @@ type Report struct {
 	// Encrypted is set when the connection carries TLS (its first byte is a
 	// TLS handshake record, 0x16): nothing of it is decoded.
 	Encrypted bool `json:"encrypted,omitempty"`
+	// NotDecrypted, when Encrypted, says why a key log did not decrypt
+	// the connection (package flows decrypts with one, package tlsdec
+	// names the reasons); empty when no key log was given.
+	NotDecrypted string `json:"not_decrypted,omitempty"`
 	// Damaged is the first reason part of the connection could not be
 	// decoded (bytes lost, its start missing, a direction stopped); empty
 	// when the whole connection was decoded. Warnings has every reason.

@@ -240,7 +240,8 @@ func appendFatesText(b []byte, as []AttemptReport, verbose bool) []byte {
 		e := &as[i].Ending
 		known = known || e.ReportFate() != backoff.FateUnknown
 		g := slices.IndexFunc(groups, func(g group) bool {
-			return e.ReportFate() == g.e.ReportFate() && e.ClientSent == g.e.ClientSent && e.ServerSent == g.e.ServerSent && e.Ready == g.e.Ready
+			return e.ReportFate() == g.e.ReportFate() && e.ClientSent == g.e.ClientSent && e.ServerSent == g.e.ServerSent && e.Ready == g.e.Ready &&
+				e.Decrypted == g.e.Decrypted && e.NotDecrypted == g.e.NotDecrypted
 		})
 		if g < 0 {
 			groups = append(groups, group{e: e})
@@ -282,6 +283,7 @@ func appendFatesText(b []byte, as []AttemptReport, verbose bool) []byte {
 			b = msText(append(b, "; ready at "...), e.ReadyAfter, true)
 			b = append(b, " ms"...)
 		}
+		b = appendDecryptedText(b, e)
 		b = append(b, '\n')
 	}
 	return b
@@ -318,7 +320,21 @@ func appendFatesAlike(b []byte, as []AttemptReport, all bool) []byte {
 	if e.Ready {
 		b = appendMSRange(b, "; READY at ", as, func(e *backoff.Ending) time.Duration { return e.ReadyAfter })
 	}
-	return append(b, '\n')
+	return append(appendDecryptedText(b, e), '\n')
+}
+
+// appendDecryptedText says what a key log made of an attempt's TLS:
+// decrypted (READY is then its SETTINGS inside), or why not.
+func appendDecryptedText(b []byte, e *backoff.Ending) []byte {
+	switch {
+	case e.Decrypted && e.NotDecrypted != "":
+		return append(append(b, "; decrypted with the key log, then "...), e.NotDecrypted...)
+	case e.Decrypted:
+		return append(b, "; decrypted with the key log"...)
+	case e.NotDecrypted != "":
+		return append(append(b, "; not decrypted: "...), e.NotDecrypted...)
+	}
+	return b
 }
 
 // appendMSRange appends label and the range of what over the

@@ -22,6 +22,9 @@ type Flags struct {
 	MinConnectTimeoutMS    int
 	MaxHeld                int
 	TLSCert, TLSKey        string
+	// KeyLog is the file the TLS modes' secrets are appended to
+	// (Config.KeyLog); Serve opens it.
+	KeyLog string
 }
 
 // Config checks the flags and turns them into a Config; the error names
@@ -41,6 +44,9 @@ func (fl Flags) Config() (Config, error) {
 		if f.v <= 0 {
 			errs = append(errs, field.Errorf(f.name, f.v, "must be positive"))
 		}
+	}
+	if fl.KeyLog != "" && !fl.RetryMode.Succeeds() {
+		errs = append(errs, errKeyLogMode("RetryMode", fl.RetryMode))
 	}
 	cert, err := LoadKeyPair(fl.TLSCert, fl.TLSKey)
 	if err != nil {

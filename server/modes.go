@@ -55,6 +55,9 @@ func (s *Server) initMode() error {
 	if !m.ServerSeesAll() && !canStopListening {
 		return field.Errorf("Mode", m, "the retry port can stop listening on Linux only")
 	}
+	if s.cfg.KeyLog != nil && !m.Succeeds() {
+		return errKeyLogMode("Mode", m)
+	}
 	switch m.Kind {
 	case backoff.ModeSettingsClose, backoff.ModeGoaway, backoff.ModeOutage:
 		cert := s.cfg.TLSCert
@@ -69,9 +72,16 @@ func (s *Server) initMode() error {
 			Certificates: []tls.Certificate{*cert},
 			NextProtos:   []string{http2.NextProtoTLS},
 			MinVersion:   tls.VersionTLS12,
+			KeyLogWriter: s.cfg.KeyLog,
 		}
 	}
 	return nil
+}
+
+// errKeyLogMode is the error of a key log asked of mode m, a mode without
+// TLS, which the configuration names modeField.
+func errKeyLogMode(modeField string, m backoff.RetryMode) error {
+	return field.Errorf("KeyLog", nil, "%s %s makes no TLS connection (only settings-close, goaway and outage do)", field.Name(modeField), m)
 }
 
 // heldConn is a retry connection the session's mode keeps open: held

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/backoff-audit/audit/internal/field"
+	"github.com/backoff-audit/audit/tlsdec"
 )
 
 // OpenRecord opens the record file a server appends its events to
@@ -18,18 +21,46 @@ func OpenRecord(path string) (*os.File, error) {
 	return f, nil
 }
 
-// Serve runs a server until ctx ends, as `audit server` does: it prints
-// the chosen addresses to out, and record, when not empty, is the file the
-// events are appended to (OpenRecord). cfg.Logger must be set.
-func Serve(ctx context.Context, out io.Writer, cfg Config, record string) (err error) {
+// OpenFiles opens the files a server writes, when named: record, the
+// record file its events are appended to (OpenRecord, Config.Record), and
+// keylog, the key log its TLS modes' secrets are appended to
+// (tlsdec.OpenKeyLogWriter, mode 0600, Config.KeyLog), into cfg. closeAll
+// closes them; it is never nil.
+func OpenFiles(cfg *Config, record, keylog string) (closeAll func() error, err error) {
+	var files []*os.File
+	closeAll = func() error {
+		var errs []error
+		for _, f := range files {
+			errs = append(errs, f.Close())
+		}
+		return errors.Join(errs...)
+	}
 	if record != "" {
 		f, err := OpenRecord(record)
 		if err != nil {
-			return err
+			return closeAll, err
 		}
-		defer func() { err = errors.Join(err, f.Close()) }()
-		cfg.Record = f
+		files, cfg.Record = append(files, f), f
 	}
+	if keylog != "" {
+		f, err := tlsdec.OpenKeyLogWriter(keylog)
+		if err != nil {
+			return closeAll, errors.Join(field.Errorf("KeyLog", nil, "%w", err), closeAll())
+		}
+		files, cfg.KeyLog = append(files, f), f
+	}
+	return closeAll, nil
+}
+
+// Serve runs a server until ctx ends, as `audit server` does: it prints
+// the chosen addresses to out, and writes the files record and keylog
+// name (OpenFiles). cfg.Logger must be set.
+func Serve(ctx context.Context, out io.Writer, cfg Config, record, keylog string) (err error) {
+	closeAll, err := OpenFiles(&cfg, record, keylog)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeAll()) }()
 	srv, err := New(cfg)
 	if err != nil {
 		return err

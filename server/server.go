@@ -112,6 +112,12 @@ type Config struct {
 	// present. Default: the committed test certificate
 	// (testdata/README.md, "Test certificate").
 	TLSCert *tls.Certificate
+	// KeyLog, when set, receives the TLS secrets of the settings-close and
+	// goaway modes' connections in the NSS key log format
+	// (tls.Config.KeyLogWriter), so that any client's connections to them
+	// can be decrypted from a capture (audit h2 --keylog). Whoever reads
+	// it reads those connections.
+	KeyLog io.Writer
 
 	// OnEvent, when set, is called for every start, accept, restart, stop
 	// and expire event, the same values (in the same order) that Record

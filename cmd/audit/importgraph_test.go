@@ -20,7 +20,9 @@ const module = "github.com/backoff-audit/audit"
 // wire types with the server it judges, and runs where nothing may
 // capture. The HTTP/2 decoder reads bytes and the wire types, nothing that
 // captures or serves; flows joins it to the capture readers; control reads
-// its reports. metrics only exposes what it is told, and watch judges
+// its reports; tlsdec, the TLS record layer flows decrypts with, reads
+// bytes and key logs with the standard library and golang.org/x/crypto's
+// primitives, and reaches no package of the module. metrics only exposes what it is told, and watch judges
 // chains from what it is fed: neither captures. internal/field (a
 // library's error for a field of its configuration) is standard library
 // only, so any package may return it; internal/testutil, the tests'
@@ -43,6 +45,7 @@ func TestImportGraph(t *testing.T) {
 		{pkg: "interop", forbidden: []string{module + "/capture", module + "/server", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "h2", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/auditrun", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "flows", forbidden: []string{module + "/server", module + "/interop", module + "/auditrun"}},
+		{pkg: "tlsdec", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc", "golang.org/x/net"}},
 		{pkg: "control", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/auditrun", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "internal/field", onlyStd: true},
 		{pkg: "metrics", forbidden: []string{module + "/capture", module + "/server", module + "/auditrun", module + "/watch", "github.com/gopacket/", "google.golang.org/grpc"}},

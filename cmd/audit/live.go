@@ -94,14 +94,16 @@ as 'audit server' and 'audit client' spell them, are accepted for them.
 			cfg.Server, cfg.RetryPort = srvCfg, fl.RetryPort
 			cfg.Server.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			if cfg.Attach {
+				if fl.KeyLog != "" {
+					return usageError(fmt.Errorf("--keylog with --attach: the server that would write it runs elsewhere"))
+				}
 				cfg.Record, cfg.ControlPort = fl.record, fl.ControlPort
-			} else if fl.record != "" {
-				f, err := server.OpenRecord(fl.record)
+			} else {
+				closeAll, err := server.OpenFiles(&cfg.Server, fl.record, fl.KeyLog)
 				if err != nil {
 					return usageError(err)
 				}
-				defer f.Close()
-				cfg.Server.Record = f
+				defer closeAll()
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

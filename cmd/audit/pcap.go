@@ -41,6 +41,16 @@ attempt that hung (its fate, or the mode, says so) the window is at least
 --min_connect_timeout, and a client still waiting past that deadline fails.
 Each peer names the known deviations its chain matches (signatures).
 
+--keylog FILE decrypts the retry port's TLS connections with an NSS key log
+(audit server --keylog, audit client --keylog, NODE_OPTIONS=--tls-keylog=FILE
+for grpc-js; see audit h2 --help): an attempt reached READY, which resets the
+backoff, exactly when the server's SETTINGS came inside its TLS, as when they
+are a plaintext connection's first bytes, instead of when its flights of data
+suggest it. Each attempt's fate says whether it was decrypted, or why not
+(JSON: decrypted, not_decrypted), and stderr what the key log held. The
+files are read a second time for it, which standard input (-) does not
+allow.
+
 --html FILE also writes the report as one page that opens from disk: each
 chain against its windows, the herd and, with --record, kernel against server.
 --herd ends the text and JSON reports with the herd: attempts per second,
@@ -94,9 +104,10 @@ or unreadable input.`,
 	f.BoolVar(&cfg.Herd, "herd", false, "end the report with the herd: attempts per second, waves of reconnects made together, jitter's spread (JSON: \"herd\")")
 	f.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML `FILE`: each chain against its windows, the herd, the cross-check")
 	f.StringVar(&cfg.Record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
+	f.StringVar(&cfg.KeyLog, "keylog", "", "decrypt the retry port's TLS connections with this NSS key log `FILE`: an attempt succeeded when the server's SETTINGS came inside")
 	f.Var(portFlag[uint16]{p: &cfg.Control}, "control_port", "the server's control port in the capture, whose Start and Stop calls give the sessions (default: detected)")
 	cmd.Annotations = map[string]string{"Port": "port", "Peers": "peer", "Record": "record", "Control": "control_port",
-		"HTML": "html", "Mode": "retry_mode"}
+		"HTML": "html", "Mode": "retry_mode", "KeyLog": "keylog"}
 	return cmd
 }
 

@@ -88,12 +88,17 @@ mode is in the record's start line and in the log.
 
 The TLS modes present --tls_cert and --tls_key (PEM), by default the
 project's test certificate (testdata/tls/server.pem, its own CA, for
-localhost, foo.test.google.fr, *.test.google.fr, 127.0.0.1 and ::1). refuse
-and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHandshakes),
+localhost, foo.test.google.fr, *.test.google.fr, 127.0.0.1 and ::1).
+--keylog FILE appends the TLS secrets of their connections to FILE in the
+NSS key log format (SSLKEYLOGFILE's), whatever the client's stack, so that
+'audit h2 --keylog FILE' decodes a capture of them. The file holds secrets:
+anyone who reads it can decrypt those connections; it is created, or
+appended to, with mode 0600. refuse and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHandshakes),
 		Example: `  audit server --control_port=8080 --retry_port=8081
   audit server --control_port=0 --retry_port=0 --record=run.jsonl
   audit server --retry_port=8081 --retry_mode=restart=10s
-  audit server --retry_port=8081 --retry_mode=goaway --tls_cert=cert.pem --tls_key=key.pem`,
+  audit server --retry_port=8081 --retry_mode=goaway --tls_cert=cert.pem --tls_key=key.pem
+  audit server --retry_port=8081 --retry_mode=goaway --keylog=keys.log`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := fl.Config()
@@ -103,7 +108,7 @@ and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHands
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if err := server.Serve(ctx, cmd.OutOrStdout(), cfg, fl.record); err != nil {
+			if err := server.Serve(ctx, cmd.OutOrStdout(), cfg, fl.record, fl.KeyLog); err != nil {
 				return usageError(err) // nothing was judged: a port, the record file
 			}
 			return nil
@@ -119,7 +124,8 @@ and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHands
 func serverFields() map[string]string {
 	return map[string]string{"ControlPort": "control_port", "RetryPort": "retry_port", "SessionTimeout": "session_timeout",
 		"MaxAttempts": "max_attempts", "MaxWaiting": "max_waiting", "RetryMode": "retry_mode", "Mode": "retry_mode",
-		"MinConnectTimeoutMS": "min_connect_timeout_ms", "MaxHeld": "max_held", "TLSCert": "tls_cert", "TLSKey": "tls_key"}
+		"MinConnectTimeoutMS": "min_connect_timeout_ms", "MaxHeld": "max_held", "TLSCert": "tls_cert", "TLSKey": "tls_key",
+		"KeyLog": "keylog"}
 }
 
 // register adds the server's flags to f; `audit live` shares them and words
@@ -142,4 +148,5 @@ func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
 		"hang mode: connections held open at once; more are accepted and closed at once, and counted")
 	f.StringVar(&fl.TLSCert, "tls_cert", "", "settings-close and goaway: the certificate (PEM) the retry port presents, with --tls_key (default: testdata/tls/server.pem, built in)")
 	f.StringVar(&fl.TLSKey, "tls_key", "", "settings-close and goaway: the private key (PEM) of --tls_cert")
+	f.StringVar(&fl.KeyLog, "keylog", "", "settings-close, goaway and outage: append the TLS secrets of the retry port's connections to this `FILE` (NSS key log; it holds secrets, mode 0600)")
 }

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/backoff-audit/audit/internal/outfile"
 )
 
 // OpenRecord opens the record file a server appends its events to
-// (Config.Record), creating it if needed.
+// (Config.Record), creating it if needed, as internal/outfile appends: a
+// symbolic link is followed, a FIFO or a device is written in place.
 func OpenRecord(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := outfile.Append(path)
 	if err != nil {
 		return nil, fmt.Errorf("open record file: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/internal/buildinfo"
+	"github.com/backoff-audit/audit/internal/outfile"
 	"github.com/backoff-audit/audit/live"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -49,6 +50,16 @@ func outcomeError(o live.Outcome, err error) error {
 		return verdictError("%s", o.Verdict)
 	case o.Failed > 0:
 		return verdictError("%d of %s failed; %s", o.Failed, analyze.Plural(o.Sessions, "session"), o.FirstFailure)
+	}
+	return nil
+}
+
+// outputsApart refuses, as a usage error, an output that would destroy an
+// input or another output (outfile.Check). Each verb calls it before it
+// reads anything.
+func outputsApart(outputs, inputs []outfile.Named) error {
+	if err := outfile.Check(outputs, inputs); err != nil {
+		return usageError(err)
 	}
 	return nil
 }

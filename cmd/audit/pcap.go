@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/outfile"
 	"github.com/backoff-audit/audit/live"
 )
 
@@ -43,6 +44,10 @@ Each peer names the known deviations its chain matches (signatures).
 
 --html FILE also writes the report as one page that opens from disk: each
 chain against its windows, the herd and, with --record, kernel against server.
+The page replaces a regular file whole, once written; a FIFO or a device is
+written in place, and a symbolic link is followed. An --html that is one of
+the inputs (a capture file, the record) is a usage error, before anything
+is read.
 --herd ends the text and JSON reports with the herd: attempts per second,
 waves of reconnects made together, and how well jitter spreads them.
 
@@ -73,6 +78,13 @@ or unreadable input.`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if format != "text" && format != "json" {
 				return usageError(fmt.Errorf("--format %q: must be text or json", format))
+			}
+			inputs := []outfile.Named{{Flag: "--record", Path: cfg.Record}}
+			for _, file := range files {
+				inputs = append(inputs, outfile.Named{Flag: "capture file", Path: file})
+			}
+			if err := outputsApart([]outfile.Named{{Flag: "--html", Path: cfg.HTML}}, inputs); err != nil {
+				return err
 			}
 			f := cmd.Flags()
 			cfg.JSON, cfg.PortSet, cfg.ModeSet, cfg.PolicySet = format == "json", f.Changed("port"), f.Changed("retry_mode"), policyFlagsSet(f)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/outfile"
 	"github.com/backoff-audit/audit/server"
 )
 
@@ -57,7 +58,8 @@ negative max_reconnect_backoff_ms INVALID_ARGUMENT.
 
 --record FILE appends one JSON line per event (session start, every accepted
 connection, the port coming back in restart mode, session end) for 'audit'
-to cross-check against the packets.
+to cross-check against the packets. A symbolic link is followed; a record
+that is --tls_cert or --tls_key is a usage error.
 
 --retry_mode sets what the retry port does during a session, from its
 Start to its end; outside sessions it accepts and closes in every mode. The
@@ -96,6 +98,9 @@ and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHands
   audit server --retry_port=8081 --retry_mode=goaway --tls_cert=cert.pem --tls_key=key.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outputsApart([]outfile.Named{{Flag: "--record", Path: fl.record}}, fl.inputs()); err != nil {
+				return err
+			}
 			cfg, err := fl.Config()
 			if err != nil {
 				return usageError(err)
@@ -111,6 +116,11 @@ and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHands
 	}
 	fl.register(cmd.Flags(), "port that accepts and closes every connection (IPv4 and IPv6); 0 picks a free port")
 	return cmd
+}
+
+// inputs are the files the server's flags name that it reads.
+func (fl *serverFlags) inputs() []outfile.Named {
+	return []outfile.Named{{Flag: "--tls_cert", Path: fl.TLSCert}, {Flag: "--tls_key", Path: fl.TLSKey}}
 }
 
 // register adds the server's flags to f; `audit live` shares them and words

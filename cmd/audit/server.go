@@ -51,10 +51,14 @@ arrive. A port of 0 picks a free port. SIGINT or SIGTERM shuts it down
 cleanly within a second: both ports stop accepting at once, waiting Starts
 get UNAVAILABLE, and the record file is complete.
 
-One session runs at a time; other callers' Starts wait for it, up to
---max_waiting of them (more get RESOURCE_EXHAUSTED). A Start from the
-caller that holds the running session is FAILED_PRECONDITION, and a
-negative max_reconnect_backoff_ms INVALID_ARGUMENT.
+One session runs at a time; other Starts wait for it, up to --max_waiting
+of them (more get RESOURCE_EXHAUSTED), whatever connection they came on:
+gRPC C-core shares one connection between the channels of a process, so
+the threads of one client all call from one ip:port, and each gets its
+session in turn. A client that calls Start twice without Stop waits, its
+second Start with it, until its first session ends at --session_timeout
+(the log says so); a waiting Start also ends with its caller's deadline.
+A negative max_reconnect_backoff_ms is INVALID_ARGUMENT.
 
 --record FILE appends one JSON line per event (session start, every accepted
 connection, the port coming back in restart mode, session end) for 'audit'

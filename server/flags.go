@@ -21,6 +21,7 @@ type Flags struct {
 	RetryMode              analyze.RetryMode
 	MinConnectTimeoutMS    int
 	MaxHeld                int
+	MaxControlConns        int
 	TLSCert, TLSKey        string
 }
 
@@ -52,6 +53,9 @@ func (fl Flags) Config() (Config, error) {
 	if fl.MaxHeld <= 0 {
 		errs = append(errs, fmt.Errorf("--max_held=%d: must be positive", fl.MaxHeld))
 	}
+	if fl.MaxControlConns <= 0 {
+		errs = append(errs, fmt.Errorf("--max_control_conns=%d: must be positive", fl.MaxControlConns))
+	}
 	cert, err := LoadKeyPair(fl.TLSCert, fl.TLSKey)
 	if err != nil {
 		errs = append(errs, err)
@@ -67,6 +71,7 @@ func (fl Flags) Config() (Config, error) {
 		Mode:              fl.RetryMode,
 		MinConnectTimeout: time.Duration(fl.MinConnectTimeoutMS) * time.Millisecond,
 		MaxHeld:           fl.MaxHeld,
+		MaxControlConns:   fl.MaxControlConns,
 		TLSCert:           cert,
 	}, errors.Join(errs...)
 }

@@ -60,6 +60,15 @@ second Start with it, until its first session ends at --session_timeout
 (the log says so); a waiting Start also ends with its caller's deadline.
 A negative max_reconnect_backoff_ms is INVALID_ARGUMENT.
 
+The control port keeps at most --max_control_conns connections open (and
+at most half the descriptor limit, ulimit -n); more are closed as soon as
+accepted. A connection that has not finished its HTTP/2 handshake %v
+after it connected is closed, and one with no call for %v gets a
+GOAWAY (a gRPC client reconnects when it calls again). When the process
+runs out of descriptors, the retry port still takes each connection at
+once with a descriptor kept in reserve, so every accept keeps its own
+time.
+
 --record FILE appends one JSON line per event (session start, every accepted
 connection, the port coming back in restart mode, session end) for 'audit'
 to cross-check against the packets. A symbolic link is followed; a record
@@ -95,7 +104,7 @@ mode is in the record's start line and in the log.
 The TLS modes present --tls_cert and --tls_key (PEM), by default the
 project's test certificate (testdata/tls/server.pem, its own CA, for
 localhost, foo.test.google.fr, *.test.google.fr, 127.0.0.1 and ::1). refuse
-and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHandshakes),
+and restart need Linux.`, server.ControlHandshakeTimeout, server.ControlIdleTimeout, server.DefaultHandshakeTimeout, server.DefaultMaxHandshakes),
 		Example: `  audit server --control_port=8080 --retry_port=8081
   audit server --control_port=0 --retry_port=0 --record=run.jsonl
   audit server --retry_port=8081 --retry_mode=restart=10s
@@ -145,6 +154,8 @@ func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
 		"MIN_CONNECT_TIMEOUT of the sessions' policy: the least time a client gives one attempt (hang mode's attempts last that long)")
 	f.IntVar(&fl.MaxHeld, "max_held", server.DefaultMaxHeld,
 		"hang mode: connections held open at once; more are accepted and closed at once, and counted")
+	f.IntVar(&fl.MaxControlConns, "max_control_conns", server.DefaultMaxControlConns,
+		"control port connections open at once (at most half of ulimit -n); more are closed as soon as accepted")
 	f.StringVar(&fl.TLSCert, "tls_cert", "", "settings-close and goaway: the certificate (PEM) the retry port presents, with --tls_key (default: testdata/tls/server.pem, built in)")
 	f.StringVar(&fl.TLSKey, "tls_key", "", "settings-close and goaway: the private key (PEM) of --tls_cert")
 }

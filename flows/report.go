@@ -60,6 +60,10 @@ type Timeline struct {
 	// Next is the client's next connection to the same server after this
 	// one's server GOAWAY, else after its end.
 	Next *Next `json:"next,omitempty"`
+	// Dropped counts what the decoder did not keep past its limits
+	// (h2.Dropped); Pings, GoAways and Resets, and the findings, count
+	// every one all the same.
+	Dropped h2.Dropped `json:"dropped,omitzero"`
 }
 
 // MethodCount is how many RPCs of a method a connection carried.
@@ -134,7 +138,7 @@ func NewReport(files []string, res *Result) *Report {
 func timeline(i int, c Conn, all []Conn) Timeline {
 	r := c.Report
 	tl := Timeline{Conn: i, Client: r.Client, Server: r.Server, Start: r.Start, End: r.End, SYN: c.SYN, Ended: c.Ended,
-		Encrypted: r.Encrypted, Damaged: r.Damaged, Warnings: r.Warnings, Streams: []MethodCount{}}
+		Encrypted: r.Encrypted, Damaged: r.Damaged, Warnings: r.Warnings, Streams: []MethodCount{}, Dropped: r.Dropped}
 	for _, s := range r.Streams {
 		k := slices.IndexFunc(tl.Streams, func(m MethodCount) bool { return m.Method == s.Method })
 		if k < 0 {
@@ -152,15 +156,8 @@ func timeline(i int, c Conn, all []Conn) Timeline {
 		}
 	}
 	for _, d := range []h2.Direction{h2.ClientToServer, h2.ServerToClient} {
-		p := h2.PingCadence(r, d)
-		acks := 0
-		for _, e := range r.Events {
-			if e.Kind == h2.KindPingAck && e.Dir != d {
-				acks++
-			}
-		}
-		if p.Count > 0 || p.Probes > 0 {
-			tl.Pings = append(tl.Pings, Pings{Dir: d, Count: p.Count, Probes: p.Probes, Acks: acks, Min: p.Min, Median: p.Median})
+		if p := h2.PingCadence(r, d); p.Count > 0 || p.Probes > 0 {
+			tl.Pings = append(tl.Pings, Pings{Dir: d, Count: p.Count, Probes: p.Probes, Acks: p.Acks, Min: p.Min, Median: p.Median})
 		}
 	}
 	for _, e := range r.Events {
@@ -291,6 +288,10 @@ func (tl Timeline) writeText(b *strings.Builder) {
 		ms = []string{"none"}
 	}
 	fmt.Fprintf(b, "  RPCs: %s\n", strings.Join(ms, ", "))
+	if d := tl.Dropped; d != (h2.Dropped{}) {
+		fmt.Fprintf(b, "  not kept past the decoder's limits: %s, %s, %s (PINGs, GOAWAYs and RST_STREAMs are counted all the same)\n",
+			plural(d.Events, "event"), plural(d.Streams, "RPC"), plural(d.Warnings, "warning"))
+	}
 	for _, p := range tl.Pings {
 		var n []string
 		if p.Count > 0 || p.Probes == 0 {

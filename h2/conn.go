@@ -139,6 +139,13 @@ type Conn struct {
 	begun     bool
 	ended     bool
 	streamEnd func(*Stream)
+	// pings tallies each direction's PINGs, kept in Events or not;
+	// pastBudget counts the GOAWAYs and RST_STREAMs kept beyond
+	// Limits.MaxEvents; calm is set once the server's first GOAWAY
+	// ENHANCE_YOUR_CALM came.
+	pings      [2]pingTally
+	pastBudget int
+	calm       bool
 }
 
 // half is the decoder of one direction.
@@ -361,6 +368,12 @@ func (c *Conn) End(t time.Time) {
 		h.buf, h.fr, h.hdec, h.blk = nil, nil, nil, block{}
 	}
 	c.open = nil
+	if c.r.Dropped.Events > 0 {
+		for d := range c.pings {
+			c.r.PingTotals = append(c.r.PingTotals, c.pings[d].cadence(Direction(d), c.pings[1-d].acks))
+		}
+	}
+	c.pings = [2]pingTally{}
 }
 
 func (c *Conn) begin(t time.Time) {
@@ -914,10 +927,28 @@ func (c *Conn) closeStream(s *stream, t time.Time, st StreamState) {
 	}
 }
 
+// event keeps e in the Report within Limits.MaxEvents. GOAWAYs and
+// RST_STREAMs are findings: beyond the budget they are kept all the same,
+// up to as many again. Every PING is tallied, kept or not, and the
+// server's first GOAWAY ENHANCE_YOUR_CALM carries the client's PINGs
+// before it once some were dropped (TooManyPings).
 func (c *Conn) event(e Event) {
+	switch {
+	case e.Kind == KindPing || e.Kind == KindPingAck:
+		c.pings[e.Dir].add(e)
+	case e.Kind == KindGoAway && e.Dir == ServerToClient && !c.calm && e.GoAway.Code == http2.ErrCodeEnhanceYourCalm.String():
+		c.calm = true
+		if c.r.Dropped.Events > 0 {
+			p := c.pings[ClientToServer].cadence(ClientToServer, c.pings[ServerToClient].acks)
+			e.GoAway.PeerPings = &p
+		}
+	}
 	if len(c.r.Events) >= c.lim.MaxEvents {
-		c.r.Dropped.Events++
-		return
+		if e.Kind != KindGoAway && e.Kind != KindRSTStream || c.pastBudget >= c.lim.MaxEvents {
+			c.r.Dropped.Events++
+			return
+		}
+		c.pastBudget++
 	}
 	c.r.Events = append(c.r.Events, e)
 }

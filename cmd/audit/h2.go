@@ -37,6 +37,12 @@ attempts ("retries"), with the check of each delay when a policy is given.
 --port P (repeatable) decodes every connection of P; without it, those whose
 client starts with the HTTP/2 preface, and those starting with TLS as encrypted.
 
+A connection's timeline keeps 20000 events (SETTINGS, PINGs and their
+ACKs, GOAWAYs, RST_STREAMs), 10000 RPCs and 1000 warnings; what it drops
+beyond is counted (text: "not kept past the decoder's limits", JSON:
+"dropped"). GOAWAYs and RST_STREAMs are kept past the budget, up to as many
+again, and the PING cadence and the findings count every PING.
+
 The file - is standard input. Ctrl-C or SIGTERM while reading stops the read
 there: the report covers what was read (a warning gives the offset), and a
 second Ctrl-C ends at once.

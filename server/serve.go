@@ -12,11 +12,17 @@ import (
 
 // OpenRecord opens the record file a server appends its events to
 // (Config.Record), creating it if needed, as internal/outfile appends: a
-// symbolic link is followed, a FIFO or a device is written in place.
+// symbolic link is followed, a FIFO or a device is written in place. A
+// regular file is locked (flock) while it is open: a record another server
+// holds is an error naming the file and the holder's pid.
 func OpenRecord(path string) (*os.File, error) {
 	f, err := outfile.Append(path)
 	if err != nil {
 		return nil, fmt.Errorf("open record file: %w", err)
+	}
+	if err := lockRecord(f, path); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return f, nil
 }

@@ -72,7 +72,10 @@ time.
 --record FILE appends one JSON line per event (session start, every accepted
 connection, the port coming back in restart mode, session end) for 'audit'
 to cross-check against the packets. A symbolic link is followed; a record
-that is --tls_cert or --tls_key is a usage error.
+that is --tls_cert or --tls_key is a usage error. The server locks the
+record (flock) while it runs: a record another server holds is refused at
+start, naming the holder's pid, since two servers' sessions would collide
+in it.
 
 --retry_mode sets what the retry port does during a session, from its
 Start to its end; outside sessions it accepts and closes in every mode. The

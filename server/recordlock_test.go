@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,25 +19,25 @@ func TestRecordLock(t *testing.T) {
 	if err := os.Symlink("run.jsonl", link); err != nil {
 		t.Fatal(err)
 	}
-	first, err := OpenRecord(rec)
+	first, err := OpenRecord(rec, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{rec, link} {
-		_, err := OpenRecord(path)
+		_, err := OpenRecord(path, slog.Default())
 		want := fmt.Sprintf("record file %s is locked by process %d", path, os.Getpid())
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("a second OpenRecord(%s): %v; want %q", path, err, want)
 		}
 	}
 	first.Close()
-	again, err := OpenRecord(link)
+	again, err := OpenRecord(link, slog.Default())
 	if err != nil {
 		t.Fatalf("OpenRecord after the first closed: %v", err)
 	}
 	again.Close()
 	for range 2 {
-		f, err := OpenRecord(os.DevNull)
+		f, err := OpenRecord(os.DevNull, slog.Default())
 		if err != nil {
 			t.Fatalf("OpenRecord(%s): %v; a device is not locked", os.DevNull, err)
 		}

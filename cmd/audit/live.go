@@ -98,7 +98,7 @@ no session exits 0: stderr says what it saw.`,
 			if cfg.Attach {
 				cfg.Record, cfg.ControlPort = fl.record, fl.ControlPort
 			} else if fl.record != "" {
-				f, err := server.OpenRecord(fl.record)
+				f, err := server.OpenRecord(fl.record, cfg.Server.Logger)
 				if err != nil {
 					return usageError(err)
 				}

@@ -52,3 +52,25 @@ func TestRecordSharedByTwoServers(t *testing.T) {
 		t.Errorf("a second server on the record: exit %d, stdout %q, stderr %q; want %d, no ports, and %q", code, stdout, stderr, exitUsage, want)
 	}
 }
+
+// A server restarted on a record whose last line a killed server tore
+// ends that line with a newline before appending, and logs it: its own
+// lines start lines of their own.
+func TestRecordTornLineEnded(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "run.jsonl")
+	b, err := os.ReadFile("../../testdata/real-grpc-go.record.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := append(b, `{"event":"accept","time":"2026-11-29T19:50:2`...)
+	if err := os.WriteFile(rec, torn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := runningServer(t, "--record", rec)
+	if got, _ := os.ReadFile(rec); string(got) != string(torn)+"\n" {
+		t.Errorf("the record ends %q; want the torn line ended with a newline", got[max(0, len(got)-60):])
+	}
+	if want := fmt.Sprintf("ended it with a newline before appending; readers skip the torn line\" record=%s offset=%d", rec, len(torn)); !strings.Contains(log.String(), want) {
+		t.Errorf("the log lacks %q:\n%s", want, log.String())
+	}
+}

@@ -17,7 +17,6 @@ import (
 	"maps"
 	"math/big"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +33,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/infile"
 	"github.com/backoff-audit/audit/pb"
 )
 
@@ -429,9 +429,9 @@ func (c Config) retryCredentials() (credentials.TransportCredentials, error) {
 	case c.Plaintext:
 		return insecure.NewCredentials(), nil
 	case c.CAFile != "":
-		pem, err := os.ReadFile(c.CAFile)
+		pem, err := infile.ReadSmall(c.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--ca_file: %w", err)
+			return nil, fmt.Errorf("--ca_file=%s: %w", c.CAFile, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {

@@ -8,6 +8,8 @@ import (
 	"net"
 
 	"golang.org/x/net/http2"
+
+	"github.com/backoff-audit/audit/internal/infile"
 )
 
 // The committed test certificate (testdata/README.md, "Test certificate"):
@@ -35,7 +37,8 @@ func defaultCertificate() (tls.Certificate, error) {
 // LoadKeyPair reads the certificate and key (PEM) a TLS mode presents, for
 // Config.TLSCert: nil when both paths are empty (the committed test
 // certificate), an error naming both when only one is given or they do not
-// load.
+// load. Each file is read up to infile.MaxSmall bytes: a longer one is an
+// error naming its flag.
 func LoadKeyPair(certFile, keyFile string) (*tls.Certificate, error) {
 	switch {
 	case certFile == "" && keyFile == "":
@@ -43,7 +46,15 @@ func LoadKeyPair(certFile, keyFile string) (*tls.Certificate, error) {
 	case certFile == "" || keyFile == "":
 		return nil, fmt.Errorf("--tls_cert and --tls_key: give both or neither")
 	}
-	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	certPEM, err := infile.ReadSmall(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls_cert=%s: %w", certFile, err)
+	}
+	keyPEM, err := infile.ReadSmall(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls_key=%s: %w", keyFile, err)
+	}
+	c, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("--tls_cert=%s --tls_key=%s: %w", certFile, keyFile, err)
 	}

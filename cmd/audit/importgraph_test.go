@@ -19,7 +19,8 @@ const module = "github.com/backoff-audit/audit"
 // The HTTP/2 decoder reads bytes and the wire types, nothing that captures
 // or serves; flows joins it to the capture readers, and serves nothing;
 // control reads its reports, nothing more. internal/outfile, which every
-// writer of a file uses, is a standard-library leaf.
+// writer of a file uses, and internal/infile, which bounds what is read,
+// are standard-library leaves.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string
@@ -35,6 +36,7 @@ func TestImportGraph(t *testing.T) {
 		{pkg: "flows", forbidden: []string{module + "/server", module + "/interop", module + "/live"}},
 		{pkg: "control", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/live", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "internal/outfile", onlyStd: true},
+		{pkg: "internal/infile", onlyStd: true},
 		{pkg: "internal/testutil", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc"}},
 	}
 	for _, tt := range tests {

@@ -159,6 +159,6 @@ func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
 		"hang mode: connections held open at once; more are accepted and closed at once, and counted")
 	f.IntVar(&fl.MaxControlConns, "max_control_conns", server.DefaultMaxControlConns,
 		"control port connections open at once (at most half of ulimit -n); more are closed as soon as accepted")
-	f.StringVar(&fl.TLSCert, "tls_cert", "", "settings-close and goaway: the certificate (PEM) the retry port presents, with --tls_key (default: testdata/tls/server.pem, built in)")
-	f.StringVar(&fl.TLSKey, "tls_key", "", "settings-close and goaway: the private key (PEM) of --tls_cert")
+	f.StringVar(&fl.TLSCert, "tls_cert", "", "settings-close and goaway: the certificate (PEM, at most 1 MiB) the retry port presents, with --tls_key (default: testdata/tls/server.pem, built in)")
+	f.StringVar(&fl.TLSKey, "tls_key", "", "settings-close and goaway: the private key (PEM, at most 1 MiB) of --tls_cert")
 }

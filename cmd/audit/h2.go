@@ -44,8 +44,8 @@ beyond is counted (text: "not kept past the decoder's limits", JSON:
 again, and the PING cadence and the findings count every PING.
 
 The file - is standard input. Ctrl-C or SIGTERM while reading stops the read
-there: the report covers what was read (a warning gives the offset), and a
-second Ctrl-C ends at once.
+there at once, whether a byte came or not: the report covers what was read
+(a warning gives the offset), and a second Ctrl-C ends the process.
 
 Exit 0 when no finding is a problem; 1 when one is (marked ! in the text: a
 damaged connection, too_many_pings, a stream opened or answered above a

@@ -23,8 +23,9 @@ its SYNs to the retry port (docs/spec.md §5), with the reference verifier.
 Files may be pcap or pcapng, gzip-compressed or not; several files (a rotated
 tcpdump -C set) are merged by timestamp. The file - is standard input
 (tcpdump -w - | audit pcap -). Ctrl-C or SIGTERM while reading stops the
-read there: the report covers what was read (a warning gives the offset),
-and a second Ctrl-C ends at once. A SYN sent again with the same ISN is
+read there at once, whether a byte came or not (a FIFO whose writer never
+opened it, an idle pipe): the report covers what was read (a warning gives
+the offset), and a second Ctrl-C ends the process. A SYN sent again with the same ISN is
 a retransmission, counted and not judged. Without --port the retry port is
 the only port the capture has SYNs to.
 

@@ -89,8 +89,16 @@ type AuditOptions struct {
 	Done <-chan struct{}
 }
 
+// ErrNoConnection is Audit's error when, without --port, the files hold no
+// connection to decode: nothing could be judged, as `audit pcap` says of a
+// capture with no SYN.
+var ErrNoConnection = errors.New("no HTTP/2 or TLS connection in the capture: nothing to decode")
+
 // Audit checks opt, reads files as ReadFiles does, and builds the report
-// `audit h2` prints. Its errors name the flag or the file at fault.
+// `audit h2` prints. Its errors name the flag or the file at fault. When,
+// without opt.Ports, no connection was decoded it returns the report,
+// whose warnings say what the files held, with ErrNoConnection; with
+// opt.Ports, the report's Verdict says so.
 func Audit(files []string, opt AuditOptions) (*Report, error) {
 	if opt.Format != "text" && opt.Format != "json" {
 		return nil, fmt.Errorf("--format %q: must be text or json", opt.Format)
@@ -123,6 +131,10 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 			r.Check = &c
 		}
 		rep.Retries = append(rep.Retries, r)
+	}
+	rep.Ports = ps
+	if len(rep.Connections) == 0 && len(ps) == 0 {
+		return rep, ErrNoConnection
 	}
 	return rep, nil
 }

@@ -28,6 +28,29 @@ type Report struct {
 	// Warnings are the files' (analyze.CaptureInfo.Warnings): a file cut
 	// short, damaged blocks, a read interrupted.
 	Warnings []string `json:"warnings,omitempty"`
+	// Ports are the ports asked for (AuditOptions.Ports), if any.
+	Ports []uint16 `json:"ports,omitempty"`
+}
+
+// Verdict says why the report does not pass, "" when it does: problems
+// were found, or the ports asked for had no connection (as `audit pcap
+// --port` fails a port with no attempt).
+func (rep *Report) Verdict() string {
+	switch {
+	case rep.Problems > 0:
+		return plural(rep.Problems, "problem") + " found"
+	case len(rep.Connections) == 0 && len(rep.Ports) > 0:
+		return fmt.Sprintf("no connection to port %s in the capture", joinPorts(rep.Ports))
+	}
+	return ""
+}
+
+func joinPorts(ps []uint16) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = fmt.Sprint(p)
+	}
+	return strings.Join(s, ", ")
 }
 
 // Retry is one retried RPC: its attempts, and their delays held to the
@@ -254,10 +277,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "%s %-20s %-4s %s\n", mark, f.Kind, conn, f.Text)
 	}
-	if rep.Problems == 0 {
+	switch v := rep.Verdict(); {
+	case v == "":
 		b.WriteString("\nverdict: no problem found\n")
-	} else {
+	case rep.Problems > 0:
 		fmt.Fprintf(&b, "\nverdict: %s (marked !)\n", plural(rep.Problems, "problem"))
+	default:
+		fmt.Fprintf(&b, "\nverdict: %s\n", v)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
 )
@@ -50,7 +49,10 @@ there at once, whether a byte came or not: the report covers what was read
 Exit 0 when no finding is a problem; 1 when one is (marked ! in the text: a
 damaged connection, too_many_pings, a stream opened or answered above a
 GOAWAY's last stream id, a retry outside both windows or beyond
---retry-max-attempts); 2 for bad flags or an unreadable file.`,
+--retry-max-attempts), or when no connection of a --port is in the files;
+2 for bad flags, an unreadable file, or, without --port, files that hold no
+connection to decode (as audit pcap without --port exits 2 on a capture
+with no SYN).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			ctx, stop := interruptible(cmd.Context())
@@ -60,16 +62,18 @@ GOAWAY's last stream id, a retry outside both windows or beyond
 				opt.Retry = &retry // checked only when given
 			}
 			rep, err := flows.Audit(files, opt)
-			if err == nil {
+			if rep != nil {
 				for _, w := range rep.Warnings {
 					fmt.Fprintf(cmd.ErrOrStderr(), "audit: warning: %s\n", w)
 				}
+			}
+			if err == nil {
 				err = rep.Write(cmd.OutOrStdout(), format)
 			}
 			if err != nil {
 				return usageError(err)
-			} else if rep.Problems > 0 {
-				return verdictError("%s found", analyze.Plural(rep.Problems, "problem"))
+			} else if v := rep.Verdict(); v != "" {
+				return verdictError("%s", v)
 			}
 			return nil
 		},

@@ -113,8 +113,8 @@ func TestInterruptBeforeAnyByte(t *testing.T) {
 		{name: "pcap, standard input", verb: "pcap", code: exitUsage},
 		{name: "pcap, FIFO with a silent writer", verb: "pcap", fifo: true, writer: true, code: exitUsage},
 		{name: "pcap, FIFO without writer", verb: "pcap", fifo: true, code: exitUsage},
-		{name: "h2, standard input", verb: "h2", code: exitOK},
-		{name: "h2, FIFO without writer", verb: "h2", fifo: true, code: exitOK},
+		{name: "h2, standard input", verb: "h2", code: exitUsage},
+		{name: "h2, FIFO without writer", verb: "h2", fifo: true, code: exitUsage},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

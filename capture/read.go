@@ -58,6 +58,7 @@ const (
 	SkipSectionVersion = "pcapng section of unknown version"
 	SkipBadTSResol     = "pcapng interface with unusable if_tsresol"
 	SkipTooManyIfaces  = "pcapng packet on an interface beyond 65536 per section"
+	SkipBadTime        = "pcapng timestamp outside 1970–2262"
 )
 
 // maxRecord caps the bytes of one packet record the reader will hold. It is

@@ -29,6 +29,36 @@ const (
 	tcpACK = 0x10
 )
 
+// rawIPv4 is s as an IPv4 packet (checksums left zero: nothing checks
+// them).
+func rawIPv4(s capSeg) []byte {
+	src, dst, sport, dport := [4]byte{127, 0, 0, 1}, [4]byte{127, 0, 0, 1}, uint16(40000), uint16(50051)
+	if !s.fromClient {
+		sport, dport = dport, sport
+	}
+	pkt := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0}
+	pkt = append(append(pkt, src[:]...), dst[:]...)
+	pkt = binary.BigEndian.AppendUint16(pkt, sport)
+	pkt = binary.BigEndian.AppendUint16(pkt, dport)
+	pkt = binary.BigEndian.AppendUint32(pkt, s.seq)
+	pkt = binary.BigEndian.AppendUint32(pkt, s.ack)
+	pkt = append(pkt, 5<<4, s.flags, 0xff, 0xff, 0, 0, 0, 0)
+	pkt = append(pkt, s.data...)
+	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+	return pkt
+}
+
+// writeFile writes b to a file name in a new directory and returns its
+// path.
+func writeFile(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // writeTCPCapture writes segs as a pcap of raw IPv4 (LINKTYPE_RAW), a
 // segment a millisecond, and returns its path.
 func writeTCPCapture(t *testing.T, segs []capSeg) string {
@@ -43,19 +73,7 @@ func writeTCPCapture(t *testing.T, segs []capSeg) string {
 	b = le.AppendUint32(b, 101) // LINKTYPE_RAW
 	t0 := time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
 	for i, s := range segs {
-		src, dst, sport, dport := [4]byte{127, 0, 0, 1}, [4]byte{127, 0, 0, 1}, uint16(40000), uint16(50051)
-		if !s.fromClient {
-			sport, dport = dport, sport
-		}
-		pkt := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0}
-		pkt = append(append(pkt, src[:]...), dst[:]...)
-		pkt = binary.BigEndian.AppendUint16(pkt, sport)
-		pkt = binary.BigEndian.AppendUint16(pkt, dport)
-		pkt = binary.BigEndian.AppendUint32(pkt, s.seq)
-		pkt = binary.BigEndian.AppendUint32(pkt, s.ack)
-		pkt = append(pkt, 5<<4, s.flags, 0xff, 0xff, 0, 0, 0, 0)
-		pkt = append(pkt, s.data...)
-		binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+		pkt := rawIPv4(s)
 		at := t0.Add(time.Duration(i) * time.Millisecond)
 		b = le.AppendUint32(b, uint32(at.Unix()))
 		b = le.AppendUint32(b, uint32(at.Nanosecond()/1000))
@@ -63,11 +81,7 @@ func writeTCPCapture(t *testing.T, segs []capSeg) string {
 		b = le.AppendUint32(b, uint32(len(pkt)))
 		b = append(b, pkt...)
 	}
-	path := filepath.Join(t.TempDir(), "conn.pcap")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeFile(t, "conn.pcap", b)
 }
 
 // tcpConversation lays pieces of bytes out as one TCP connection: the

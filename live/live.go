@@ -118,6 +118,9 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	if err := cfg.checkControl(); err != nil {
 		return Outcome{}, err
 	}
+	if err := cfg.checkRanges(); err != nil {
+		return Outcome{}, err
+	}
 	q := newLiveQueue()
 	var srv *server.Server
 	port := cfg.RetryPort

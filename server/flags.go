@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -23,6 +24,20 @@ type Flags struct {
 	MaxHeld                int
 	MaxControlConns        int
 	TLSCert, TLSKey        string
+}
+
+// MaxMS is the largest value of a millisecond flag: the range of the Start
+// field max_reconnect_backoff_ms, an int32 (about 24.8 days), which a
+// time.Duration holds exactly.
+const MaxMS = math.MaxInt32
+
+// CheckMS refuses a millisecond flag's value outside lo–MaxMS, naming the
+// flag and the range.
+func CheckMS(flag string, ms, lo int64) error {
+	if ms < lo || ms > MaxMS {
+		return fmt.Errorf("%s=%d: must be in %d–%d (ms)", flag, ms, lo, MaxMS)
+	}
+	return nil
 }
 
 // Config checks the flags and turns them into a Config; the error names
@@ -47,8 +62,8 @@ func (fl Flags) Config() (Config, error) {
 	if fl.MaxWaiting <= 0 {
 		errs = append(errs, fmt.Errorf("--max_waiting=%d: must be positive", fl.MaxWaiting))
 	}
-	if fl.MinConnectTimeoutMS <= 0 {
-		errs = append(errs, fmt.Errorf("--min_connect_timeout_ms=%d: must be positive", fl.MinConnectTimeoutMS))
+	if err := CheckMS("--min_connect_timeout_ms", int64(fl.MinConnectTimeoutMS), 1); err != nil {
+		errs = append(errs, err)
 	}
 	if fl.MaxHeld <= 0 {
 		errs = append(errs, fmt.Errorf("--max_held=%d: must be positive", fl.MaxHeld))

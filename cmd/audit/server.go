@@ -154,7 +154,7 @@ func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
 	f.TextVar(&fl.RetryMode, "retry_mode", fl.RetryMode,
 		"what the retry port does during a session: "+analyze.ModeNames+" (see audit server --help)")
 	f.IntVar(&fl.MinConnectTimeoutMS, "min_connect_timeout_ms", int(analyze.DefaultMinConnectTimeout/time.Millisecond),
-		"MIN_CONNECT_TIMEOUT of the sessions' policy: the least time a client gives one attempt (hang mode's attempts last that long)")
+		"MIN_CONNECT_TIMEOUT of the sessions' policy, 1–2147483647: the least time a client gives one attempt (hang mode's attempts last that long)")
 	f.IntVar(&fl.MaxHeld, "max_held", server.DefaultMaxHeld,
 		"hang mode: connections held open at once; more are accepted and closed at once, and counted")
 	f.IntVar(&fl.MaxControlConns, "max_control_conns", server.DefaultMaxControlConns,

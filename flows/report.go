@@ -11,6 +11,7 @@ import (
 
 	"github.com/backoff-audit/audit/analyze"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/quote"
 )
 
 // Report is what `audit h2` prints: every connection's timeline, in order
@@ -245,7 +246,8 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 const timeLayout = "15:04:05.000000"
 
 // WriteText writes the report for people: a block per connection, then
-// the findings and the verdict.
+// the findings and the verdict. Every string that came from the capture
+// (methods, warnings, findings) goes through quote.Text.
 func (rep *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	enc, dam := 0, 0
@@ -275,7 +277,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if f.Conn >= 0 {
 			conn = fmt.Sprintf("#%d", f.Conn)
 		}
-		fmt.Fprintf(&b, "%s %-20s %-4s %s\n", mark, f.Kind, conn, f.Text)
+		fmt.Fprintf(&b, "%s %-20s %-4s %s\n", mark, f.Kind, conn, quote.Text(f.Text))
 	}
 	switch v := rep.Verdict(); {
 	case v == "":
@@ -301,14 +303,14 @@ func (tl Timeline) writeText(b *strings.Builder) {
 		return
 	}
 	if tl.Damaged != "" {
-		fmt.Fprintf(b, "  damaged: %s\n", tl.Damaged)
+		fmt.Fprintf(b, "  damaged: %s\n", quote.Text(tl.Damaged))
 		for _, w := range tl.Warnings {
-			fmt.Fprintf(b, "    %s %s %s: %s\n", w.Time.UTC().Format(timeLayout), w.Dir, w.Name, w.Detail)
+			fmt.Fprintf(b, "    %s %s %s: %s\n", w.Time.UTC().Format(timeLayout), w.Dir, w.Name, quote.Text(w.Detail))
 		}
 	}
 	var ms []string
 	for _, m := range tl.Streams {
-		ms = append(ms, fmt.Sprintf("%s ×%d", m.Method, m.Count))
+		ms = append(ms, fmt.Sprintf("%s ×%d", quote.Text(m.Method), m.Count))
 	}
 	if len(ms) == 0 {
 		ms = []string{"none"}
@@ -345,7 +347,7 @@ func (tl Timeline) writeText(b *strings.Builder) {
 		fmt.Fprintf(b, "  %s %s RST_STREAM %s on stream %d\n", r.Time.UTC().Format(timeLayout), who(r.Dir), r.Code, r.Stream)
 	}
 	for _, r := range tl.Refused {
-		fmt.Fprintf(b, "  stream %d (%s) above the GOAWAY's last stream id: %s\n", r.Stream, r.Method, r.Outcome)
+		fmt.Fprintf(b, "  stream %d (%s) above the GOAWAY's last stream id: %s\n", r.Stream, quote.Text(r.Method), r.Outcome)
 	}
 	if n := tl.Next; n != nil {
 		if n.Conn < 0 {

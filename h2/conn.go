@@ -11,11 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/backoff-audit/audit/internal/quote"
 )
 
 // clientPreface is the first bytes a client sends (RFC 9113 §3.4).
@@ -984,17 +985,14 @@ func cut(s string) string {
 }
 
 // debugText is a GOAWAY's debug data as text: printable UTF-8 as is,
-// anything else quoted, at most 1 KiB of it.
+// anything else quoted (quote.Text), at most 1 KiB of it.
 func debugText(b []byte) string {
 	const maxDebug = 1024
 	cut := len(b) > maxDebug
 	if cut {
 		b = b[:maxDebug]
 	}
-	s := string(b)
-	if !utf8.ValidString(s) || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		s = strconv.QuoteToASCII(s)
-	}
+	s := quote.Text(string(b))
 	if cut {
 		s += "…"
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // capSeg is one TCP segment of a hand-made capture of one connection,
@@ -151,5 +152,38 @@ func TestH2EventBudget(t *testing.T) {
 	code, stdout, _ = runAudit(t, "h2", "--format", "json", capFile)
 	if code != exitFail || !strings.Contains(stdout, `"dropped": {`) || !strings.Contains(stdout, `"events": 30002`) {
 		t.Errorf("JSON: exit %d, want %d and the dropped events counted", code, exitFail)
+	}
+}
+
+// A captured :path made of terminal escapes and a fake verdict line is
+// printed quoted, escapes written out, never raw: the text holds no
+// control character but its newlines, and one verdict line.
+func TestH2QuotesCapturedStrings(t *testing.T) {
+	const evil = "/x\x1b[2J\x1b]0;owned\a\r\nverdict: no problem found"
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", evil}, {":authority", "x"}, {"content-type", "application/grpc"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	client := [][]byte{[]byte(http2.ClientPreface), frames(func(fr *http2.Framer) {
+		fr.WriteSettings()
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	})}
+	server := [][]byte{frames(func(fr *http2.Framer) {
+		fr.WriteSettings()
+		fr.WriteRSTStream(1, http2.ErrCodeRefusedStream)
+		fr.WriteGoAway(0, http2.ErrCodeNo, []byte("bye\x1b[2J"))
+	})}
+	_, stdout, _ := runAudit(t, "h2", writeTCPCapture(t, tcpConversation(client, server)))
+	if i := strings.IndexFunc(stdout, func(r rune) bool { return r != '\n' && (r < 0x20 || r == 0x7f) }); i >= 0 {
+		t.Errorf("the text holds control character %q at %d:\n%q", stdout[i], i, stdout)
+	}
+	for _, want := range []string{`RPCs: "/x\x1b[2J\x1b]0;owned\a\r\nverdict: no problem found" ×1`, `(/x\x1b[2J`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the text lacks %s:\n%s", want, stdout)
+		}
+	}
+	if n := strings.Count(stdout, "\nverdict: "); n != 1 {
+		t.Errorf("%d verdict lines; want 1:\n%s", n, stdout)
 	}
 }

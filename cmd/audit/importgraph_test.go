@@ -19,8 +19,9 @@ const module = "github.com/backoff-audit/audit"
 // The HTTP/2 decoder reads bytes and the wire types, nothing that captures
 // or serves; flows joins it to the capture readers, and serves nothing;
 // control reads its reports, nothing more. internal/outfile, which every
-// writer of a file uses, and internal/infile, which bounds what is read,
-// are standard-library leaves.
+// writer of a file uses, internal/infile, which bounds what is read, and
+// internal/quote, which quotes what a report prints of its input, are
+// standard-library leaves.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string
@@ -37,6 +38,7 @@ func TestImportGraph(t *testing.T) {
 		{pkg: "control", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/live", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "internal/outfile", onlyStd: true},
 		{pkg: "internal/infile", onlyStd: true},
+		{pkg: "internal/quote", onlyStd: true},
 		{pkg: "internal/testutil", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc"}},
 	}
 	for _, tt := range tests {

@@ -350,6 +350,22 @@ func (c *Conn) Gap(dir Direction, t time.Time, n int64) {
 	c.stop(h)
 }
 
+// Conflict says that dir's bytes were captured twice at the same place,
+// different (a retransmission that is not one), noticed at t: which copy
+// the receiver read is unknown, so the connection is damaged, with
+// detail as the reason (WarnConflict). Decoding goes on from the copy
+// decoded. n counts bytes of dir that were not fed (the copy a caller did
+// not decode), so that the connection shows what it carried.
+func (c *Conn) Conflict(dir Direction, t time.Time, n int64, detail string) {
+	if dir > ServerToClient || c.ended {
+		return
+	}
+	c.begin(t)
+	c.count(dir, n)
+	c.warn(Warning{Time: t, Dir: dir, Name: WarnConflict, Detail: detail})
+	c.damage(detail)
+}
+
 // End ends the connection at t: streams still open stay StateOpen, and a
 // direction that ended inside a frame gets WarnTruncated. It frees the
 // decoding state; only the Report remains.

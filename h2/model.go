@@ -315,6 +315,10 @@ const (
 	WarnBadMessage = "bad_message"
 	// WarnTruncated: the connection ended inside a frame.
 	WarnTruncated = "truncated"
+	// WarnConflict: bytes of the direction were captured twice at the
+	// same place, different; which copy the receiver read is unknown
+	// (Conn.Conflict).
+	WarnConflict = "retransmission_differs"
 )
 
 // Bounds on what one Event or Stream keeps, so that a Report's size is

@@ -187,3 +187,26 @@ func TestH2QuotesCapturedStrings(t *testing.T) {
 		t.Errorf("%d verdict lines; want 1:\n%s", n, stdout)
 	}
 }
+
+// A client's first segment captured twice with different bytes (other
+// bytes first, the real preface after) is shown as a damaged connection,
+// with the reason, and is a problem: never "0 connections".
+func TestH2RetransmitDiffers(t *testing.T) {
+	client := [][]byte{[]byte(http2.ClientPreface), frames(func(fr *http2.Framer) { fr.WriteSettings() })}
+	server := [][]byte{frames(func(fr *http2.Framer) { fr.WriteSettings() })}
+	segs := tcpConversation(client, server)
+	// segs[3] is the preface at the client's ISN+1: other bytes first.
+	other := segs[3]
+	other.data = bytes.Repeat([]byte("x"), len(other.data))
+	segs = append(segs[:3], append([]capSeg{other}, segs[3:]...)...)
+	code, stdout, stderr := runAudit(t, "h2", writeTCPCapture(t, segs))
+	for _, want := range []string{"1 connection in", "1 damaged",
+		"damaged: the client's bytes at offset 0 were captured twice, different (first xxxx", "which the server read is unknown"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the report lacks %q:\n%s", want, stdout)
+		}
+	}
+	if code != exitFail {
+		t.Errorf("exit %d, want %d (a damaged connection); stderr %s", code, exitFail, stderr)
+	}
+}

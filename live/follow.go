@@ -23,8 +23,9 @@ const recordChunk = 4 << 20
 // first the session still open in it, if any, then every event appended
 // after, until ctx ends (with one last read). A missing file is waited
 // for. A file that shrinks (truncated) or is replaced (rotated) is read
-// again from its start, and warn says so. A line longer than
-// analyze.MaxRecordLine is an error naming its offset.
+// again from its start, and warn says so, as it says of a torn line
+// skipped (analyze.ScanRecord). A line longer than analyze.MaxRecordLine
+// is an error naming its offset.
 func tailRecord(ctx context.Context, path string, push func(analyze.RecordEvent), warn func(string)) error {
 	var (
 		off     int64 // bytes of the file taken
@@ -62,7 +63,13 @@ func tailRecord(ctx context.Context, path string, push func(analyze.RecordEvent)
 		if n == 0 && len(partial) > analyze.MaxRecordLine {
 			return fmt.Errorf("--record %s: line %d at offset %d is longer than %d bytes", path, line, lineOff, analyze.MaxRecordLine)
 		}
-		events, err := analyze.ReadRecord(bytes.NewReader(partial[:n]))
+		var events []analyze.RecordEvent
+		err = analyze.ScanRecord(bytes.NewReader(partial[:n]), func(e analyze.RecordEvent) error {
+			events = append(events, e)
+			return nil
+		}, func(w string) {
+			warn(fmt.Sprintf("--record %s: from line %d at offset %d: %s", path, line, lineOff, w))
+		})
 		if err != nil {
 			return fmt.Errorf("--record %s: from line %d at offset %d: %w", path, line, lineOff, err)
 		}

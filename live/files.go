@@ -107,24 +107,42 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 		}
 		control, detect = 0, false
 	}
-	ctl, port, err := ChoosePorts(files, pt, cfg.Port, control, detect, errOut)
+	var events []analyze.RecordEvent
+	var recWarnings []string
+	var counted int
+	port := cfg.Port
+	if cfg.Record != "" {
+		// Read once: it may be a FIFO.
+		first, last := captureSpan(pt)
+		if events, recWarnings, counted, err = readRecordFor(cfg.Record, ctx.Done(), first, last); err != nil {
+			return Outcome{}, err
+		}
+	}
+	ctl, port, err := ChoosePorts(files, pt, port, control, detect, errOut)
 	if err != nil {
 		return Outcome{}, err
 	}
 	tr := pt.Tracker(port)
 	info.SYNs = uint64(tr.SYNs())
-	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd}
+	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd, Done: ctx.Done()}
 	if cfg.PolicySet {
 		opt.Policy = &cfg.Policy
 	}
 	if cfg.Record != "" || ctl != nil {
 		var rep analyze.Report
 		if cfg.Record != "" {
-			rep, err = AuditRecord(opt, tr.Peers(), info)
+			warnings := slices.Clip(recWarnings)
+			if note := countedNote(cfg.Record, counted); note != "" {
+				warnings = append(warnings, note)
+			}
+			rep, err = auditRecordEvents(opt, events, warnings, tr.Peers(), info)
 		} else {
 			rep, err = AuditControl(opt, ctl, tr.Peers(), info)
 		}
 		if err != nil {
+			for _, w := range recWarnings { // what the read met explains the error
+				fmt.Fprintf(errOut, "audit: warning: %s\n", w)
+			}
 			return Outcome{}, err
 		}
 		var o Outcome

@@ -1,9 +1,7 @@
 package live
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
@@ -24,6 +22,8 @@ type RecordOptions struct {
 	// Herd ends the report with the herd of every chain of the capture
 	// (not only the sessions' verified peers).
 	Herd bool
+	// Done, when closed, stops the read of the record where it is.
+	Done <-chan struct{}
 }
 
 // AuditRecord judges every session of a record file that overlaps the
@@ -33,23 +33,47 @@ type RecordOptions struct {
 // the server's verdict and the cross-check of the two lists, as
 // `audit live` does live. chains are the capture's attempts to the port, by
 // peer; capInfo describes the capture. A record that holds no session
-// overlapping the capture is an error that names both spans. A torn last
-// line is a warning in the report's record section.
+// overlapping the capture is an error that names both spans. The record is
+// read as readRecordFor reads it: what is kept is bounded, torn lines are
+// warnings in the report's record section, and opt.Done stops the read.
 func AuditRecord(opt RecordOptions, chains []analyze.Chain, capInfo analyze.CaptureInfo) (analyze.Report, error) {
+	first, last := attemptSpan(chains)
+	events, warnings, counted, err := readRecordFor(opt.Path, opt.Done, first, last)
+	if err != nil {
+		return analyze.Report{}, err
+	}
+	if note := countedNote(opt.Path, counted); note != "" {
+		warnings = append(warnings, note)
+	}
+	return auditRecordEvents(opt, events, warnings, chains, capInfo)
+}
+
+// auditRecordEvents is AuditRecord on the events of a record already read,
+// with the warnings of the read.
+func auditRecordEvents(opt RecordOptions, events []analyze.RecordEvent, warnings []string, chains []analyze.Chain, capInfo analyze.CaptureInfo) (analyze.Report, error) {
 	rec := &analyze.RecordInfo{Path: opt.Path, Policy: analyze.PolicyFromRecord,
-		Outside: []analyze.OutsideSession{}, Warnings: []string{}}
+		Outside: []analyze.OutsideSession{}, Warnings: append([]string{}, warnings...)}
 	p := opt.DefaultPolicy
 	if opt.Policy != nil {
 		rec.Policy, p = analyze.PolicyFromCommandLine, *opt.Policy
 	}
-	events, err := readRecordFile(opt.Path)
-	switch {
-	case errors.Is(err, analyze.ErrTornLine):
-		rec.Warnings = append(rec.Warnings, fmt.Sprintf("%v; the lines before it are used", err))
-	case err != nil:
-		return analyze.Report{}, err
-	}
 	return auditSessions(opt, analyze.ServerSessions(events), chains, capInfo, rec, p)
+}
+
+// attemptSpan is the span of the chains' attempts; zero times when there
+// are none.
+func attemptSpan(chains []analyze.Chain) (first, last time.Time) {
+	for _, c := range chains {
+		for _, a := range c.Attempts {
+			if first.IsZero() || a.Time.Before(first) {
+				first = a.Time
+			}
+			if a.Time.After(last) {
+				last = a.Time
+			}
+		}
+	}
+	return first, last
 }
 
 // auditSessions judges each of a server's sessions that overlaps the
@@ -69,10 +93,7 @@ func auditSessions(opt RecordOptions, all []analyze.ServerSession, chains []anal
 	if len(attempts) == 0 {
 		return analyze.Report{}, fmt.Errorf("%s: the capture has no attempt to port %d to cross-check", source, opt.Port)
 	}
-	first, last := attempts[0].Time, attempts[0].Time
-	for _, a := range attempts {
-		first, last = minTime(first, a.Time), maxTime(last, a.Time)
-	}
+	first, last := attemptSpan(chains)
 	var sessions []analyze.ServerSession
 	for _, s := range all {
 		if s.Overlaps(opt.Port, first, last) {
@@ -119,19 +140,6 @@ func auditSessions(opt RecordOptions, all []analyze.ServerSession, chains []anal
 		rep.HerdReading = &h
 	}
 	return rep, nil
-}
-
-func readRecordFile(path string) ([]analyze.RecordEvent, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--record: %w", err)
-	}
-	defer f.Close()
-	events, err := analyze.ReadRecord(f)
-	if err != nil {
-		err = fmt.Errorf("--record %s: %w", path, err)
-	}
-	return events, err
 }
 
 // recordSpan says what a record holds, for the error of a record that

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,5 +75,128 @@ func TestRecordTornLineEnded(t *testing.T) {
 	}
 	if want := fmt.Sprintf("ended it with a newline before appending; readers skip the torn line\" record=%s offset=%d", rec, len(torn)); !strings.Contains(log.String(), want) {
 		t.Errorf("the log lacks %q:\n%s", want, log.String())
+	}
+}
+
+// recordWithRetryPort copies the real grpc-go run's record into dir with
+// its start line naming the retry port, as servers write it now.
+func recordWithRetryPort(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../testdata/real-grpc-go.record.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(`"peer":"127.0.0.1:49130","params"`), []byte(`"peer":"127.0.0.1:49130","retry_port":40431,"params"`), 1)
+	return writeFileIn(t, dir, "run.jsonl", b)
+}
+
+func writeFileIn(t *testing.T, dir, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A record a server was restarted on after its last line was torn reads:
+// the torn line is skipped with a warning naming its offset, whether a
+// newline ended it or the next run's line was appended onto it, and the
+// sessions around it are judged.
+func TestPcapRecordTornMiddle(t *testing.T) {
+	dir := t.TempDir()
+	whole, err := os.ReadFile(recordWithRetryPort(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := []byte(`{"event":"accept","time":"2026-11-29T19:`)
+	for _, tt := range []struct {
+		name string
+		file []byte
+		warn string
+	}{
+		{name: "ended by a newline", file: append(append(append([]byte{}, torn...), '\n'), whole...),
+			warn: fmt.Sprintf("record line 1 at offset 0: torn line (%d bytes, cut short by a writer that stopped) skipped", len(torn))},
+		{name: "the next run appended onto it", file: append(append([]byte{}, torn...), whole...),
+			warn: fmt.Sprintf("record line 1 at offset 0: torn line (%d bytes, cut short by a writer that stopped) skipped; the line appended onto it is read", len(torn))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := writeFileIn(t, dir, "torn.jsonl", tt.file)
+			code, stdout, stderr := runAudit(t, "pcap", "--record", rec, fixture("real-grpc-go.pcap"))
+			if code != exitOK || !strings.Contains(stderr, tt.warn) || !strings.Contains(stdout, "=== session 1:") {
+				t.Errorf("exit %d, stderr %q; want %d, session 1 judged, and %q\n%s", code, stderr, exitOK, tt.warn, stdout)
+			}
+		})
+	}
+}
+
+// An endless stream of valid record lines (accepts outside any session,
+// outside the capture's span) through a FIFO: what is kept stays bounded,
+// and one SIGINT ends the read, with a warning, as it does for captures.
+func TestPcapRecordEndless(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "record.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, auditBin, "pcap", "--record", fifo, fixture("real-grpc-go.pcap"))
+	cmd.WaitDelay = 5 * time.Second
+	stderr := &testutil.SyncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// The writer: 32 MiB of accept lines of 2020, then SIGINT while it
+	// goes on writing.
+	const enough = 32 << 20
+	written := make(chan struct{})
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer w.Close()
+		line := []byte(`{"event":"accept","time":"2020-01-02T15:04:05.000000000Z","session":0,"peer":"127.0.0.1:40114"}` + "\n")
+		block := bytes.Repeat(line, 64<<10/len(line))
+		for n := 0; ; n += len(block) {
+			if n >= enough && written != nil {
+				close(written)
+				written = nil
+			}
+			if _, err := w.Write(block); err != nil {
+				return // the reader is gone
+			}
+		}
+	}()
+	select {
+	case <-written:
+	case err := <-exited:
+		t.Fatalf("audit exited (%v) before the writer wrote %d bytes; stderr:\n%s", err, enough, stderr)
+	case <-ctx.Done():
+		t.Fatal("the writer did not write 32 MiB in a minute")
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no exit 10 s after one SIGINT; stderr:\n%s", stderr)
+	}
+	for _, want := range []string{"read interrupted", "what follows was not read", "the record holds no session"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	// Bounded: far below what keeping 32 MiB of events would take.
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		t.Logf("peak RSS %d KiB", ru.Maxrss)
+		if ru.Maxrss > 100<<10 {
+			t.Errorf("peak RSS %d KiB; want under 100 MiB", ru.Maxrss)
+		}
 	}
 }

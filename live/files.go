@@ -112,10 +112,14 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 	var counted int
 	port := cfg.Port
 	if cfg.Record != "" {
-		// Read once: it may be a FIFO.
+		// Read once (it may be a FIFO), before the port is chosen: its
+		// start lines name the retry port.
 		first, last := captureSpan(pt)
 		if events, recWarnings, counted, err = readRecordFor(cfg.Record, ctx.Done(), first, last); err != nil {
 			return Outcome{}, err
+		}
+		if port == 0 {
+			port = recordRetryPort(events, pt)
 		}
 	}
 	ctl, port, err := ChoosePorts(files, pt, port, control, detect, errOut)

@@ -160,3 +160,20 @@ func captureSpan(pt *analyze.PortTracker) (first, last time.Time) {
 	}
 	return first, last
 }
+
+// recordRetryPort is the retry port the record's start lines name, when
+// they name one the capture has SYNs to, else 0 (the capture's own rule
+// then chooses: RetryPort). A capture may hold other programs' SYNs; the
+// record says which port its server's was.
+func recordRetryPort(events []analyze.RecordEvent, pt *analyze.PortTracker) uint16 {
+	var named []uint16
+	for _, e := range events {
+		if e.Event == analyze.EventStart && e.RetryPort != 0 && !slices.Contains(named, e.RetryPort) && pt.Tracker(e.RetryPort).SYNs() > 0 {
+			named = append(named, e.RetryPort)
+		}
+	}
+	if len(named) == 1 {
+		return named[0]
+	}
+	return 0
+}

@@ -99,6 +99,19 @@ func writeFileIn(t *testing.T, dir, name string, b []byte) string {
 	return p
 }
 
+// With --record and no --port, the retry port is the one the record's
+// start lines name: another program's SYNs to another port in the
+// capture do not make it ambiguous.
+func TestPcapRecordRetryPort(t *testing.T) {
+	rec := recordWithRetryPort(t, t.TempDir())
+	// Another program's SYNs, to port 50051.
+	foreign := writeTCPCapture(t, []capSeg{{fromClient: true, flags: tcpSYN, seq: 1}, {fromClient: true, flags: tcpSYN, seq: 2}})
+	code, stdout, stderr := runAudit(t, "pcap", "--record", rec, fixture("real-grpc-go.pcap"), foreign)
+	if code != exitOK || !strings.HasPrefix(stdout, "port 40431:") {
+		t.Errorf("exit %d, stdout beginning %.40q; want %d and port 40431\n%s", code, stdout, exitOK, stderr)
+	}
+}
+
 // A record a server was restarted on after its last line was torn reads:
 // the torn line is skipped with a warning naming its offset, whether a
 // newline ended it or the next run's line was appended onto it, and the

@@ -43,14 +43,15 @@ func (r *Result) Problems() int {
 }
 
 // ReadFiles reads capture files, in the order given (a rotated set in
-// time order), through one Assembler, and diagnoses the connections
-// decoded. Only the TCP segments of opt.Ports (of every port when it is
+// time order; a file named twice is read once, with a warning), through
+// one Assembler, and diagnoses the connections decoded. Only the TCP segments of opt.Ports (of every port when it is
 // empty) are handed out by the readers. The first file that cannot be
 // read stops the read with capture.ReadFile's error, which names the file
 // and the offset.
 func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, error) {
 	res := &Result{Conns: []Conn{}}
 	a := NewAssembler(opt, func(c Conn) { res.Conns = append(res.Conns, c) })
+	paths, dups := capture.Distinct(paths)
 	for i, path := range paths {
 		if capture.StopBefore(opt.Done, res.Files, paths[i:]) {
 			break
@@ -62,6 +63,7 @@ func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, e
 		res.Files = append(res.Files, st)
 	}
 	a.Close()
+	capture.NoteDuplicates(res.Files, dups)
 	slices.SortStableFunc(res.Conns, func(x, y Conn) int {
 		return cmp.Or(x.Report.Start.Compare(y.Report.Start), x.Report.Client.Compare(y.Report.Client))
 	})

@@ -21,7 +21,8 @@ func newPcapCmd() *cobra.Command {
 its SYNs to the retry port (docs/spec.md §5), with the reference verifier.
 
 Files may be pcap or pcapng, gzip-compressed or not; several files (a rotated
-tcpdump -C set) are merged by timestamp. The file - is standard input
+tcpdump -C set) are merged by timestamp; a file named twice (or through a
+link) is read once, with a warning. The file - is standard input
 (tcpdump -w - | audit pcap -). Ctrl-C or SIGTERM while reading stops the
 read there at once, whether a byte came or not (a FIFO whose writer never
 opened it, an idle pipe): the report covers what was read (a warning gives

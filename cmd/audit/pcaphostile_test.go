@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,5 +57,35 @@ func TestPcapTimestampOutOfRange(t *testing.T) {
 	}
 	if code != exitOK {
 		t.Errorf("exit %d, want %d: the two SYNs 1 s apart pass", code, exitOK)
+	}
+}
+
+// A capture file named twice, by the same path or a link to it, is read
+// once with a warning: the report is the one of the file named once, and
+// no SYN becomes its own retransmission.
+func TestSameFileTwice(t *testing.T) {
+	dir := t.TempDir()
+	capFile := copyFile(t, fixture("too-soon.pcap"), dir)
+	link := filepath.Join(dir, "link.pcap")
+	if err := os.Symlink(filepath.Base(capFile), link); err != nil {
+		t.Fatal(err)
+	}
+	_, once, _ := runAudit(t, "pcap", capFile)
+	_, h2Once, _ := runAudit(t, "h2", "--format", "json", capFile)
+	for _, second := range []string{capFile, link} {
+		t.Run(filepath.Base(second), func(t *testing.T) {
+			code, stdout, stderr := runAudit(t, "pcap", capFile, second)
+			want := capFile + ": named again as " + second + ", the same file: read once"
+			if code != exitFail || stdout != once || !strings.Contains(stderr, want) {
+				t.Errorf("exit %d, stderr %q; want %d, %q, and the report of the file named once:\n%s", code, stderr, exitFail, want, stdout)
+			}
+			_, h2Twice, stderr := runAudit(t, "h2", "--format", "json", capFile, second)
+			var a, b struct{ Connections []struct{ Ended string } }
+			json.Unmarshal([]byte(h2Once), &a)
+			json.Unmarshal([]byte(h2Twice), &b)
+			if len(a.Connections) == 0 || len(b.Connections) != len(a.Connections) || !strings.Contains(stderr, want) {
+				t.Errorf("audit h2: %d connections, stderr %q; want %d as from the file once, and the warning", len(b.Connections), stderr, len(a.Connections))
+			}
+		})
 	}
 }

@@ -213,3 +213,25 @@ func TestPcapRecordEndless(t *testing.T) {
 		}
 	}
 }
+
+// A record that is a symbolic link is followed: the link stays a link,
+// the file it names is appended to and locked (a second server on the
+// file itself is refused).
+func TestRecordThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := writeFileIn(t, dir, "real.jsonl", []byte(`{"event":"accept","time":"2026-`))
+	link := filepath.Join(dir, "run.jsonl")
+	if err := os.Symlink("real.jsonl", link); err != nil {
+		t.Fatal(err)
+	}
+	runningServer(t, "--record", link)
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("%s is no longer a symbolic link: %v", link, err)
+	}
+	if b, _ := os.ReadFile(target); !bytes.HasSuffix(b, []byte("\n")) {
+		t.Errorf("the link's file ends %q; want its torn line ended, as the record written", b)
+	}
+	if code, _, stderr := runAudit(t, "server", "--control_port=0", "--retry_port=0", "--record", target); code != exitUsage || !strings.Contains(stderr, "is locked by process") {
+		t.Errorf("a second server on the link's file: exit %d, %q; want it refused", code, stderr)
+	}
+}

@@ -235,3 +235,34 @@ func TestRecordThroughSymlink(t *testing.T) {
 		t.Errorf("a second server on the link's file: exit %d, %q; want it refused", code, stderr)
 	}
 }
+
+// The strings of a record (a stop's cause, verdict and reason) are quoted
+// in the text report and in the last stderr line: terminal escapes and a
+// line break in them are written out, never sent to the terminal.
+func TestRecordStringsQuoted(t *testing.T) {
+	b, err := os.ReadFile("../../testdata/real-grpc-go.record.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := `\u001b[2J\u001b]0;owned\u0007\r\nPASS: every session passed`
+	b = bytes.Replace(b, []byte(`"cause":"stop","verdict":"passed","passed":true,"reason":""`),
+		[]byte(`"cause":"stop\u001b[31m","verdict":"failed\r","passed":false,"reason":"`+evil+`"`), 1)
+	rec := writeFileIn(t, t.TempDir(), "evil.jsonl", b)
+	code, stdout, stderr := runAudit(t, "pcap", "--record", rec, fixture("real-grpc-go.pcap"))
+	if code != exitFail {
+		t.Errorf("exit %d, want %d (the server's verdict failed)", code, exitFail)
+	}
+	for name, out := range map[string]string{"stdout": stdout, "stderr": stderr} {
+		if i := strings.IndexFunc(out, func(r rune) bool { return r != '\n' && (r < 0x20 || r == 0x7f) }); i >= 0 {
+			t.Errorf("%s holds control character %q at %d:\n%q", name, out[i], i, out)
+		}
+	}
+	for _, want := range []string{`ended by "stop\x1b[31m"`, `passed=false ("failed\r")`, `"\x1b[2J\x1b]0;owned\a\r\nPASS: every session passed"`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %s:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(lastLine(stderr), `"\x1b[2J\x1b]0;owned\a\r\nPASS: every session passed"`) {
+		t.Errorf("the last stderr line does not quote the reason: %q", lastLine(stderr))
+	}
+}

@@ -12,9 +12,13 @@ package analyze
 // A line is complete with its newline. A writer that stopped in the middle
 // of one (a full disk, a killed server) leaves a torn last line: readers
 // ignore it, keep the events of every complete line before it, and warn
-// (ReadRecord returns those events with an error wrapping ErrTornLine). No
+// (ReadRecord returns those events with an error wrapping ErrTornLine). A
+// server that appends to a file ending in a torn line ends it with a
+// newline first; ScanRecord skips such a torn line in the middle of a file
+// with a warning, and reads a line an older writer appended onto one. No
 // line is longer than MaxRecordLine (1 MiB) without its newline; a reader
-// stops at a longer one, since what follows is not a record file's.
+// stops at a longer one, since what follows is not a record file's. One
+// server at a time appends to a record: it holds a lock (flock) on it.
 //
 // Every line has:
 //

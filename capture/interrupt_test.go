@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/analyze"
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 // synRecords returns n pcap records of SYNs from 10.0.0.1 port 1000+i to
@@ -140,15 +141,7 @@ func TestReadInterruptedBeforeAnyByte(t *testing.T) {
 		}},
 		{name: "FIFO, writer silent", open: func(t *testing.T) (string, io.Reader) {
 			fifo := filepath.Join(dir, "silent")
-			if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			// Read and write: the FIFO has a writer that never writes.
-			w, err := os.OpenFile(fifo, os.O_RDWR, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { w.Close() })
+			testutil.FIFO(t, fifo) // a writer that never writes
 			return fifo, nil
 		}},
 		{name: "FIFO, no writer", open: func(t *testing.T) (string, io.Reader) {

@@ -44,7 +44,7 @@ func TestStartsShareAConnection(t *testing.T) {
 
 // concurrentStartsScript is the C-core client that sends Starts from
 // several threads of one process.
-const concurrentStartsScript = "../testdata/clients/concurrent_starts.py"
+const concurrentStartsScript = "../testdata/interop/concurrent_starts.py"
 
 // systemPython is Debian's interpreter, the one python3-grpcio installs for
 // (docs/spec.md §6.1).

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 // copyFile copies a fixture into dir and returns the copy's path.
@@ -106,16 +108,7 @@ func TestOutputInPlace(t *testing.T) {
 
 	t.Run("fifo", func(t *testing.T) {
 		fifo := filepath.Join(dir, "page.fifo")
-		if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		// Read and write: the FIFO has a reader at once, and the test
-		// waits for no writer.
-		r, err := os.OpenFile(fifo, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
+		r := testutil.FIFO(t, fifo) // its reader
 		got := make(chan string, 1)
 		go func() {
 			var b []byte

@@ -124,15 +124,10 @@ func TestInterruptBeforeAnyByte(t *testing.T) {
 			if tt.fifo {
 				input = filepath.Join(dir, fmt.Sprintf("fifo%d", i))
 				name = input
-				if err := syscall.Mkfifo(input, 0o644); err != nil {
-					t.Fatal(err)
-				}
 				if tt.writer {
-					w, err := os.OpenFile(input, os.O_RDWR, 0)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer w.Close()
+					testutil.FIFO(t, input) // a writer that never writes
+				} else if err := syscall.Mkfifo(input, 0o644); err != nil {
+					t.Fatal(err)
 				}
 			}
 			cmd := exec.CommandContext(ctx, auditBin, tt.verb, input)
@@ -157,20 +152,31 @@ func TestInterruptBeforeAnyByte(t *testing.T) {
 			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 				t.Fatal(err)
 			}
-			var code int
-			select {
-			case err := <-exited:
-				var ee *exec.ExitError
-				if errors.As(err, &ee) {
-					code = ee.ExitCode()
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("no exit 10 s after one SIGINT; stderr:\n%s", stderr)
-			}
+			code := exitAfterSignal(t, exited, stderr)
 			want := "audit: warning: " + name + ": read interrupted at offset 0: what follows was not read"
 			if code != tt.code || !strings.Contains(stderr.String(), want) {
 				t.Errorf("exit %d, stderr:\n%s\nwant %d and %q", code, stderr, tt.code, want)
 			}
 		})
+	}
+}
+
+// exitAfterSignal returns the exit code of a process signalled to end,
+// whose Wait's error exited gives; the test fails when it has not exited
+// 10 s after the signal.
+func exitAfterSignal(t *testing.T, exited <-chan error, stderr fmt.Stringer) int {
+	t.Helper()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no exit 10 s after one signal; stderr:\n%s", stderr)
+		return -1
 	}
 }

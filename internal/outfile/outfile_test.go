@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 func TestCheck(t *testing.T) {
@@ -154,16 +156,7 @@ func TestWrite(t *testing.T) {
 func TestWriteInPlace(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// Open for reading and writing: the FIFO then has a reader, so that
-	// Write's open does not wait, and the test does not wait for Write.
-	r, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := testutil.FIFO(t, fifo) // a reader: Write's open does not wait
 	got, err := writeAt(t, dir, fifo, "through the pipe")
 	if err != nil {
 		t.Fatal(err)

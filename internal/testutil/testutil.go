@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -27,6 +28,23 @@ func ClosedPort(tb testing.TB) uint16 {
 	}
 	defer ln.Close()
 	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// FIFO makes a FIFO at path and opens it for reading and writing, which
+// Linux allows without waiting: the FIFO has a reader and a writer at once,
+// so that a test's other opening of it does not wait either. The FIFO is
+// closed when the test ends.
+func FIFO(tb testing.TB, path string) *os.File {
+	tb.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	return f
 }
 
 // SyncBuffer is a bytes.Buffer that one goroutine may write while another

@@ -14,7 +14,8 @@ thread, in the order the threads end:
   {"thread": 0, "start": "OK", "stop": "OK", "passed": true, "backoff_ms": [1000, 1001]}
 
 Exit 0 when every Start and Stop succeeded, 1 otherwise. Run it with
-/usr/bin/python3 (docs/spec.md §6.1).
+/usr/bin/python3 (docs/spec.md §6.1), from any directory: it imports
+reconnect_client.py, beside it.
 """
 
 import argparse
@@ -26,45 +27,8 @@ import time
 
 import grpc
 
-START = "/grpc.testing.ReconnectService/Start"
-STOP = "/grpc.testing.ReconnectService/Stop"
-
-
-def decode_varint(buf, i):
-    v, shift = 0, 0
-    while True:
-        if i >= len(buf) or shift >= 70:
-            raise ValueError("truncated or overlong varint")
-        b = buf[i]
-        i += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return v, i
-
-
-def decode_reconnect_info(buf):
-    """ReconnectInfo{bool passed = 1; repeated int32 backoff_ms = 2}, packed or not."""
-    passed, backoff_ms, i = False, [], 0
-    while i < len(buf):
-        key, i = decode_varint(buf, i)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            v, i = decode_varint(buf, i)
-            if field == 1:
-                passed = v != 0
-            else:
-                backoff_ms.append(v)
-        elif wire == 2:
-            n, i = decode_varint(buf, i)
-            chunk, i = buf[i:i + n], i + n
-            j = 0
-            while j < len(chunk):
-                v, j = decode_varint(chunk, j)
-                backoff_ms.append(v)
-        else:
-            raise ValueError("wire type %d" % wire)
-    return {"passed": passed, "backoff_ms": backoff_ms}
+# The message codecs of the interop client beside this file.
+from reconnect_client import START, STOP, decode_reconnect_info
 
 
 def one(n, args, out, lock):

@@ -14,6 +14,7 @@ import (
 	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/report/html"
+	"github.com/backoff-audit/audit/session"
 )
 
 // FilesConfig is what an audit of capture files ('audit pcap') reads and
@@ -119,7 +120,22 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 		}
 		control, detect = 0, false
 	}
-	ctl, port, err := ChoosePorts(files, pt, cfg.Port, control, detect, errOut)
+	var events []session.RecordEvent
+	var recWarnings []string
+	var counted int
+	port := cfg.Port
+	if cfg.Record != "" {
+		// Read once (it may be a FIFO), before the port is chosen: its
+		// start lines name the retry port.
+		first, last := captureSpan(pt)
+		if events, recWarnings, counted, err = readRecordFor(cfg.Record, ctx.Done(), first, last); err != nil {
+			return Outcome{}, err
+		}
+		if port == 0 {
+			port = recordRetryPort(events, pt)
+		}
+	}
+	ctl, port, err := ChoosePorts(files, pt, port, control, detect, errOut)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -135,18 +151,25 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 	if !cfg.ModeSet {
 		cfg.Mode, inferred = cs.InferMode(cfg.Policy)
 	}
-	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd, Mode: cfg.Mode}
+	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd, Mode: cfg.Mode, Done: ctx.Done()}
 	if cfg.PolicySet {
 		opt.Policy = &cfg.Policy
 	}
 	if cfg.Record != "" || ctl != nil {
 		var rep *report.RecordRun
 		if cfg.Record != "" {
-			rep, err = AuditRecord(opt, tr.Peers(), info)
+			warnings := slices.Clip(recWarnings)
+			if note := countedNote(cfg.Record, counted); note != "" {
+				warnings = append(warnings, note)
+			}
+			rep, err = auditRecordEvents(opt, events, warnings, tr.Peers(), info)
 		} else {
 			rep, err = AuditControl(opt, ctl, tr.Peers(), info)
 		}
 		if err != nil {
+			for _, w := range recWarnings { // what the read met explains the error
+				fmt.Fprintf(errOut, "audit: warning: %s\n", w)
+			}
 			return Outcome{}, err
 		}
 		var o Outcome

@@ -3,6 +3,7 @@ package flows
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/quote"
 	"github.com/backoff-audit/audit/tlsdec"
 )
 
@@ -159,7 +161,18 @@ type flow struct {
 	// early holds what the server sent before the client's first bytes,
 	// while the flow is undecided, up to maxEarly segments.
 	early []chunk
+	// head is the client's first bytes as delivered, up to headKeep, to
+	// tell a retransmission of them from other bytes sent in their place;
+	// headDone once no more are kept (headKeep reached, or a hole or a
+	// snap length cut them).
+	head     []byte
+	headDone bool
 }
+
+// headKeep bounds the client's first bytes kept per connection: enough
+// for the HTTP/2 preface and a TLS record header, which decide what a
+// connection is.
+const headKeep = 64
 
 // maxEarly bounds the server's segments kept before the client's first
 // bytes decide whether a connection is HTTP/2: a server that speaks
@@ -172,14 +185,18 @@ const (
 	undecided flowState = iota // Options.Ports empty, no byte of the client yet
 	decoding
 	ignored
+	// conflicted: ignored, until the client's first bytes came again,
+	// different: what it is cannot be told, and it is reported damaged.
+	conflicted
 )
 
 // stream is one direction's reassembly.
 type stream struct {
 	// known is set once next is: the SYN's ISN + 1, or the first
-	// segment's sequence number when the SYN was not captured.
-	known bool
-	next  uint32
+	// segment's sequence number when the SYN was not captured; start is
+	// that first value of next.
+	known       bool
+	next, start uint32
 	// fed is set once a byte (or a gap) was given to the decoder.
 	fed bool
 	// fin is set by a FIN, finSeq its sequence number (the stream's end).
@@ -289,19 +306,21 @@ func (a *Assembler) Add(v *attempt.SegmentView) {
 	}
 	if syn {
 		if !s.known {
-			s.known, s.next = true, v.Seq+1
+			s.known, s.next, s.start = true, v.Seq+1, v.Seq+1
 			if d == h2.ClientToServer {
 				f.isn = v.Seq
 			}
 		}
 		return
 	}
-	if f.state == ignored {
+	if d == h2.ClientToServer && v.PayloadLen > 0 && f.head != nil {
+		a.recheck(f, t, v.Seq, v.Payload)
+	}
+	if f.state == ignored || f.state == conflicted {
 		if v.Flags&flagFIN != 0 {
 			s.fin = true
 			if f.dirs[1-d].fin {
-				delete(a.conns, k)
-				a.close(k, t)
+				a.end(k, f, t, EndedFIN)
 			}
 		}
 		return
@@ -310,7 +329,7 @@ func (a *Assembler) Add(v *attempt.SegmentView) {
 		a.acked(f, 1-d, v.Ack, t)
 	}
 	if !s.known {
-		s.known, s.next = true, v.Seq
+		s.known, s.next, s.start = true, v.Seq, v.Seq
 	}
 	seq := v.Seq
 	if v.PayloadLen > 0 {
@@ -430,6 +449,14 @@ func (a *Assembler) data(f *flow, d h2.Direction, t time.Time, seq uint32, b []b
 // rest, cut by the snap length, is lost).
 func (a *Assembler) deliver(f *flow, d h2.Direction, t time.Time, b []byte, n int) {
 	s := &f.dirs[d]
+	if d == h2.ClientToServer && !f.headDone {
+		if int(s.next-s.start) != len(f.head) || len(b) < n {
+			f.headDone = true // a hole before, or bytes the capture cut
+		} else {
+			f.head = append(f.head, b[:min(len(b), headKeep-len(f.head))]...)
+			f.headDone = len(f.head) == headKeep
+		}
+	}
 	s.next += uint32(n)
 	if f.state == undecided && d == h2.ServerToClient && len(f.early) < maxEarly {
 		// A server may send its SETTINGS before the client's preface
@@ -459,6 +486,36 @@ func (a *Assembler) deliver(f *flow, d h2.Direction, t time.Time, b []byte, n in
 	}
 	if lost := n - len(b); lost > 0 {
 		f.lose(d, t, int64(lost))
+	}
+}
+
+// recheck compares a client's segment with the first bytes already
+// delivered where the two overlap: the same bytes are a retransmission;
+// others are a conflict, since which copy the server read is unknown. A
+// connection ignored for its first copy is then reported, damaged; one
+// decoded is marked damaged and goes on from the copy decoded.
+func (a *Assembler) recheck(f *flow, t time.Time, seq uint32, b []byte) {
+	s := &f.dirs[h2.ClientToServer]
+	off := int(int32(seq - s.start))
+	if off < 0 || off >= len(f.head) {
+		return
+	}
+	first := f.head[off:]
+	again := b[:min(len(b), len(first))]
+	if bytes.Equal(first[:len(again)], again) {
+		return
+	}
+	detail := fmt.Sprintf("the client's bytes at offset %d were captured twice, different (first %s, then %s): which the server read is unknown",
+		off, quote.Text(string(first[:len(again)])), quote.Text(string(again)))
+	f.head, f.headDone = nil, true // one conflict is enough to tell
+	switch f.state {
+	case decoding:
+		f.dec.Conflict(h2.ClientToServer, t, 0, detail)
+	case undecided, ignored:
+		f.drop()
+		f.start(a)
+		f.state = conflicted
+		f.dec.Conflict(h2.ClientToServer, t, int64(len(first)), detail)
 	}
 }
 
@@ -580,6 +637,14 @@ func (a *Assembler) end(k flowKey, f *flow, t time.Time, how string) {
 	if f.state == undecided && (f.dirs[0].pend != nil || f.dirs[1].pend != nil) {
 		// Its client's first bytes never came: nothing tells what it is.
 		f.drop()
+	}
+	if f.state == conflicted {
+		// Nothing was fed since the conflict: no hole to declare.
+		f.dec.End(t)
+		if a.done != nil {
+			a.done(Conn{Report: f.dec.Report(), SYN: f.syn, Ended: how})
+		}
+		return
 	}
 	if f.state != decoding {
 		return

@@ -46,14 +46,15 @@ func (r *Result) Problems() int {
 }
 
 // ReadFiles reads capture files, in the order given (a rotated set in
-// time order), through one Assembler, and diagnoses the connections
-// decoded. Only the TCP segments of opt.Ports (of every port when it is
+// time order; a file named twice is read once, with a warning), through
+// one Assembler, and diagnoses the connections decoded. Only the TCP segments of opt.Ports (of every port when it is
 // empty) are handed out by the readers. The first file that cannot be
 // read stops the read with capture.ReadFile's error, which names the file
 // and the offset.
 func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, error) {
 	res := &Result{Conns: []Conn{}}
 	a := NewAssembler(opt, func(c Conn) { res.Conns = append(res.Conns, c) })
+	paths, dups := capture.Distinct(paths)
 	for i, path := range paths {
 		if capture.StopBefore(opt.Done, res.Files, paths[i:]) {
 			break
@@ -65,6 +66,7 @@ func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, e
 		res.Files = append(res.Files, st)
 	}
 	a.Close()
+	capture.NoteDuplicates(res.Files, dups)
 	slices.SortStableFunc(res.Conns, func(x, y Conn) int {
 		return cmp.Or(x.Report.Start.Compare(y.Report.Start), x.Report.Client.Compare(y.Report.Client))
 	})
@@ -95,9 +97,16 @@ type AuditOptions struct {
 	Done <-chan struct{}
 }
 
+// ErrNoConnection is Audit's error when, without --port, the files hold no
+// connection to decode: nothing could be judged, as `audit pcap` says of a
+// capture with no SYN.
+var ErrNoConnection = errors.New("nothing judged: no HTTP/2 or TLS connection in the capture")
+
 // Audit checks opt, reads files as ReadFiles does, and builds the report
 // `audit h2` prints. Its errors name the field of opt (field.Error) or the
-// file at fault.
+// file at fault. When, without opt.Ports, no connection was decoded it
+// returns the report, whose warnings say what the files held, with
+// ErrNoConnection; with opt.Ports, the report's Nothing says so.
 func Audit(files []string, opt AuditOptions) (*Report, error) {
 	if opt.Format != "text" && opt.Format != "json" {
 		return nil, field.Errorf("Format", strconv.Quote(opt.Format), "must be text or json")
@@ -138,6 +147,10 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 			r.Check = &c
 		}
 		rep.Retries = append(rep.Retries, r)
+	}
+	rep.Ports = ps
+	if len(rep.Connections) == 0 && len(ps) == 0 {
+		return rep, ErrNoConnection
 	}
 	return rep, nil
 }

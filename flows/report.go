@@ -11,6 +11,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/quote"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/tlsdec"
 )
@@ -33,6 +34,34 @@ type Report struct {
 	// KeyLog is the key log the TLS connections were decrypted with, and
 	// what was read of it; nil without one.
 	KeyLog *tlsdec.KeyLog `json:"keylog,omitempty"`
+	// Ports are the ports asked for (AuditOptions.Ports), if any.
+	Ports []uint16 `json:"ports,omitempty"`
+}
+
+// Verdict says why the report does not pass, "" when it does: problems
+// were found.
+func (rep *Report) Verdict() string {
+	if rep.Problems > 0 {
+		return text.Plural(rep.Problems, "problem") + " found"
+	}
+	return ""
+}
+
+// Nothing says why nothing was judged, "" when something was: the ports
+// asked for had no connection (as `audit pcap --port` with no attempt).
+func (rep *Report) Nothing() string {
+	if len(rep.Connections) == 0 && len(rep.Ports) > 0 {
+		return fmt.Sprintf("no connection to port %s in the capture", joinPorts(rep.Ports))
+	}
+	return ""
+}
+
+func joinPorts(ps []uint16) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = fmt.Sprint(p)
+	}
+	return strings.Join(s, ", ")
 }
 
 // Retry is one retried RPC: its attempts, and their delays held to the
@@ -67,6 +96,10 @@ type Timeline struct {
 	// Next is the client's next connection to the same server after this
 	// one's server GOAWAY, else after its end.
 	Next *Next `json:"next,omitempty"`
+	// Dropped counts what the decoder did not keep past its limits
+	// (h2.Dropped); Pings, GoAways and Resets, and the findings, count
+	// every one all the same.
+	Dropped h2.Dropped `json:"dropped,omitzero"`
 }
 
 // MethodCount is how many RPCs of a method a connection carried.
@@ -141,7 +174,7 @@ func NewReport(files []string, res *Result) *Report {
 func timeline(i int, c Conn, all []Conn) Timeline {
 	r := c.Report
 	tl := Timeline{Conn: i, Client: r.Client, Server: r.Server, Start: r.Start, End: r.End, SYN: c.SYN, Ended: c.Ended,
-		Encrypted: r.Encrypted, TLS: c.TLS, Damaged: r.Damaged, Warnings: r.Warnings, Streams: []MethodCount{}}
+		Encrypted: r.Encrypted, TLS: c.TLS, Damaged: r.Damaged, Warnings: r.Warnings, Streams: []MethodCount{}, Dropped: r.Dropped}
 	for _, s := range r.Streams {
 		k := slices.IndexFunc(tl.Streams, func(m MethodCount) bool { return m.Method == s.Method })
 		if k < 0 {
@@ -159,15 +192,8 @@ func timeline(i int, c Conn, all []Conn) Timeline {
 		}
 	}
 	for _, d := range []h2.Direction{h2.ClientToServer, h2.ServerToClient} {
-		p := h2.PingCadence(r, d)
-		acks := 0
-		for _, e := range r.Events {
-			if e.Kind == h2.KindPingAck && e.Dir != d {
-				acks++
-			}
-		}
-		if p.Count > 0 || p.Probes > 0 {
-			tl.Pings = append(tl.Pings, Pings{Dir: d, Count: p.Count, Probes: p.Probes, Acks: acks, Min: p.Min, Median: p.Median})
+		if p := h2.PingCadence(r, d); p.Count > 0 || p.Probes > 0 {
+			tl.Pings = append(tl.Pings, Pings{Dir: d, Count: p.Count, Probes: p.Probes, Acks: p.Acks, Min: p.Min, Median: p.Median})
 		}
 	}
 	for _, e := range r.Events {
@@ -229,7 +255,8 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 }
 
 // WriteText writes the report for people: a block per connection, then
-// the findings and the verdict.
+// the findings and the verdict. Every string that came from the capture
+// (methods, warnings, findings) goes through quote.Text.
 func (rep *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	enc, dam, dec := 0, 0, 0
@@ -269,11 +296,14 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if f.Conn >= 0 {
 			conn = fmt.Sprintf("#%d", f.Conn)
 		}
-		fmt.Fprintf(&b, "%s %-20s %-4s %s\n", mark, f.Kind, conn, f.Text)
+		fmt.Fprintf(&b, "%s %-20s %-4s %s\n", mark, f.Kind, conn, quote.Text(f.Text))
 	}
-	if rep.Problems == 0 {
+	switch v := rep.Verdict(); {
+	case rep.Nothing() != "":
+		fmt.Fprintf(&b, "\nverdict: nothing judged: %s\n", rep.Nothing())
+	case v == "":
 		b.WriteString("\nverdict: no problem found\n")
-	} else {
+	default:
 		fmt.Fprintf(&b, "\nverdict: %s (marked !)\n", text.Plural(rep.Problems, "problem"))
 	}
 	_, err := io.WriteString(w, b.String())
@@ -297,19 +327,23 @@ func (tl Timeline) writeText(b *strings.Builder) {
 		return
 	}
 	if tl.Damaged != "" {
-		fmt.Fprintf(b, "  damaged: %s\n", tl.Damaged)
+		fmt.Fprintf(b, "  damaged: %s\n", quote.Text(tl.Damaged))
 		for _, w := range tl.Warnings {
-			fmt.Fprintf(b, "    %s %s %s: %s\n", w.Time.UTC().Format(text.TimeLayout), w.Dir, w.Name, w.Detail)
+			fmt.Fprintf(b, "    %s %s %s: %s\n", w.Time.UTC().Format(text.TimeLayout), w.Dir, w.Name, quote.Text(w.Detail))
 		}
 	}
 	var ms []string
 	for _, m := range tl.Streams {
-		ms = append(ms, fmt.Sprintf("%s ×%d", m.Method, m.Count))
+		ms = append(ms, fmt.Sprintf("%s ×%d", quote.Text(m.Method), m.Count))
 	}
 	if len(ms) == 0 {
 		ms = []string{"none"}
 	}
 	fmt.Fprintf(b, "  RPCs: %s\n", strings.Join(ms, ", "))
+	if d := tl.Dropped; d != (h2.Dropped{}) {
+		fmt.Fprintf(b, "  not kept past the decoder's limits: %s, %s, %s (PINGs, GOAWAYs and RST_STREAMs are counted all the same)\n",
+			text.Plural(d.Events, "event"), text.Plural(d.Streams, "RPC"), text.Plural(d.Warnings, "warning"))
+	}
 	for _, p := range tl.Pings {
 		var n []string
 		if p.Count > 0 || p.Probes == 0 {
@@ -337,7 +371,7 @@ func (tl Timeline) writeText(b *strings.Builder) {
 		fmt.Fprintf(b, "  %s %s RST_STREAM %s on stream %d\n", r.Time.UTC().Format(text.TimeLayout), who(r.Dir), r.Code, r.Stream)
 	}
 	for _, r := range tl.Refused {
-		fmt.Fprintf(b, "  stream %d (%s) above the GOAWAY's last stream id: %s\n", r.Stream, r.Method, r.Outcome)
+		fmt.Fprintf(b, "  stream %d (%s) above the GOAWAY's last stream id: %s\n", r.Stream, quote.Text(r.Method), r.Outcome)
 	}
 	if n := tl.Next; n != nil {
 		if n.Conn < 0 {

@@ -11,11 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/backoff-audit/audit/internal/quote"
 )
 
 // clientPreface is the first bytes a client sends (RFC 9113 §3.4).
@@ -139,6 +140,13 @@ type Conn struct {
 	begun     bool
 	ended     bool
 	streamEnd func(*Stream)
+	// pings tallies each direction's PINGs, kept in Events or not;
+	// pastBudget counts the GOAWAYs and RST_STREAMs kept beyond
+	// Limits.MaxEvents; calm is set once the server's first GOAWAY
+	// ENHANCE_YOUR_CALM came.
+	pings      [2]pingTally
+	pastBudget int
+	calm       bool
 }
 
 // half is the decoder of one direction.
@@ -342,6 +350,22 @@ func (c *Conn) Gap(dir Direction, t time.Time, n int64) {
 	c.stop(h)
 }
 
+// Conflict says that dir's bytes were captured twice at the same place,
+// different (a retransmission that is not one), noticed at t: which copy
+// the receiver read is unknown, so the connection is damaged, with
+// detail as the reason (WarnConflict). Decoding goes on from the copy
+// decoded. n counts bytes of dir that were not fed (the copy a caller did
+// not decode), so that the connection shows what it carried.
+func (c *Conn) Conflict(dir Direction, t time.Time, n int64, detail string) {
+	if dir > ServerToClient || c.ended {
+		return
+	}
+	c.begin(t)
+	c.count(dir, n)
+	c.warn(Warning{Time: t, Dir: dir, Name: WarnConflict, Detail: detail})
+	c.damage(detail)
+}
+
 // End ends the connection at t: streams still open stay StateOpen, and a
 // direction that ended inside a frame gets WarnTruncated. It frees the
 // decoding state; only the Report remains.
@@ -361,6 +385,12 @@ func (c *Conn) End(t time.Time) {
 		h.buf, h.fr, h.hdec, h.blk = nil, nil, nil, block{}
 	}
 	c.open = nil
+	if c.r.Dropped.Events > 0 {
+		for d := range c.pings {
+			c.r.PingTotals = append(c.r.PingTotals, c.pings[d].cadence(Direction(d), c.pings[1-d].acks))
+		}
+	}
+	c.pings = [2]pingTally{}
 }
 
 func (c *Conn) begin(t time.Time) {
@@ -914,10 +944,28 @@ func (c *Conn) closeStream(s *stream, t time.Time, st StreamState) {
 	}
 }
 
+// event keeps e in the Report within Limits.MaxEvents. GOAWAYs and
+// RST_STREAMs are findings: beyond the budget they are kept all the same,
+// up to as many again. Every PING is tallied, kept or not, and the
+// server's first GOAWAY ENHANCE_YOUR_CALM carries the client's PINGs
+// before it once some were dropped (TooManyPings).
 func (c *Conn) event(e Event) {
+	switch {
+	case e.Kind == KindPing || e.Kind == KindPingAck:
+		c.pings[e.Dir].add(e)
+	case e.Kind == KindGoAway && e.Dir == ServerToClient && !c.calm && e.GoAway.Code == http2.ErrCodeEnhanceYourCalm.String():
+		c.calm = true
+		if c.r.Dropped.Events > 0 {
+			p := c.pings[ClientToServer].cadence(ClientToServer, c.pings[ServerToClient].acks)
+			e.GoAway.PeerPings = &p
+		}
+	}
 	if len(c.r.Events) >= c.lim.MaxEvents {
-		c.r.Dropped.Events++
-		return
+		if e.Kind != KindGoAway && e.Kind != KindRSTStream || c.pastBudget >= c.lim.MaxEvents {
+			c.r.Dropped.Events++
+			return
+		}
+		c.pastBudget++
 	}
 	c.r.Events = append(c.r.Events, e)
 }
@@ -953,17 +1001,14 @@ func cut(s string) string {
 }
 
 // debugText is a GOAWAY's debug data as text: printable UTF-8 as is,
-// anything else quoted, at most 1 KiB of it.
+// anything else quoted (quote.Text), at most 1 KiB of it.
 func debugText(b []byte) string {
 	const maxDebug = 1024
 	cut := len(b) > maxDebug
 	if cut {
 		b = b[:maxDebug]
 	}
-	s := string(b)
-	if !utf8.ValidString(s) || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		s = strconv.QuoteToASCII(s)
-	}
+	s := quote.Text(string(b))
 	if cut {
 		s += "…"
 	}

@@ -18,7 +18,6 @@ import (
 	"maps"
 	"math/big"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/field"
+	"github.com/backoff-audit/audit/internal/infile"
 	"github.com/backoff-audit/audit/pb"
 	"github.com/backoff-audit/audit/tlsdec"
 )
@@ -448,7 +448,7 @@ func (c Config) retryCredentials(keylog io.Writer) (credentials.TransportCredent
 	case c.Plaintext:
 		return insecure.NewCredentials(), nil
 	case c.CAFile != "":
-		pem, err := os.ReadFile(c.CAFile)
+		pem, err := infile.ReadSmall(c.CAFile)
 		if err != nil {
 			return nil, field.Errorf("CAFile", nil, "%w", err)
 		}

@@ -5,20 +5,69 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/backoff-audit/audit/internal/field"
+	"github.com/backoff-audit/audit/internal/outfile"
 	"github.com/backoff-audit/audit/tlsdec"
 )
 
 // OpenRecord opens the record file a server appends its events to
-// (Config.Record), creating it if needed.
-func OpenRecord(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+// (Config.Record), creating it if needed, as internal/outfile appends: a
+// symbolic link is followed, a FIFO or a device is written in place. A
+// regular file is locked (flock) while it is open: a record another server
+// holds is an error naming the file and the holder's pid. A record whose
+// last line is torn (a server stopped while writing it) is ended with a
+// newline first, so that the new lines start lines of their own; log says
+// so.
+func OpenRecord(path string, log *slog.Logger) (*os.File, error) {
+	f, err := outfile.Append(path)
 	if err != nil {
 		return nil, fmt.Errorf("open record file: %w", err)
 	}
+	if err := lockRecord(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := endTornLine(f, path, log); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return f, nil
+}
+
+// endTornLine writes a newline at the end of a regular file whose last
+// byte is not one; the caller holds the record's lock.
+func endTornLine(f *os.File, path string, log *slog.Logger) error {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return nil
+	}
+	// f is open to append only: its last byte is read through a second
+	// descriptor of the same file. One that cannot be read is appended to
+	// as it is.
+	r, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	last := make([]byte, 1)
+	if rfi, err := r.Stat(); err != nil || !os.SameFile(fi, rfi) {
+		return nil
+	}
+	if _, err := r.ReadAt(last, fi.Size()-1); err != nil {
+		return nil
+	}
+	if last[0] == '\n' {
+		return nil
+	}
+	if _, err := f.Write([]byte{'\n'}); err != nil {
+		return fmt.Errorf("record file %s: end its torn last line: %w", path, err)
+	}
+	log.Warn("record file ended inside a line (a server stopped while writing it): ended it with a newline before appending; readers skip the torn line",
+		"record", path, "offset", fi.Size())
+	return nil
 }
 
 // OpenFiles opens the files a server writes, when named: record, the
@@ -36,7 +85,7 @@ func OpenFiles(cfg *Config, record, keylog string) (closeAll func() error, err e
 		return errors.Join(errs...)
 	}
 	if record != "" {
-		f, err := OpenRecord(record)
+		f, err := OpenRecord(record, cfg.Logger)
 		if err != nil {
 			return closeAll, err
 		}

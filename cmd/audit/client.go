@@ -87,7 +87,7 @@ Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 		"grpc-go's MinConnectTimeout: the least time one attempt is given to connect")
 	f.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "deadline of the wait-for-ready RPC on the retry port")
 	f.BoolVar(&useTLS, "use_tls", useTLS, "TLS on the retry channel, as the interop test has it; false: plaintext")
-	f.StringVar(&cfg.CAFile, "ca_file", "", "PEM roots the retry channel trusts (default: a certificate made in memory)")
+	f.StringVar(&cfg.CAFile, "ca_file", "", "PEM roots the retry channel trusts, at most 1 MiB (default: a certificate made in memory)")
 	f.StringVar(&cfg.ServerHostOverride, "server_host_override", interop.DefaultServerHostOverride,
 		"the server name TLS asks for and checks")
 	f.TextVar(&cfg.Mode, "retry_mode", cfg.Mode, "the retry port's mode, which the own check judges backoff_ms in: "+backoff.ModeNames)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
-	"github.com/backoff-audit/audit/internal/text"
 )
 
 func newH2Cmd() *cobra.Command {
@@ -52,14 +51,22 @@ answered: nothing was encrypted), handshake not captured. JSON: "tls" per
 connection, "keylog" with the lines read and skipped (lines not of the
 format are skipped and counted).
 
+A connection's timeline keeps 20000 events (SETTINGS, PINGs and their
+ACKs, GOAWAYs, RST_STREAMs), 10000 RPCs and 1000 warnings; what it drops
+beyond is counted (text: "not kept past the decoder's limits", JSON:
+"dropped"). GOAWAYs and RST_STREAMs are kept past the budget, up to as many
+again, and the PING cadence and the findings count every PING.
+
 The file - is standard input. Ctrl-C or SIGTERM while reading stops the read
-there: the report covers what was read (a warning gives the offset), and a
-second Ctrl-C ends at once.
+there at once, whether a byte came or not: the report covers what was read
+(a warning gives the offset), and a second Ctrl-C ends the process.
 
 Exit 0 when no finding is a problem; 1 when one is (marked ! in the text: a
 damaged connection, too_many_pings, a stream opened or answered above a
 GOAWAY's last stream id, a retry outside both windows or beyond
---retry_max_attempts); 2 for bad flags or an unreadable file.`,
+--retry_max_attempts); 2 for bad flags, an unreadable file, or nothing judged:
+no connection of a --port in the files, or, without --port, files that hold
+no connection to decode (as audit pcap exits 2 on a capture with no attempt).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			ctx, stop := interruptible(cmd.Context())
@@ -69,19 +76,23 @@ GOAWAY's last stream id, a retry outside both windows or beyond
 				opt.Retry = &retry // checked only when given
 			}
 			rep, err := flows.Audit(files, opt)
-			if err == nil {
+			if rep != nil {
 				for _, w := range rep.Warnings {
 					fmt.Fprintf(cmd.ErrOrStderr(), "audit: warning: %s\n", w)
 				}
+			}
+			if err == nil {
 				err = rep.Write(cmd.OutOrStdout(), format)
 			}
 			switch {
+			case errors.Is(err, flows.ErrNoConnection):
+				return usageError(fmt.Errorf("%w (--port names the port to decode when it is not detected)", err))
 			case err != nil:
 				return usageError(err)
-			case rep.Problems > 0:
-				return verdictError("%s found", text.Plural(rep.Problems, "problem"))
-			case len(rep.Connections) == 0:
-				return usageError(errors.New("nothing judged: no HTTP/2 connection in the capture (--port names the port to decode when it is not detected)"))
+			case rep.Nothing() != "":
+				return usageError(fmt.Errorf("nothing judged: %s", rep.Nothing()))
+			case rep.Verdict() != "":
+				return verdictError("%s", rep.Verdict())
 			}
 			return nil
 		},

@@ -173,6 +173,9 @@ var corpusDiffs = map[string]struct {
 	v4, v6 int64
 	why    string
 }{
+	// A SYN whose pcapng timestamp is outside 1970–2262 (here a negative
+	// value read unsigned) is skipped with a warning: no time, no interval.
+	"pcpp-pcapng-example.pcapng": {1, 0, "a SYN's timestamp outside 1970–2262 skipped"},
 	// Link types we do not decode (skipped as "link type N"): the auditor
 	// captures on the server's own interface (Ethernet, cooked, loopback).
 	"libpcap-arcnet-rfc1201-arp-icmp-http.pcap": {0, 0, "link type 129 (ARCNET) not decoded"},

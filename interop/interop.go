@@ -450,7 +450,7 @@ func (c Config) retryCredentials(keylog io.Writer) (credentials.TransportCredent
 	case c.CAFile != "":
 		pem, err := infile.ReadSmall(c.CAFile)
 		if err != nil {
-			return nil, field.Errorf("CAFile", nil, "%w", err)
+			return nil, field.Errorf("CAFile", c.CAFile, "%w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {

@@ -71,8 +71,8 @@ server's verdict and the cross-check of the two lists. A record that
 overlaps no part of the capture (another day, another retry port) is an
 input error; sessions outside it are named and not judged. Without --port
 the retry port is the one the record's start lines name, when the capture
-has SYNs to it. --peer does not go with --record. --server_log is a former
-name of --record.
+has SYNs to it. --peer does not go with --record.
+--server_log is a former name of --record.
 
 Without --record, the sessions come from the server's control port when
 the capture holds it (docs/spec.md §5.6): --control_port, or the port whose

@@ -92,8 +92,8 @@ func writeRecordText(bw *bufio.Writer, p backoff.Policy, rec *RecordInfo, sessio
 // appendUnseen says that answers of the attempts are missing from the
 // capture: captured of them had theirs.
 func appendUnseen(b []byte, captured, attempts int) []byte {
-	return fmt.Appendf(b, "answers captured for %d of %s: for the others the capture holds no answer and no SYN retransmission, so the next SYN shows each ended; they are judged by the backoff window\n",
-		captured, text.Plural(attempts, "attempt"))
+	return fmt.Appendf(b, "answers captured for %d of %s; the capture holds no answer and no SYN retransmission for the other %d (one direction captured, a filter, or drops), so the next SYN shows each ended: they are judged by the backoff window\n",
+		captured, text.Plural(attempts, "attempt"), attempts-captured)
 }
 
 // writeTextHeader writes the capture's line and the policy's.

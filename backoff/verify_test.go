@@ -364,3 +364,13 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// A reset interval owes no backoff: its line says so instead of a jitter
+// divided by zero.
+func TestLogLineReset(t *testing.T) {
+	iv := Interval{K: 1, Measured: 5231 * time.Millisecond, Term: TermReset}
+	want := "retry  1:backoff   5.23s,expected backoff   0.00s, reset"
+	if got := iv.LogLine(); got != want {
+		t.Errorf("LogLine() = %q, want %q", got, want)
+	}
+}

@@ -211,8 +211,11 @@ func (s *Summary) count(passed bool, v backoff.Verdict) {
 	s.PassedAll = s.Passed == s.Peers
 }
 
-// String is the summary line.
+// String is the summary line; with no peer, nothing was judged.
 func (s Summary) String() string {
+	if s.Peers == 0 {
+		return "nothing judged: 0 peers"
+	}
 	verdict := "FAIL"
 	if s.PassedAll {
 		verdict = "PASS"

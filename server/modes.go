@@ -127,7 +127,9 @@ func (s *Server) holdLocked(sess *running, peer netip.AddrPort, t time.Time) (hc
 	if hang {
 		sess.endings = append(sess.endings, backoff.Ending{Fate: backoff.FateOpen})
 	}
-	hc = &heldConn{sess: sess, idx: len(sess.Accepts) - 1, at: t, peer: peer}
+	// The accept is kept when its event is emitted, after this: it is
+	// the next of sess.Accepts.
+	hc = &heldConn{sess: sess, idx: len(sess.Accepts), at: t, peer: peer}
 	s.held[hc] = struct{}{}
 	return hc, false
 }

@@ -234,7 +234,11 @@ type Server struct {
 	mu      sync.Mutex
 	closing bool
 	cur     *running
-	lastID  int
+	// fold keeps the sessions' lists from the events the server emits, as
+	// every reader of them keeps them (session.Fold): the server's list of
+	// a session is its fold's, by construction.
+	fold   session.Fold
+	lastID int
 	// outside counts the connections outside any session not yet in the
 	// log, outsideSince is when the first of them came (real time) and
 	// outsidePeer the last of them; outsideKick wakes the goroutine that
@@ -513,6 +517,9 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 // returns with mu released; taking emitMu before releasing mu keeps events
 // in the order of the state changes without calling out under mu.
 func (s *Server) emitLocked(e session.RecordEvent) {
+	if s.fold.Add(e) == session.Kept && s.cur != nil && s.cur.ID == e.Session {
+		s.cur.Accepts = s.fold.Cur.Accepts
+	}
 	s.emitMu.Lock()
 	s.mu.Unlock()
 	defer s.emitMu.Unlock()

@@ -131,11 +131,12 @@ func (s *Server) accepted(peer netip.AddrPort) *heldConn {
 	var iv *backoff.Interval
 	if sess != nil {
 		e.Session = sess.ID
+		// The server marks an accept past its maximum overflow; the fold
+		// of the event (emitLocked) keeps the others in sess.Accepts.
 		if len(sess.Accepts) >= s.cfg.MaxAttempts {
 			sess.End.Dropped++
 			e.Overflow = true
 		} else {
-			sess.Accepts = append(sess.Accepts, session.Accept{Peer: peer, Time: t})
 			ch := sess.chains[peer.Addr()]
 			if ch == nil {
 				ch = &chainState{judge: backoff.Judge{Policy: sess.Params.Policy, Run: sess.run()}}

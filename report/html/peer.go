@@ -451,7 +451,7 @@ func appendIntervalCells(b []byte, iv *backoff.Interval) []byte {
 		b = append(b, '+')
 	}
 	b = appendFixed(b, iv.JitterPct, 2)
-	b = append(b, ` %</td><td class="vd">`...)
+	b = append(b, "\u00a0%</td><td class=\"vd\">"...) // a no-break space: the % never wraps alone
 	if iv.OK {
 		b = append(b, "✓ ok"...)
 	} else {

@@ -264,9 +264,15 @@ func appendRateChart(b []byte, h report.Herd) []byte {
 		return b
 	}
 	const left, top, ph, pw = 56.0, 10.0, 120.0, 720.0
+	// The y axis reaches the largest bucket, and with one-second buckets
+	// the densest second too (a window that may straddle two buckets):
+	// the chart's top is never below the peak its caption names.
 	peak := 1
 	for _, c := range counts {
 		peak = max(peak, c)
+	}
+	if h.Rate.BucketMS == 1000 {
+		peak = max(peak, h.Peak.Count)
 	}
 	bw := pw / float64(len(counts))
 	b = append(b, `<svg id="rate" class="chart" role="img" viewBox="0 0 800 160" width="800" height="160" data-bucket="`...)
@@ -281,7 +287,7 @@ func appendRateChart(b []byte, h report.Herd) []byte {
 	b = append(b, `"><title>attempts per `...)
 	b = append(b, fmtMS(float64(h.Rate.BucketMS))...)
 	b = append(b, `</title>`...)
-	// The y rules: 0, half and the largest bucket.
+	// The y rules: 0, half and the top.
 	for _, v := range []int{0, peak / 2, peak} {
 		y := top + ph - float64(v)/float64(peak)*ph
 		b = append(b, `<path class="grid" d="M`...)

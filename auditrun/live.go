@@ -588,6 +588,27 @@ func (a *liveAuditor) forgetOutside() {
 	a.hold(append(in, out[n:]...))
 }
 
+// place sorts the attempts the tracker holds, held, into the open
+// session and outside it, as a Start read after their SYNs does. The
+// tracker goes on reading their segments as it was: rebuilt (hold), it
+// would know of each only its Ending so far, not what later segments are
+// matched against (the server's ISN, the flights of a TLS handshake), and
+// a fate read across a late Start would differ from one read at once. It
+// is rebuilt only when the session must drop some, past its maximum.
+func (a *liveAuditor) place(held []attempt.Attempt) {
+	in := 0
+	for _, at := range held {
+		if a.sess.contains(at.Time) {
+			in++
+		}
+	}
+	if in > a.sess.maxAttempts {
+		a.hold(held)
+		return
+	}
+	a.inside, a.outside = in, len(held)-in
+}
+
 // hold replaces what the auditor holds: the attempts the open session (if
 // any) contains, up to its maximum, and the others outside it.
 func (a *liveAuditor) hold(attempts []attempt.Attempt) {
@@ -635,7 +656,7 @@ func (a *liveAuditor) addEvent(e session.RecordEvent) {
 		if a.outside > 0 {
 			held := a.tr.List()
 			slices.SortStableFunc(held, func(x, y attempt.Attempt) int { return x.Time.Compare(y.Time) })
-			a.hold(held)
+			a.place(held)
 			for _, at := range held {
 				if a.sess.contains(at.Time) && !a.cfg.JSON {
 					fmt.Fprintln(a.out, a.sess.attemptLine(at, a.tr.Ending)+"  (its SYN came before the Start was read)")

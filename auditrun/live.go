@@ -296,6 +296,10 @@ type liveAuditor struct {
 	// the time of the last SYN it delivered, where its record ends.
 	capEndCause string
 	lastSYN     time.Time
+	// lastPacket is the time of the last SYN or segment taken in: once it
+	// is past a session's end, the capture has delivered every packet of
+	// the session, since it delivers them in time order.
+	lastPacket time.Time
 }
 
 // catchUp bounds the wait, after a session ended, for the SYNs of its
@@ -508,10 +512,12 @@ func (a *liveAuditor) takeQueue() bool {
 func (a *liveAuditor) handle(it *liveItem) bool {
 	switch it.kind {
 	case itemSYN:
+		a.lastPacket = it.syn.Time
 		a.addSYN(it.syn)
 		return true
 	case itemSegment:
 		a.packets++
+		a.lastPacket = it.syn.Time
 		s := it.segment()
 		a.tr.AddSegment(&s)
 	case itemEvent:
@@ -673,17 +679,28 @@ func (a *liveAuditor) addEvent(e session.RecordEvent) {
 	}
 }
 
-// caughtUp reports whether the ending session's two lists are complete:
-// every accept has its SYN, and every SYN inside the session its accept
-// (in the session, or just after it ended). A refused SYN never gets one;
-// the catchUp timer bounds the wait for it, and for the lists of a session
-// that kept its maximum, which need not hold the same attempts.
+// caughtUp reports whether the ending session's two lists are complete
+// and its attempts' fates told: the capture has delivered a packet from
+// after the session's end (it delivers them in time order), every accept
+// has its SYN, every SYN inside the session its accept (in the session,
+// or just after it ended), and every attempt inside the session has
+// ended on the wire, as the server ends those it holds when the session
+// ends. A report of a file, read later, reads the same fates. A refused
+// SYN never gets an accept, a port may fall silent at the session's end,
+// and a client may hold a connection on; the catchUp timer bounds the wait
+// for them, and for the lists of a session that kept its maximum, which
+// need not hold the same attempts.
 func (a *liveAuditor) caughtUp() bool {
 	s := a.sess
-	if s.dropped > 0 {
+	if s.dropped > 0 || !a.lastPacket.After(s.EndTime) {
 		return false
 	}
 	held := a.tr.List()
+	for _, at := range held {
+		if s.contains(at.Time) && at.Ending.Fate == backoff.FateOpen {
+			return false
+		}
+	}
 	if s.BackoffOnly {
 		// Its list names no address: caught up once the kernel holds as
 		// many attempts in the session as the list has.

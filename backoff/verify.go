@@ -285,7 +285,15 @@ func VerifyBackoff(p Policy, backoffMS []int32, mode RetryMode) Result {
 		t = t.Add(time.Duration(b) * time.Millisecond)
 		times[i+1] = t
 	}
-	r := VerifyRun(p, times, Run{Mode: mode})
+	return VerifyRun(p, times, Run{Mode: mode}).ServerList(mode)
+}
+
+// ServerList is r, the reading of a server's list (VerifyRun over its
+// accept times, VerifyBackoff over its backoff_ms), as a verdict on the
+// chain: in a mode where the server does not see every attempt
+// (ServerSeesAll) its list is not the chain, and r is NotJudged, Skipped
+// saying why.
+func (r Result) ServerList(mode RetryMode) Result {
 	if !mode.ServerSeesAll() {
 		r.Reference, r.Strict = Reading{Verdict: NotJudged}, Reading{Verdict: NotJudged}
 		r.Skipped = fmt.Sprintf("in %v mode the server's list holds only the attempts it accepted, not those refused while its port was down; the kernel's SYNs judge the chain", mode)

@@ -364,3 +364,25 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestServerList: a server's list is a verdict on the chain only where
+// the server sees every attempt; elsewhere it is not judged, and says why.
+func TestServerList(t *testing.T) {
+	failing := Verify(DefaultPolicy(), chainAt(t0, 300))
+	for _, tt := range []struct {
+		mode RetryMode
+		want Verdict
+	}{
+		{RetryMode{}, Failed},
+		{RetryMode{Kind: ModeHang}, Failed},
+		{RetryMode{Kind: ModeSettingsClose}, Failed},
+		{RetryMode{Kind: ModeRefuse}, NotJudged},
+		{RetryMode{Kind: ModeRestart, Down: time.Second}, NotJudged},
+		{RetryMode{Kind: ModeOutage, Serve: time.Second, Down: time.Second}, NotJudged},
+	} {
+		r := failing.ServerList(tt.mode)
+		if r.Reference.Verdict != tt.want || r.Strict.Verdict != tt.want || (tt.want == NotJudged) != (r.Reason() == r.Skipped && r.Skipped != "") {
+			t.Errorf("%v: %s, strict %s, reason %q; want %s", tt.mode, r.Reference.Verdict, r.Strict.Verdict, r.Reason(), tt.want)
+		}
+	}
+}

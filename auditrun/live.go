@@ -22,6 +22,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/metrics"
@@ -171,7 +172,8 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	defer live.Close()
 	var ctl *controlFeed
 	if cfg.ControlPort != 0 {
-		if ctl, err = openControl(cfg.Iface, uint16(cfg.ControlPort), cfg.Server.Mode, shared, q.pushEvent, q.pushWarning); err != nil {
+		sessions := control.Sessions{Mode: cfg.Server.Mode, MinConnectTimeout: cfg.Server.MinConnectTimeout}
+		if ctl, err = openControl(cfg.Iface, uint16(cfg.ControlPort), sessions, shared, q.pushEvent, q.pushWarning); err != nil {
 			return Outcome{}, err
 		}
 		defer ctl.close()

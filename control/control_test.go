@@ -19,7 +19,8 @@ import (
 
 // TestEventsOfRecording reads the sessions of a real grpc-go client's Start
 // and Stop on `audit server` (testdata/h2/start-stop-gzip, as the decoder
-// reports it): one session, its cap, its caller, Stop's answer.
+// reports it): one session, from the end of Start's answer to the end of
+// Stop's, its cap, its caller, Stop's answer.
 func TestEventsOfRecording(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "testdata", "h2", "start-stop-gzip.golden.json"))
 	if err != nil {
@@ -35,8 +36,8 @@ func TestEventsOfRecording(t *testing.T) {
 		t.Errorf("IsControl = false for a connection calling Start and Stop")
 	}
 	caller := netip.MustParseAddrPort("127.0.0.1:44964")
-	start := time.Date(2026, 12, 1, 18, 13, 43, 118080272, time.UTC)
-	stop := time.Date(2026, 12, 1, 18, 13, 43, 118724925, time.UTC)
+	start := time.Date(2026, 12, 1, 18, 13, 43, 118363302, time.UTC) // the answers' END_STREAM
+	stop := time.Date(2026, 12, 1, 18, 13, 43, 119397550, time.UTC)
 	want := []session.Session{{
 		Number: 1, Start: start, Peer: caller, EndTime: stop, BackoffOnly: true,
 		Params: session.SessionParams{MaxReconnectBackoffMS: 2000, Policy: backoff.ReferencePolicy(2000)},

@@ -82,3 +82,29 @@ func TestSessionsRules(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionsTakeWhatTheCallsDoNotSay: the retry mode and the connect
+// timeout are the caller's to give; each session's policy is its Start's
+// cap with that connect timeout, or the spec's without one.
+func TestSessionsTakeWhatTheCallsDoNotSay(t *testing.T) {
+	t0 := time.Date(2025, 1, 2, 15, 4, 5, 0, time.UTC)
+	hang := backoff.RetryMode{Kind: backoff.ModeHang}
+	start := control.Call{Kind: control.Start, Time: t0, Status: "OK", MaxMS: 2000}
+	for _, tt := range []struct {
+		name    string
+		s       control.Sessions
+		wantMin time.Duration
+	}{
+		{"given", control.Sessions{Mode: hang, MinConnectTimeout: 3 * time.Second}, 3 * time.Second},
+		{"the spec's", control.Sessions{Mode: hang}, backoff.DefaultMinConnectTimeout},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, ok := tt.s.Event(start)
+			want := backoff.ReferencePolicy(2000)
+			want.MinConnectTimeout = tt.wantMin
+			if !ok || e.Params == nil || e.Params.Policy != want || e.Params.Mode != hang {
+				t.Errorf("Event(Start) = %+v, %v; want a start with policy %v in %v", e.Params, ok, want, hang)
+			}
+		})
+	}
+}

@@ -137,11 +137,17 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// policy is the policy the server holds this session to: the spec's, with
-// the cap sent in Start. The client's own check uses it, never the
-// (possibly deliberately wrong) policy grpc-go was given.
+// policy is the policy the session is held to: the spec's, with the cap
+// sent in Start and the connect timeout the client was given, which sets
+// the windows after an attempt that hung (docs/spec.md §7.3). The client's
+// own check uses it, never the (possibly deliberately wrong) backoff
+// grpc-go was given.
 func (c Config) policy() backoff.Policy {
-	return backoff.ReferencePolicy(c.MaxReconnectBackoffMS)
+	p := backoff.ReferencePolicy(c.MaxReconnectBackoffMS)
+	if c.MinConnectTimeoutMS > 0 {
+		p.MinConnectTimeout = time.Duration(c.MinConnectTimeoutMS) * time.Millisecond
+	}
+	return p
 }
 
 // connectParams is the grpc-go backoff of the retry channel. Every field is
@@ -150,10 +156,6 @@ func (c Config) policy() backoff.Policy {
 // and a zero MinConnectTimeout.
 func (c Config) connectParams() grpc.ConnectParams {
 	ref := c.policy()
-	minConnect := ref.MinConnectTimeout
-	if c.MinConnectTimeoutMS > 0 {
-		minConnect = time.Duration(c.MinConnectTimeoutMS) * time.Millisecond
-	}
 	return grpc.ConnectParams{
 		Backoff: grpcbackoff.Config{
 			BaseDelay:  time.Duration(c.InitialBackoffMS) * time.Millisecond,
@@ -161,7 +163,7 @@ func (c Config) connectParams() grpc.ConnectParams {
 			Jitter:     ref.Jitter,
 			MaxDelay:   ref.MaxDelay, // never zero: ReferencePolicy maps 0 to 120 s
 		},
-		MinConnectTimeout: minConnect,
+		MinConnectTimeout: ref.MinConnectTimeout,
 	}
 }
 

@@ -278,6 +278,15 @@ func (iv Interval) LogLine() string {
 // not see every attempt (ServerSeesAll) the list is not the chain, and
 // the result is NotJudged, its reason saying why.
 func VerifyBackoff(p Policy, backoffMS []int32, mode RetryMode) Result {
+	return Run{Mode: mode}.VerifyBackoff(p, backoffMS)
+}
+
+// VerifyBackoff is the package's VerifyBackoff with what r knows of the
+// list's attempts beside its mode: their fates (r.Endings, one per
+// attempt of the list, as a capture of them or the client's own account
+// shows them), which decide where they show how an attempt ended (a TLS
+// handshake that failed in a mode whose connections succeed).
+func (r Run) VerifyBackoff(p Policy, backoffMS []int32) Result {
 	times := make([]time.Time, len(backoffMS)+1)
 	t := time.Unix(0, 0).UTC()
 	times[0] = t
@@ -285,7 +294,28 @@ func VerifyBackoff(p Policy, backoffMS []int32, mode RetryMode) Result {
 		t = t.Add(time.Duration(b) * time.Millisecond)
 		times[i+1] = t
 	}
-	return VerifyRun(p, times, Run{Mode: mode}).ServerList(mode)
+	if len(r.Endings) != len(times) {
+		r.Endings = nil
+	}
+	r.End, r.Down, r.Back = time.Time{}, time.Time{}, time.Time{}
+	return VerifyRun(p, times, r).ServerList(r.Mode)
+}
+
+// NoneReady is r for a client that saw none of its n attempts reach READY
+// (its channel never was): in a mode whose connections succeed
+// (RetryMode.Succeeds), each failed instead; in the others r is as it
+// was. A client's own check of a server's list knows that much of the
+// fates, and a list read as resets would pass a client that retried a
+// failed TLS handshake at once.
+func (r Run) NoneReady(n int) Run {
+	if !r.Mode.Succeeds() {
+		return r
+	}
+	r.Endings = make([]Ending, n)
+	for i := range r.Endings {
+		r.Endings[i] = Ending{Fate: FateClosed}
+	}
+	return r
 }
 
 // ServerList is r, the reading of a server's list (VerifyRun over its

@@ -386,3 +386,31 @@ func TestServerList(t *testing.T) {
 		}
 	}
 }
+
+// TestNoneReady: a client whose channel was never READY judges a server's
+// list in a mode whose connections succeed as failed attempts, by the
+// backoff; in the other modes the mode alone says how each ended.
+func TestNoneReady(t *testing.T) {
+	backoffMS := []int32{1000, 300}
+	for _, tt := range []struct {
+		mode RetryMode
+		want Verdict
+	}{
+		{RetryMode{Kind: ModeSettingsClose}, Failed},
+		{RetryMode{Kind: ModeGoaway}, Failed},
+		{RetryMode{}, Failed},
+		{RetryMode{Kind: ModeHang}, Failed},
+	} {
+		none := Run{Mode: tt.mode}.NoneReady(len(backoffMS)+1).VerifyBackoff(DefaultPolicy(), backoffMS)
+		if none.Reference.Verdict != tt.want {
+			t.Errorf("%v, never READY: %s, want %s", tt.mode, none.Reference.Verdict, tt.want)
+		}
+		if want := VerifyBackoff(DefaultPolicy(), backoffMS, tt.mode); !tt.mode.Succeeds() && !reflect.DeepEqual(none, want) {
+			t.Errorf("%v, never READY: %+v; want the mode's own reading %+v", tt.mode, none, want)
+		}
+	}
+	// READY or not, as the mode says, a storm's list is resets.
+	if r := VerifyBackoff(DefaultPolicy(), backoffMS, RetryMode{Kind: ModeSettingsClose}); r.Reference.Verdict != Passed {
+		t.Errorf("settings-close by the mode: %s, want passed (resets)", r.Reference.Verdict)
+	}
+}

@@ -238,7 +238,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Steps 4 and 5.
 	rep.Server = info
-	rep.Own = backoff.VerifyBackoff(cfg.policy(), info.GetBackoffMs(), cfg.Mode)
+	run := backoff.Run{Mode: cfg.Mode}
+	if !rep.Retry.Ready() {
+		run = run.NoneReady(len(info.GetBackoffMs()) + 1)
+	}
+	rep.Own = run.VerifyBackoff(cfg.policy(), info.GetBackoffMs())
 	return rep, nil
 }
 
@@ -263,6 +267,12 @@ type RetryOutcome struct {
 	// it, the first MaxKept of them. A state held only a moment may be
 	// missing: grpc-go reports changes, not every state it passed through.
 	States []StateChange
+}
+
+// Ready reports whether the retry channel was READY at some point of the
+// retry RPCs: none of its connections succeeded if it never was.
+func (o RetryOutcome) Ready() bool {
+	return slices.ContainsFunc(o.States, func(s StateChange) bool { return s.State == connectivity.Ready })
 }
 
 // MaxKept bounds RetryOutcome's lists: a channel whose connections succeed

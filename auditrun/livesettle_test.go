@@ -1,7 +1,6 @@
 package auditrun
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -39,12 +38,7 @@ func TestLiveReportIsTheFilesReport(t *testing.T) {
 	cfg.Server.MinConnectTimeout = time.Second
 	cfg.Server.Record = f
 	r := startLive(t, cfg)
-	rpc := controlClient(t, r)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := rpc.Start(ctx, &pb.ReconnectParams{MaxReconnectBackoffMs: liveMaxMS}); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	rpc, ctx := startSession(t, r)
 	// One connection the client gives up on, one the server holds to the
 	// session's end.
 	for _, hold := range []bool{false, true} {

@@ -70,9 +70,8 @@ bench: build
 fuzz:
 	./.ci/fuzz.sh
 
-# corpus-table: outcome and peak RSS of `audit pcap` on every file of the
-# capture corpus (CORPUS=DIR, by default shared/corpus/pcap beside the
-# repository's directory), written to docs/corpus-table.md.
+# corpus-table: outcome and peak RSS of `audit pcap` on every file of a
+# capture corpus (AUDIT_CORPUS=DIR), written to docs/corpus-table.md.
 corpus-table: build
 	./.ci/corpus-table.sh -o docs/corpus-table.md
 

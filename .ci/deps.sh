@@ -4,11 +4,12 @@
 # (testdata/clients/grpcjs, from its committed package-lock.json). Called by
 # `make deps`, so `make demo` and `make test` work on a fresh machine
 # (prometheus brings promtool, for the alert rules' tests, and the server the
-# fleet's end-to-end test scrapes with). Extra
-# Debian packages can be asked for: deps.sh tcpdump tshark
+# fleet's end-to-end test scrapes with; tshark: the TLS captures'
+# decryption is compared with Wireshark's). Extra Debian packages can be
+# asked for: deps.sh tcpdump
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need=(libpcap-dev gcc pkg-config protobuf-compiler python3-grpcio chromium prometheus "$@")
+need=(libpcap-dev gcc pkg-config protobuf-compiler python3-grpcio chromium prometheus tshark "$@")
 missing=()
 for p in "${need[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -182,6 +182,8 @@ type Tracker struct {
 	segBatch    int
 	recentMax   int // recentSlots, but in tests
 	fatesKnown  bool
+	// decrypted is what a key log showed of attempts' TLS (Decrypt).
+	decrypted map[attemptKey]Decryption
 	// key seeds tupleHash.
 	key [3]uint64
 }
@@ -262,7 +264,7 @@ func (t *Tracker) attempt(i int) Attempt {
 	r := t.rec(i)
 	a := r.attempt()
 	if t.fatesKnown {
-		a.Ending = r.fate.ending(stamp{r.sec, r.nsec}, r.last)
+		a.Ending = t.withDecryption(&r.key, stamp{r.sec, r.nsec}, r.fate.ending(stamp{r.sec, r.nsec}, r.last))
 	}
 	return a
 }
@@ -459,7 +461,7 @@ func (t *Tracker) Find(a Attempt) (Attempt, bool) {
 			}
 		}
 	}
-	out.Ending = f.ending(stamp{r.sec, r.nsec}, r.last)
+	out.Ending = t.withDecryption(&r.key, stamp{r.sec, r.nsec}, f.ending(stamp{r.sec, r.nsec}, r.last))
 	return out, true
 }
 
@@ -710,7 +712,7 @@ func (t *Tracker) Chains() *Chains {
 		c.recs[j] = int32(i)
 		c.stamps[j] = stamp{r.sec, r.nsec}
 		if c.ends != nil {
-			c.ends[j] = r.fate.ending(stamp{r.sec, r.nsec}, r.last)
+			c.ends[j] = t.withDecryption(&r.key, stamp{r.sec, r.nsec}, r.fate.ending(stamp{r.sec, r.nsec}, r.last))
 		}
 		retrans[r.peer] += int(r.retrans)
 		next[r.peer]++

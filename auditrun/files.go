@@ -14,6 +14,7 @@ import (
 	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/report/html"
+	"github.com/backoff-audit/audit/session"
 )
 
 // FilesConfig is what an audit of capture files ('audit pcap') reads and
@@ -48,6 +49,10 @@ type FilesConfig struct {
 	Verbose bool
 	// Stdin is what the file "-" reads (capture.Options.Stdin).
 	Stdin io.Reader
+	// KeyLog is a key log that decrypts the retry port's TLS connections,
+	// read in a second pass over the files: their attempts reached READY
+	// when the server's SETTINGS came inside (decryptAttempts).
+	KeyLog string
 }
 
 // validate checks the configuration for files and parses Peers.
@@ -72,6 +77,9 @@ func (c FilesConfig) validate(files []string) ([]netip.Addr, error) {
 		}
 		if c.Control != 0 {
 			return nil, field.Errorf("Control", c.Control, "not with standard input (-): the control port is read in a second pass over the files, and standard input can be read once")
+		}
+		if c.KeyLog != "" {
+			return nil, field.Errorf("KeyLog", c.KeyLog, "not with standard input (-): the TLS connections are decrypted in a second pass over the files, and standard input can be read once")
 		}
 	}
 	peers := make([]netip.Addr, 0, len(c.Peers))
@@ -112,29 +120,56 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 		}
 		control, detect = 0, false
 	}
-	ctl, port, err := ChoosePorts(files, pt, cfg.Port, control, detect, errOut)
+	var events []session.RecordEvent
+	var recWarnings []string
+	var counted int
+	port := cfg.Port
+	if cfg.Record != "" {
+		// Read once (it may be a FIFO), before the port is chosen: its
+		// start lines name the retry port.
+		first, last := captureSpan(pt)
+		if events, recWarnings, counted, err = readRecordFor(cfg.Record, ctx.Done(), first, last); err != nil {
+			return Outcome{}, err
+		}
+		if port == 0 {
+			port = recordRetryPort(events, pt)
+		}
+	}
+	ctl, port, err := ChoosePorts(files, pt, port, control, detect, errOut)
 	if err != nil {
 		return Outcome{}, err
 	}
 	tr := pt.Tracker(port)
 	info.SYNs = uint64(tr.SYNs())
+	if cfg.KeyLog != "" && ctx.Err() == nil {
+		if err := decryptAttempts(ctx, files, port, cfg.KeyLog, tr, errOut); err != nil {
+			return Outcome{}, err
+		}
+	}
 	// Every peer is verified, whatever Peers keeps.
 	cs, inferred := tr.Chains(), false
 	if !cfg.ModeSet {
 		cfg.Mode, inferred = cs.InferMode(cfg.Policy)
 	}
-	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd, Mode: cfg.Mode}
+	opt := RecordOptions{Path: cfg.Record, Port: port, DefaultPolicy: cfg.Policy, Herd: cfg.Herd, Mode: cfg.Mode, Done: ctx.Done()}
 	if cfg.PolicySet {
 		opt.Policy = &cfg.Policy
 	}
 	if cfg.Record != "" || ctl != nil {
 		var rep *report.RecordRun
 		if cfg.Record != "" {
-			rep, err = AuditRecord(opt, tr.Peers(), info)
+			warnings := slices.Clip(recWarnings)
+			if note := countedNote(cfg.Record, counted); note != "" {
+				warnings = append(warnings, note)
+			}
+			rep, err = auditRecordEvents(opt, events, warnings, tr.Peers(), info)
 		} else {
 			rep, err = AuditControl(opt, ctl, tr.Peers(), info)
 		}
 		if err != nil {
+			for _, w := range recWarnings { // what the read met explains the error
+				fmt.Fprintf(errOut, "audit: warning: %s\n", w)
+			}
 			return Outcome{}, err
 		}
 		var o Outcome

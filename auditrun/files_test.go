@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -62,14 +63,23 @@ func TestAuditFilesBadStdin(t *testing.T) {
 func TestAuditFilesInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
+	// A second file, not the first named again (that is read once).
+	b, err := os.ReadFile(realCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := filepath.Join(t.TempDir(), "second.pcap")
+	if err := os.WriteFile(second, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var errOut bytes.Buffer
-	_, err := AuditFiles(ctx, []string{realCapture, realCapture}, FilesConfig{Policy: backoff.DefaultPolicy(), Control: 8080}, &bytes.Buffer{}, &errOut)
+	_, err = AuditFiles(ctx, []string{realCapture, second}, FilesConfig{Policy: backoff.DefaultPolicy(), Control: 8080}, &bytes.Buffer{}, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "no TCP SYN") {
 		t.Errorf("error %v; want nothing to audit", err)
 	}
 	for _, w := range []string{
 		realCapture + ": read interrupted at offset 0",
-		realCapture + ": read interrupted: 1 later file not read: " + realCapture,
+		realCapture + ": read interrupted: 1 later file not read: " + second,
 		"read interrupted: control port 8080 not read",
 	} {
 		if !strings.Contains(errOut.String(), w) {

@@ -26,8 +26,9 @@ const recordChunk = 4 << 20
 // last read). A missing or empty file is waited for, and all that is
 // written to it is new: a session that starts and ends between two reads
 // is followed too. A file that shrinks (truncated) or is replaced
-// (rotated) is read again from its start, and warn says so. A line longer
-// than session.MaxRecordLine is an error naming its offset.
+// (rotated) is read again from its start, and warn says so, as it says of
+// a torn line skipped (session.ScanRecord). A line longer than
+// session.MaxRecordLine is an error naming its offset.
 func tailRecord(ctx context.Context, path string, push func(session.RecordEvent), warn func(string)) error {
 	var (
 		off     int64 // bytes of the file taken
@@ -69,7 +70,13 @@ func tailRecord(ctx context.Context, path string, push func(session.RecordEvent)
 		if n == 0 && len(partial) > session.MaxRecordLine {
 			return field.Errorf("Record", path, "line %d at offset %d is longer than %d bytes", line, lineOff, session.MaxRecordLine)
 		}
-		events, err := session.ReadRecord(bytes.NewReader(partial[:n]))
+		var events []session.RecordEvent
+		err = session.ScanRecord(bytes.NewReader(partial[:n]), func(e session.RecordEvent) error {
+			events = append(events, e)
+			return nil
+		}, func(w string) {
+			warn(fmt.Sprintf("record %s: from line %d at offset %d: %s", path, line, lineOff, w))
+		})
 		if err != nil {
 			return field.Errorf("Record", path, "from line %d at offset %d: %w", line, lineOff, err)
 		}

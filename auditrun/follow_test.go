@@ -196,3 +196,35 @@ func TestTailRecordFollowsNewSessions(t *testing.T) {
 		})
 	}
 }
+
+// A torn line in the record followed (a server killed mid-line, then
+// restarted) is skipped with a warning; the events around it are read.
+func TestTailRecordTornLine(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "run.jsonl")
+	var b bytes.Buffer
+	for n := 1; n <= 2; n++ {
+		session.WriteRecordEvent(&b, session.RecordEvent{Event: session.EventStart, Time: time.Now(), Session: n,
+			Peer: netip.MustParseAddrPort("127.0.0.1:40000"), RetryPort: uint16(n),
+			Params: &session.SessionParams{Policy: backoff.DefaultPolicy()}})
+		if n == 1 {
+			b.WriteString(`{"event":"accept","time":"2025-` + "\n")
+		}
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []uint16
+	var warnings []string
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // one read, then the end
+	err := tailRecord(ctx, path, func(e session.RecordEvent) { got = append(got, e.RetryPort) }, func(s string) { warnings = append(warnings, s) })
+	if err != nil {
+		t.Fatalf("tailRecord: %v", err)
+	}
+	// The follower keeps the last open session of what was there: the
+	// second; the torn line is named.
+	if fmt.Sprint(got) != "[2]" || len(warnings) != 1 || !strings.Contains(warnings[0], "record line 2 at offset") || !strings.Contains(warnings[0], "torn line") {
+		t.Errorf("events %v, warnings %q; want session 2's start and one warning naming the torn line", got, warnings)
+	}
+}

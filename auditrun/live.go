@@ -134,6 +134,9 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	if err := cfg.checkControl(); err != nil {
 		return Outcome{}, err
 	}
+	if err := cfg.checkRanges(); err != nil {
+		return Outcome{}, err
+	}
 	m, stopMetrics, err := serveMetrics("live", cfg.Metrics, errOut, cfg.OnListen)
 	if err != nil {
 		return Outcome{}, err

@@ -155,7 +155,7 @@ type recordServer struct {
 func startServer(t *testing.T) *recordServer {
 	t.Helper()
 	s := &recordServer{Record: filepath.Join(t.TempDir(), "record.jsonl")}
-	f, err := server.OpenRecord(s.Record)
+	f, err := server.OpenRecord(s.Record, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package auditrun
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -28,7 +29,7 @@ func TestLiveReportIsTheFilesReport(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "record.jsonl")
-	f, err := server.OpenRecord(rec)
+	f, err := server.OpenRecord(rec, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,6 +73,13 @@ func TestPcapCompoundingJitter(t *testing.T) {
 		if s, ok := sigs[backoff.SigFirstJittered]; ok && stack == "grpc-go" {
 			t.Errorf("peer %s (grpc-go): %q; grpc-go's first backoff is exactly 1 s, from the attempt's end", p.Peer, s.Detail)
 		}
+		// grpc-go sleeps from the attempt's end: a first connection the
+		// server held past the tolerance fails the strict reading, and
+		// the signature says why.
+		if _, ok := sigs[backoff.SigFromEnd]; (stack == "grpc-go" && p.Strict.Verdict != backoff.Passed) != ok {
+			t.Errorf("peer %s (%s): strict %s, signatures %v; the strict failures of grpc-go, and only they, are %q",
+				p.Peer, stack, p.Strict.Verdict, p.Signatures, backoff.SigFromEnd)
+		}
 		t.Logf("%s %-7s passed %-5v max drift %+6.1f %% signatures %d", p.Peer, stack, p.Passed, maxDrift(p.Intervals), len(p.Signatures))
 	}
 	if matched["grpc-js"] == 0 {

@@ -1,14 +1,11 @@
 package auditrun
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
-	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/session"
@@ -32,6 +29,8 @@ type RecordOptions struct {
 	// Mode is the retry mode of sessions whose server does not say it (a
 	// control port's): given, or read from the fates.
 	Mode backoff.RetryMode
+	// Done, when closed, stops the read of the record where it is.
+	Done <-chan struct{}
 }
 
 // AuditRecord judges every session of a record file that overlaps the
@@ -41,23 +40,47 @@ type RecordOptions struct {
 // the server's verdict and the cross-check of the two lists, as
 // `audit live` does live. chains are the capture's attempts to the port, by
 // peer; capInfo describes the capture. A record that holds no session
-// overlapping the capture is an error that names both spans. A torn last
-// line is a warning in the report's record section.
+// overlapping the capture is an error that names both spans. The record is
+// read as readRecordFor reads it: what is kept is bounded, torn lines are
+// warnings in the report's record section, and opt.Done stops the read.
 func AuditRecord(opt RecordOptions, chains []attempt.Chain, capInfo attempt.CaptureInfo) (*report.RecordRun, error) {
+	first, last := attemptSpan(chains)
+	events, warnings, counted, err := readRecordFor(opt.Path, opt.Done, first, last)
+	if err != nil {
+		return nil, err
+	}
+	if note := countedNote(opt.Path, counted); note != "" {
+		warnings = append(warnings, note)
+	}
+	return auditRecordEvents(opt, events, warnings, chains, capInfo)
+}
+
+// auditRecordEvents is AuditRecord on the events of a record already read,
+// with the warnings of the read.
+func auditRecordEvents(opt RecordOptions, events []session.RecordEvent, warnings []string, chains []attempt.Chain, capInfo attempt.CaptureInfo) (*report.RecordRun, error) {
 	rec := &report.RecordInfo{Path: opt.Path, Policy: report.PolicyFromRecord,
-		Outside: []report.OutsideSession{}, Warnings: []string{}}
+		Outside: []report.OutsideSession{}, Warnings: append([]string{}, warnings...)}
 	p := opt.DefaultPolicy
 	if opt.Policy != nil {
 		rec.Policy, p = report.PolicyFromCommandLine, *opt.Policy
 	}
-	events, err := readRecordFile(opt.Path)
-	switch {
-	case errors.Is(err, session.ErrTornLine):
-		rec.Warnings = append(rec.Warnings, fmt.Sprintf("%v; the lines before it are used", err))
-	case err != nil:
-		return nil, err
-	}
 	return auditSessions(opt, session.Sessions(events), chains, capInfo, rec, p)
+}
+
+// attemptSpan is the span of the chains' attempts; zero times when there
+// are none.
+func attemptSpan(chains []attempt.Chain) (first, last time.Time) {
+	for _, c := range chains {
+		for _, a := range c.Attempts {
+			if first.IsZero() || a.Time.Before(first) {
+				first = a.Time
+			}
+			if a.Time.After(last) {
+				last = a.Time
+			}
+		}
+	}
+	return first, last
 }
 
 // auditSessions judges each of a server's sessions that overlaps the
@@ -77,10 +100,7 @@ func auditSessions(opt RecordOptions, all []session.Session, chains []attempt.Ch
 	if len(attempts) == 0 {
 		return nil, fmt.Errorf("%s: the capture has no attempt to port %d to cross-check", source, opt.Port)
 	}
-	first, last := attempts[0].Time, attempts[0].Time
-	for _, a := range attempts {
-		first, last = minTime(first, a.Time), maxTime(last, a.Time)
-	}
+	first, last := attemptSpan(chains)
 	var sessions []session.Session
 	for _, s := range all {
 		if s.Overlaps(opt.Port, first, last) {
@@ -132,19 +152,6 @@ func auditSessions(opt RecordOptions, all []session.Session, chains []attempt.Ch
 		rep.SetHerd(report.NewPeers(p, backoff.Run{}, report.Chains(chains)).Herd(backoff.RetryMode{}))
 	}
 	return rep, nil
-}
-
-func readRecordFile(path string) ([]session.RecordEvent, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, field.Errorf("Record", nil, "%w", err)
-	}
-	defer f.Close()
-	events, err := session.ReadRecord(f)
-	if err != nil {
-		err = field.Errorf("Record", path, "%w", err)
-	}
-	return events, err
 }
 
 // recordSpan says what a record holds, for the error of a record that

@@ -1,61 +1,38 @@
 package auditrun
 
 import (
-	"cmp"
 	"os"
-	"path/filepath"
 
 	"github.com/backoff-audit/audit/internal/field"
+	"github.com/backoff-audit/audit/internal/outfile"
 )
 
-// writeFile is the Write file: written under a temporary name beside
-// the target, so that a run that fails before its capture opens leaves
-// what was at the target untouched. A target that is not a regular file
-// (a FIFO, /dev/stdout) is written in place.
+// writeFile is the Write file, written as internal/outfile writes every
+// output: under a temporary name beside the file path leads to (a symbolic
+// link is followed), so that a run that fails before its capture opens
+// leaves what was there untouched; a target that is not a regular file (a
+// FIFO, /dev/stdout) is written in place.
 type writeFile struct {
-	f         *os.File
-	tmp, path string
+	f    *os.File
+	out  *outfile.File
+	path string
 }
 
 func createWriteFile(path string) (*writeFile, error) {
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return nil, field.Errorf("Write", nil, "%w", err)
-		}
-		return &writeFile{f: f, path: path}, nil
-	}
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(cmp.Or(dir, "."), "."+base+".*.tmp")
+	out, err := outfile.Create(path)
 	if err != nil {
 		return nil, field.Errorf("Write", path, "%w", err)
 	}
-	// CreateTemp makes the file private; a capture file is as readable
-	// as os.Create would have made it.
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, field.Errorf("Write", path, "%w", err)
-	}
-	return &writeFile{f: f, tmp: f.Name(), path: path}, nil
+	return &writeFile{f: out.File, out: out, path: path}, nil
 }
 
 // commit gives the file its name.
 func (w *writeFile) commit() error {
-	if w.tmp == "" {
-		return nil
-	}
-	if err := os.Rename(w.tmp, w.path); err != nil {
+	if err := w.out.Commit(); err != nil {
 		return field.Errorf("Write", w.path, "%w", err)
 	}
-	w.tmp = ""
 	return nil
 }
 
 // abort removes the temporary file of a run that never committed it.
-func (w *writeFile) abort() {
-	if w.tmp != "" {
-		w.f.Close()
-		os.Remove(w.tmp)
-	}
-}
+func (w *writeFile) abort() { w.out.Abort() }

@@ -64,6 +64,12 @@ type Ending struct {
 	ReadyAfter time.Duration
 	// RST says the segment that ended the attempt was an RST, not a FIN.
 	RST bool
+	// Decrypted says a key log decrypted the attempt's TLS (audit pcap
+	// --keylog): Ready is then the server's SETTINGS read inside it, not
+	// the guess from its flights. NotDecrypted is why a key log did not
+	// (package tlsdec's reasons). Both are empty without a key log.
+	Decrypted    bool
+	NotDecrypted string
 }
 
 // ReportFate is the Fate a report writes: an empty one is unknown.

@@ -39,7 +39,7 @@ const (
 var modeKinds = []ModeKind{ModeClose, ModeRefuse, ModeHang, ModeRestart, ModeSettingsClose, ModeGoaway, ModeOutage}
 
 // ModeNames is the list of modes for help and error texts.
-const ModeNames = "close, refuse, hang, restart=DURATION, settings-close, goaway, outage=SERVE,DOWN"
+const ModeNames = "close, refuse, hang, restart=DURATION, settings-close, goaway, outage=SERVE,DOWN (outage alone when reading a capture: the fates show when)"
 
 // RetryMode is what the retry port does during a session. The zero value,
 // which ParseRetryMode returns for "close", is ModeClose.
@@ -66,11 +66,15 @@ func ParseRetryMode(s string) (RetryMode, error) {
 		return RetryMode{}, fmt.Errorf("retry mode %q: unknown; the modes are %s", s, ModeNames)
 	case kind == ModeRestart && !hasArg:
 		return RetryMode{}, fmt.Errorf("retry mode %q: restart needs how long the port stays down, for example restart=5s", s)
+	case kind == ModeOutage && !hasArg:
+		// Durations unknown: an outage read from a capture, whose fates
+		// show when the port served and when it refused.
+		return RetryMode{Kind: ModeOutage}, nil
 	case kind == ModeOutage:
 		serve, down, ok := strings.Cut(arg, ",")
 		a, errA := time.ParseDuration(serve)
 		d, errD := time.ParseDuration(down)
-		if !hasArg || !ok || errA != nil || errD != nil || a <= 0 || d <= 0 {
+		if !ok || errA != nil || errD != nil || a <= 0 || d <= 0 {
 			return RetryMode{}, fmt.Errorf("retry mode %q: outage needs how long the port serves, then how long it is down, both positive, for example outage=3s,5s", s)
 		}
 		return RetryMode{Kind: ModeOutage, Serve: a, Down: d}, nil
@@ -96,6 +100,9 @@ func (m RetryMode) String() string {
 	case ModeRestart:
 		return string(ModeRestart) + "=" + m.Down.String()
 	case ModeOutage:
+		if m.Serve == 0 && m.Down == 0 {
+			return string(ModeOutage)
+		}
 		return string(ModeOutage) + "=" + m.Serve.String() + "," + m.Down.String()
 	}
 	return string(m.Kind)

@@ -18,6 +18,7 @@ type Signature struct {
 const (
 	SigSleptAfter     = "backoff slept after the connect timeout"
 	SigFirstJittered  = "first interval jittered"
+	SigFromEnd        = "backoff counted from the attempt's end"
 	SigCompounding    = "compounding jitter"
 	SigNoConnTimeout  = "no connect timeout"
 	seenGo            = "grpc-go"
@@ -29,7 +30,7 @@ const (
 // Signatures names the known deviations r's chain matches.
 func Signatures(r Result) []Signature {
 	var out []Signature
-	for _, f := range []func(Result) (Signature, bool){sleptAfter, firstJittered, compounding, noConnectTimeout} {
+	for _, f := range []func(Result) (Signature, bool){sleptAfter, firstJittered, fromEnd, compounding, noConnectTimeout} {
 		if s, ok := f(r); ok {
 			out = append(out, s)
 		}
@@ -76,28 +77,54 @@ func sleptAfter(r Result) (Signature, bool) {
 }
 
 // firstJittered: interval 1 lies within the reference's ±jitter window but
-// not within INITIAL_BACKOFF ± tolerance: the first backoff was jittered.
-// Not when attempt 1's duration, where the wire shows it, brings the
-// interval back within INITIAL_BACKOFF ± tolerance: grpc-go sleeps from an
-// attempt's end (docs/spec.md §4.2), and a server slow to close the first
-// connection lengthens interval 1 without any jitter.
+// not within INITIAL_BACKOFF ± tolerance, nor within it once attempt 1's
+// duration is taken off (that is fromEnd): the first backoff was jittered.
 func firstJittered(r Result) (Signature, bool) {
-	if len(r.Intervals) == 0 {
+	iv, ok := strictFirst(r)
+	if !ok || fromEndFits(r, iv) {
 		return Signature{}, false
-	}
-	iv := r.Intervals[0]
-	if iv.Term != "" || !iv.OK || iv.StrictOK {
-		return Signature{}, false
-	}
-	if len(r.Run.Endings) > 0 {
-		p := r.Policy
-		if rest := iv.MeasuredMS - Millis(r.Run.Endings[0].Duration); math.Abs(rest-Millis(p.BaseDelay)) <= Millis(p.Tolerance) {
-			return Signature{}, false
-		}
 	}
 	return Signature{Name: SigFirstJittered, Seen: seenCoreJava, Detail: fmt.Sprintf(
 		"interval 1 is %.0f ms (%+.1f %%): jittered, where the spec's first backoff is exactly %.0f ms",
 		iv.MeasuredMS, iv.JitterPct, Millis(r.Policy.BaseDelay))}, true
+}
+
+// fromEnd: interval 1 fails the strict reading, and attempt 1's duration,
+// where the wire shows it, brings it back within INITIAL_BACKOFF ±
+// tolerance: the client slept its first backoff from the failed attempt's
+// end, where the spec counts from its start (docs/spec.md §4.2). A server
+// slow to close the first connection lengthens interval 1 without any
+// jitter.
+func fromEnd(r Result) (Signature, bool) {
+	iv, ok := strictFirst(r)
+	if !ok || !fromEndFits(r, iv) {
+		return Signature{}, false
+	}
+	held := Millis(r.Run.Endings[0].Duration)
+	return Signature{Name: SigFromEnd, Seen: seenGo, Detail: fmt.Sprintf(
+		"interval 1 is %.0f ms ≈ attempt 1's %.0f ms + %.0f ms: the first backoff of %.0f ms was slept from the attempt's end, not its start",
+		iv.MeasuredMS, held, iv.MeasuredMS-held, Millis(r.Policy.BaseDelay))}, true
+}
+
+// strictFirst returns interval 1 when the reference's reading passes it
+// and the strict reading does not.
+func strictFirst(r Result) (Interval, bool) {
+	if len(r.Intervals) == 0 {
+		return Interval{}, false
+	}
+	iv := r.Intervals[0]
+	return iv, iv.Term == "" && iv.OK && !iv.StrictOK
+}
+
+// fromEndFits says whether interval 1 less attempt 1's duration lies
+// within INITIAL_BACKOFF ± tolerance.
+func fromEndFits(r Result, iv Interval) bool {
+	if len(r.Run.Endings) == 0 {
+		return false
+	}
+	p := r.Policy
+	rest := iv.MeasuredMS - Millis(r.Run.Endings[0].Duration)
+	return math.Abs(rest-Millis(p.BaseDelay)) <= Millis(p.Tolerance)
 }
 
 // compounding: each interval is the previous measured one times the

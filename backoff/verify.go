@@ -266,6 +266,10 @@ func (r Result) Reason() string {
 // reference would.
 func (iv Interval) LogLine() string {
 	whole := float64(iv.WholeMS())
+	if iv.ExpectedMS == 0 {
+		// A reset interval (TermReset) owes no backoff: no jitter to give.
+		return fmt.Sprintf("retry %2d:backoff %6.2fs,expected backoff %6.2fs, %s", iv.K, whole/1000, iv.ExpectedMS/1000, iv.Term)
+	}
 	jitter := (whole - iv.ExpectedMS) * 100 / iv.ExpectedMS
 	return fmt.Sprintf("retry %2d:backoff %6.2fs,expected backoff %6.2fs, jitter %4.2f%%",
 		iv.K, whole/1000, iv.ExpectedMS/1000, jitter)

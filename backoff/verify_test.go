@@ -414,3 +414,13 @@ func TestNoneReady(t *testing.T) {
 		t.Errorf("settings-close by the mode: %s, want passed (resets)", r.Reference.Verdict)
 	}
 }
+
+// A reset interval owes no backoff: its line says so instead of a jitter
+// divided by zero.
+func TestLogLineReset(t *testing.T) {
+	iv := Interval{K: 1, Measured: 5231 * time.Millisecond, Term: TermReset}
+	want := "retry  1:backoff   5.23s,expected backoff   0.00s, reset"
+	if got := iv.LogLine(); got != want {
+		t.Errorf("LogLine() = %q, want %q", got, want)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"sync"
+
+	"github.com/backoff-audit/audit/internal/infile"
 )
 
 // chunkSize is how much the reader asks the file for at once. docs/spec.md §6:
@@ -48,8 +50,8 @@ type buffer struct {
 }
 
 // errInterrupted is the error of a stream whose read Options.Done
-// stopped.
-var errInterrupted = errors.New("read interrupted")
+// stopped, in the source or in the reader under it (infile.NewReader).
+var errInterrupted = infile.ErrInterrupted
 
 func newBuffer(src source) *buffer { return &buffer{src: src} }
 

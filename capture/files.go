@@ -23,17 +23,20 @@ import (
 // segment other than a SYN, info.SYNOnly is set and the trackers give no
 // fates; otherwise they do (Tracker.SetFatesKnown).
 //
-// The first file that cannot be read stops the read with ReadFile's error,
-// which names the file. When opt.Done is closed, the file being read ends
+// A file named twice (Distinct) is read once, with a warning. The first
+// file that cannot be read stops the read with ReadFile's error, which
+// names the file. When opt.Done is closed, the file being read ends
 // there, with a warning, and the files after it are named in another
 // (StopBefore). When progress is a terminal, a read that takes more than a
 // second shows its progress there; opt.Progress, when set, is called as
 // well.
-func ReadFiles(paths []string, opt Options, progress io.Writer) (*attempt.PortTracker, attempt.CaptureInfo, error) {
+func ReadFiles(paths []string, opt Options, progress io.Writer) (_ *attempt.PortTracker, info attempt.CaptureInfo, _ error) {
 	pt := attempt.NewPortTracker()
-	info := attempt.CaptureInfo{Skipped: map[string]uint64{}}
+	info = attempt.CaptureInfo{Skipped: map[string]uint64{}}
 	show := progressTo(progress)
 	var other uint64
+	paths, dups := Distinct(paths)
+	defer func() { NoteDuplicates(info.Files, dups) }()
 	for i, path := range paths {
 		if StopBefore(opt.Done, info.Files, paths[i:]) {
 			break

@@ -17,7 +17,7 @@ import (
 )
 
 // corpusFrames returns up to perType real frames per link type from the
-// shared corpus (none when it is absent: the fuzzers still have the
+// capture corpus ($AUDIT_CORPUS; none when it is absent: the fuzzers still have the
 // hand-built seeds).
 func corpusFrames(perType int) map[layers.LinkType][][]byte {
 	out := map[layers.LinkType][][]byte{}

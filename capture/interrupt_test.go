@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/internal/testutil"
 )
 
 // synRecords returns n pcap records of SYNs from 10.0.0.1 port 1000+i to
@@ -119,5 +121,72 @@ func TestReadStdin(t *testing.T) {
 	_, err = ReadFile(Stdin, Options{Stdin: strings.NewReader("not a capture")}, func(attempt.SYN) {})
 	if err == nil || !strings.HasPrefix(err.Error(), "read standard input: unknown file format") {
 		t.Errorf("error %v; want one naming standard input", err)
+	}
+}
+
+// Done stops a read that has had no byte yet, at once: standard input or
+// a FIFO whose writer is silent, a FIFO no writer has opened. The read
+// ends with the warning of an interrupted read at offset 0, no error.
+func TestReadInterruptedBeforeAnyByte(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		// open returns the path to read and the standard input.
+		open func(t *testing.T) (string, io.Reader)
+	}{
+		{name: "standard input, writer silent", open: func(t *testing.T) (string, io.Reader) {
+			r, w := io.Pipe()
+			t.Cleanup(func() { w.Close() })
+			return Stdin, r
+		}},
+		{name: "FIFO, writer silent", open: func(t *testing.T) (string, io.Reader) {
+			fifo := filepath.Join(dir, "silent")
+			testutil.FIFO(t, fifo) // a writer that never writes
+			return fifo, nil
+		}},
+		{name: "FIFO, no writer", open: func(t *testing.T) (string, io.Reader) {
+			fifo := filepath.Join(dir, "nowriter")
+			if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// Let the abandoned open end when the test does.
+			t.Cleanup(func() {
+				if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					w.Close()
+				}
+			})
+			return fifo, nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path, stdin := tt.open(t)
+			done := make(chan struct{})
+			type result struct {
+				st  attempt.FileInfo
+				err error
+			}
+			finished := make(chan result, 1)
+			go func() {
+				st, err := ReadFile(path, Options{Port: 80, Done: done, Stdin: stdin}, func(attempt.SYN) {})
+				finished <- result{st, err}
+			}()
+			time.Sleep(50 * time.Millisecond) // the read is waiting by now; it is stopped either way
+			close(done)
+			var r result
+			select {
+			case r = <-finished:
+			case <-time.After(10 * time.Second):
+				t.Fatal("ReadFile did not return after Done was closed")
+			}
+			name := path
+			if path == Stdin {
+				name = "standard input"
+			}
+			want := []string{name + ": read interrupted at offset 0: what follows was not read"}
+			if r.err != nil || !slices.Equal(r.st.Warnings, want) || r.st.Truncated {
+				t.Errorf("ReadFile = %v, warnings %q, truncated %v; want no error, %q, not truncated", r.err, r.st.Warnings, r.st.Truncated, want)
+			}
+		})
 	}
 }

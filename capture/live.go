@@ -154,17 +154,19 @@ func SYNFilter(port uint16) string {
 // FateFilter returns the BPF filter for what the fates of the attempts to
 // port are read from (docs/spec.md §7), over IPv4 and IPv6: every TCP
 // segment to or from port with SYN, RST or FIN set (SYNs, SYN-ACKs,
-// resets, closes), or that carries data; a pure ACK does not pass. The
+// resets, closes), or that carries data; a pure ACK does not pass, nor a
+// SYN without ACK from port (another program's connection from an
+// ephemeral port that happens to be port is no attempt to it). The
 // data's length is the IP length less the IP and TCP headers; a
 // segment whose IP length is 0 (an offloaded one, captured where it
 // leaves) passes, as the length wraps around. As in SYNFilter, the IPv6
 // clause reads the TCP header right after a 40-byte IPv6 header: a
 // segment behind extension headers does not pass (docs/spec.md §5.5).
 func FateFilter(port uint16) string {
-	return fmt.Sprintf("(ip and tcp port %d and (tcp[13] & 0x07 != 0 or "+
+	return fmt.Sprintf("(ip and tcp port %d and (tcp[13] & 0x12 != 0x02 or tcp dst port %d) and (tcp[13] & 0x07 != 0 or "+
 		"ip[2:2] - ((ip[0] & 0x0f) << 2) - ((tcp[12] & 0xf0) >> 2) != 0)) or "+
-		"(ip6 and ip6[6] == 6 and (ip6[40:2] == %d or ip6[42:2] == %d) and (ip6[53] & 0x07 != 0 or "+
-		"ip6[4:2] - ((ip6[52] & 0xf0) >> 2) != 0))", port, port, port)
+		"(ip6 and ip6[6] == 6 and (ip6[40:2] == %d or ip6[42:2] == %d) and (ip6[53] & 0x12 != 0x02 or ip6[42:2] == %d) and (ip6[53] & 0x07 != 0 or "+
+		"ip6[4:2] - ((ip6[52] & 0xf0) >> 2) != 0))", port, port, port, port, port)
 }
 
 // OpenLive opens a live capture: immediate mode, nanosecond timestamps

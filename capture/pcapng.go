@@ -2,6 +2,7 @@ package capture
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 
 	"github.com/gopacket/gopacket/layers"
@@ -73,18 +74,35 @@ type ngIface struct {
 	bad     string // skip reason for every packet, when the IDB is unusable
 }
 
-// time converts a pcapng timestamp to Unix seconds and nanoseconds.
-func (ifc *ngIface) time(ts uint64) (sec, nsec int64) {
+// maxUnixSec is the last second of year 2262 that time.Time holds as
+// nanoseconds since 1970 (time.Unix(0, math.MaxInt64) is in April 2262).
+const maxUnixSec = math.MaxInt64/1_000_000_000 - 1
+
+// time converts a pcapng timestamp to Unix seconds and nanoseconds; ok is
+// false for a time outside 1970–2262 (maxUnixSec), which no capture holds:
+// a timestamp field or an if_tsoffset that is damage.
+func (ifc *ngIface) time(ts uint64) (sec, nsec int64, ok bool) {
+	var whole uint64
 	switch ifc.units {
 	case 1e6: // constant divisors compile to multiplications
-		return int64(ts/1e6) + ifc.offset, int64(ts%1e6) * 1e3
+		whole, nsec = ts/1e6, int64(ts%1e6)*1e3
 	case 1e9:
-		return int64(ts/1e9) + ifc.offset, int64(ts % 1e9)
+		whole, nsec = ts/1e9, int64(ts%1e9)
+	default:
+		frac := ts % ifc.units
+		hi, lo := bits.Mul64(frac, 1e9)
+		ns, _ := bits.Div64(hi, lo, ifc.units) // hi < units since frac < units
+		whole, nsec = ts/ifc.units, int64(ns)
 	}
-	frac := ts % ifc.units
-	hi, lo := bits.Mul64(frac, 1e9)
-	ns, _ := bits.Div64(hi, lo, ifc.units) // hi < units since frac < units
-	return int64(ts/ifc.units) + ifc.offset, int64(ns)
+	if whole > maxUnixSec {
+		return 0, 0, false
+	}
+	// Both terms within ±2^63/2: the sum cannot overflow.
+	if off := ifc.offset; off > maxUnixSec || off < -maxUnixSec {
+		return 0, 0, false
+	}
+	sec = int64(whole) + ifc.offset
+	return sec, nsec, sec >= 0 && sec <= maxUnixSec
 }
 
 // pcapng walks the blocks of a pcapng file (the first SHB's type is
@@ -211,7 +229,15 @@ func (rd *reader) packet(o order, typ uint32, section *ngSection, body []byte, o
 		rd.badBlock(typ, off, "captured length exceeds the block")
 		return
 	}
-	sec, nsec := ifc.time(uint64(o.u32(body[4:]))<<32 | uint64(o.u32(body[8:])))
+	ts := uint64(o.u32(body[4:]))<<32 | uint64(o.u32(body[8:]))
+	sec, nsec, ok := ifc.time(ts)
+	if !ok {
+		rd.st.Packets++
+		rd.st.Skipped[SkipBadTime]++
+		rd.warnf("%s at offset %d: timestamp %d (%d units a second, offset %d s) is outside 1970–2262; packet skipped",
+			blockName(typ), off, ts, ifc.units, ifc.offset)
+		return
+	}
 	if rd.pay != nil {
 		rd.payload(ifc.lt, body[20:20+caplen], sec, nsec)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/google/go-cmp/cmp"
@@ -287,5 +288,55 @@ func TestPcapngTrailingLengthMismatch(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A timestamp outside years 1970–2262 (if_tsresol 2^0, timestamps 2^63
+// and 2^64−1, or an if_tsoffset that takes it before 1970) is no time: the
+// packet is counted, skipped, and a warning names its block's offset.
+func TestPcapngTimestampOutOfRange(t *testing.T) {
+	le := binary.LittleEndian
+	tests := []struct {
+		name     string
+		tsresol  int
+		tsoffset int64
+		ts       uint64
+		want     []gotSYN // the SYN, when it is kept
+	}{
+		{name: "2^63 seconds", tsresol: 0x80, ts: 1 << 63},
+		{name: "2^64-1 seconds", tsresol: 0x80, ts: 1<<64 - 1},
+		{name: "2^64-1 microseconds", tsresol: -1, ts: 1<<64 - 1},
+		{name: "in 2263", tsresol: 0x80, ts: maxUnixSec + 1},
+		{name: "before 1970 by the offset", tsresol: 0x80, tsoffset: -10, ts: 5},
+		{name: "an offset past 2262", tsresol: 0x80, tsoffset: 1 << 62, ts: 5},
+		{name: "the last second of 2262", tsresol: 0x80, ts: maxUnixSec,
+			want: []gotSYN{{Time: time.Unix(maxUnixSec, 0).UTC().Format(time.RFC3339Nano), Src: "10.0.0.1:1000", Dst: "10.0.0.2:8081", Seq: 1}}},
+		{name: "1970", tsresol: 0x80, tsoffset: -5, ts: 5,
+			want: []gotSYN{{Time: "1970-01-01T00:00:00Z", Src: "10.0.0.1:1000", Dst: "10.0.0.2:8081", Seq: 1}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &ngWriter{o: le}
+			w.shb(1, 0).idb(1, 0, tt.tsresol, tt.tsoffset)
+			off := len(w.buf)
+			w.epb(0, tt.ts, ngSYN(1))
+			got, st, err := readBytes("x", w.buf, Options{Port: 8081})
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			want := attempt.FileInfo{Path: "x", Format: "pcapng", Packets: 1, SYNs: uint64(len(tt.want)), Skipped: map[string]uint64{}}
+			if tt.want == nil {
+				want.Skipped[SkipBadTime] = 1
+				units := map[int]uint64{0x80: 1, -1: 1e6}[tt.tsresol]
+				want.Warnings = []string{fmt.Sprintf("x: enhanced packet block at offset %d: timestamp %d (%d units a second, offset %d s) is outside 1970–2262; packet skipped",
+					off, tt.ts, units, tt.tsoffset)}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("SYNs (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(attempt.FileInfo{}, "Bytes")); diff != "" {
+				t.Errorf("file info (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

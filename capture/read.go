@@ -14,6 +14,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/internal/infile"
 )
 
 // Options for reading.
@@ -57,6 +58,7 @@ const (
 	SkipSectionVersion = "pcapng section of unknown version"
 	SkipBadTSResol     = "pcapng interface with unusable if_tsresol"
 	SkipTooManyIfaces  = "pcapng packet on an interface beyond 65536 per section"
+	SkipBadTime        = "pcapng timestamp outside 1970–2262"
 )
 
 // maxRecord caps the bytes of one packet record the reader will hold. It is
@@ -83,25 +85,42 @@ const maxWarnings = 100
 // naming the file and the byte offset. fn sees what came before it.
 func ReadFile(path string, opt Options, fn func(attempt.SYN)) (attempt.FileInfo, error) {
 	if path == Stdin {
-		in := opt.Stdin
-		if in == nil {
-			in = os.Stdin
+		var in io.Reader = os.Stdin
+		if opt.Stdin != nil {
+			in = opt.Stdin
 		}
-		st, err := readStream("standard input", in, -1, opt, fn)
+		st, err := readStream("standard input", stoppable(in, opt.Done), -1, opt, fn)
 		st.Path = Stdin
 		return st, err
 	}
-	f, err := os.Open(path)
+	// Opening a FIFO waits for a writer, and reading a pipe for its
+	// bytes: Done stops either at once, before the first byte as after.
+	f, err := infile.Open(path, opt.Done)
+	if errors.Is(err, infile.ErrInterrupted) {
+		return readStream(path, interrupted{}, -1, opt, fn)
+	}
 	if err != nil {
 		return attempt.FileInfo{Path: path, Skipped: map[string]uint64{}}, err
 	}
 	defer f.Close()
-	size := int64(-1)
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		size = fi.Size()
+		return readStream(path, f, fi.Size(), opt, fn)
 	}
-	return readStream(path, f, size, opt, fn)
+	return readStream(path, stoppable(f, opt.Done), -1, opt, fn)
 }
+
+// stoppable is r, read so that done stops a Read that waits.
+func stoppable(r io.Reader, done <-chan struct{}) io.Reader {
+	if done == nil {
+		return r
+	}
+	return infile.NewReader(r, done)
+}
+
+// interrupted is the stream of a file whose opening Done stopped.
+type interrupted struct{}
+
+func (interrupted) Read([]byte) (int, error) { return 0, infile.ErrInterrupted }
 
 // countingReader counts bytes for Options.Progress; the count is read
 // from the parsing goroutine while a reading goroutine adds to it.

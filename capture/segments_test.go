@@ -332,7 +332,8 @@ func TestReadFilesFates(t *testing.T) {
 
 // The fate filter runs in libpcap without a capture, so it is checked here
 // without privileges, on hand-made frames: what the fates need passes in
-// both directions, a pure ACK and other ports do not.
+// both directions, a pure ACK and other ports do not, nor a SYN from the
+// port (another program's, whose ephemeral port is the same number).
 func TestFateFilter(t *testing.T) {
 	const port = 50052
 	v4 := func(sport, dport uint16, flags byte, data []byte) []byte {
@@ -359,6 +360,7 @@ func TestFateFilter(t *testing.T) {
 		{"ipv4 pure ack with options", withOptions, false},
 		{"ipv4 offloaded, no IP length", tso, true},
 		{"ipv4 another port", v4(40000, port+1, flagRST, nil), false},
+		{"ipv4 syn from the port to another", v4(port, 33115, flagSYN, nil), false},
 		{"ipv6 syn", v6(40000, port, flagSYN, nil), true},
 		{"ipv6 syn-ack", v6(port, 40000, flagSYN|flagACK, nil), true},
 		{"ipv6 rst from the port", v6(port, 40000, flagRST, nil), true},
@@ -367,6 +369,7 @@ func TestFateFilter(t *testing.T) {
 		{"ipv6 data from the port", v6(port, 40000, flagACK, []byte{0, 0, 0, 4, 0, 0, 0, 0, 0}), true},
 		{"ipv6 pure ack", v6(40000, port, flagACK, nil), false},
 		{"ipv6 another port", v6(40000, port+1, flagFIN, nil), false},
+		{"ipv6 syn from the port to another", v6(port, 33115, flagSYN, nil), false},
 		{"ipv6 udp to the port", ethFrame(0x86dd, ipv6Packet("::1", "::1", 17, seg(40000, port, 1, 2, flagSYN, nil))), false},
 	}
 	bpf, err := pcap.NewBPF(layers.LinkTypeEthernet, liveSnapLen, FateFilter(port))

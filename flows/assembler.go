@@ -3,6 +3,7 @@ package flows
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/quote"
+	"github.com/backoff-audit/audit/tlsdec"
 )
 
 // Defaults of Options.
@@ -50,6 +53,12 @@ type Options struct {
 	// header blocks cannot be decoded, since the HPACK state they build on
 	// went by before the capture. Conn.Ended is "".
 	Opened func(Conn)
+	// KeyLog, when set, decrypts the connections whose client's first
+	// byte is a TLS handshake record (package tlsdec): their application
+	// data is decoded as a plaintext connection's bytes are, and Conn.TLS
+	// says whether they were decrypted, or why not. Without it such a
+	// connection is reported as encrypted (h2.Report.Encrypted).
+	KeyLog *tlsdec.KeyLog
 	// StreamEnd, when set, is called with each stream of a connection as
 	// the stream ends (h2.Options.StreamEnd), while the connection may
 	// stay open: a live capture learns of each finished RPC at once. The
@@ -77,6 +86,12 @@ type Conn struct {
 	SYN bool `json:"syn"`
 	// Ended says how the connection ended (the Ended* constants).
 	Ended string `json:"ended"`
+	// TLS is what decrypting the connection with Options.KeyLog found;
+	// nil when it is not TLS or no key log was given.
+	TLS *tlsdec.Status `json:"tls,omitempty"`
+	// ISN is the client's initial sequence number, when SYN is set: with
+	// the addresses, it names the connection attempt (docs/spec.md §5.2).
+	ISN uint32 `json:"-"`
 }
 
 // Assembler reassembles the TCP connections of captured segments into
@@ -133,14 +148,31 @@ type flow struct {
 	clientIsA bool
 	state     flowState
 	dec       *h2.Conn
-	dirs      [2]stream // by h2.Direction
-	syn       bool
-	synAt     time.Time
-	last      time.Time
+	// tls decrypts the connection's bytes for dec, when the key log is
+	// given and the client's first byte begins a TLS handshake; fed is
+	// set once a byte or a gap went to either.
+	tls   *tlsConn
+	fed   bool
+	isn   uint32
+	dirs  [2]stream // by h2.Direction
+	syn   bool
+	synAt time.Time
+	last  time.Time
 	// early holds what the server sent before the client's first bytes,
 	// while the flow is undecided, up to maxEarly segments.
 	early []chunk
+	// head is the client's first bytes as delivered, up to headKeep, to
+	// tell a retransmission of them from other bytes sent in their place;
+	// headDone once no more are kept (headKeep reached, or a hole or a
+	// snap length cut them).
+	head     []byte
+	headDone bool
 }
+
+// headKeep bounds the client's first bytes kept per connection: enough
+// for the HTTP/2 preface and a TLS record header, which decide what a
+// connection is.
+const headKeep = 64
 
 // maxEarly bounds the server's segments kept before the client's first
 // bytes decide whether a connection is HTTP/2: a server that speaks
@@ -153,14 +185,18 @@ const (
 	undecided flowState = iota // Options.Ports empty, no byte of the client yet
 	decoding
 	ignored
+	// conflicted: ignored, until the client's first bytes came again,
+	// different: what it is cannot be told, and it is reported damaged.
+	conflicted
 )
 
 // stream is one direction's reassembly.
 type stream struct {
 	// known is set once next is: the SYN's ISN + 1, or the first
-	// segment's sequence number when the SYN was not captured.
-	known bool
-	next  uint32
+	// segment's sequence number when the SYN was not captured; start is
+	// that first value of next.
+	known       bool
+	next, start uint32
 	// fed is set once a byte (or a gap) was given to the decoder.
 	fed bool
 	// fin is set by a FIN, finSeq its sequence number (the stream's end).
@@ -270,16 +306,21 @@ func (a *Assembler) Add(v *attempt.SegmentView) {
 	}
 	if syn {
 		if !s.known {
-			s.known, s.next = true, v.Seq+1
+			s.known, s.next, s.start = true, v.Seq+1, v.Seq+1
+			if d == h2.ClientToServer {
+				f.isn = v.Seq
+			}
 		}
 		return
 	}
-	if f.state == ignored {
+	if d == h2.ClientToServer && v.PayloadLen > 0 && f.head != nil {
+		a.recheck(f, t, v.Seq, v.Payload)
+	}
+	if f.state == ignored || f.state == conflicted {
 		if v.Flags&flagFIN != 0 {
 			s.fin = true
 			if f.dirs[1-d].fin {
-				delete(a.conns, k)
-				a.close(k, t)
+				a.end(k, f, t, EndedFIN)
 			}
 		}
 		return
@@ -288,7 +329,7 @@ func (a *Assembler) Add(v *attempt.SegmentView) {
 		a.acked(f, 1-d, v.Ack, t)
 	}
 	if !s.known {
-		s.known, s.next = true, v.Seq
+		s.known, s.next, s.start = true, v.Seq, v.Seq
 	}
 	seq := v.Seq
 	if v.PayloadLen > 0 {
@@ -408,6 +449,14 @@ func (a *Assembler) data(f *flow, d h2.Direction, t time.Time, seq uint32, b []b
 // rest, cut by the snap length, is lost).
 func (a *Assembler) deliver(f *flow, d h2.Direction, t time.Time, b []byte, n int) {
 	s := &f.dirs[d]
+	if d == h2.ClientToServer && !f.headDone {
+		if int(s.next-s.start) != len(f.head) || len(b) < n {
+			f.headDone = true // a hole before, or bytes the capture cut
+		} else {
+			f.head = append(f.head, b[:min(len(b), headKeep-len(f.head))]...)
+			f.headDone = len(f.head) == headKeep
+		}
+	}
 	s.next += uint32(n)
 	if f.state == undecided && d == h2.ServerToClient && len(f.early) < maxEarly {
 		// A server may send its SETTINGS before the client's preface
@@ -420,9 +469,9 @@ func (a *Assembler) deliver(f *flow, d h2.Direction, t time.Time, b []byte, n in
 		if f.state == decoding {
 			for _, c := range f.early {
 				f.dirs[h2.ServerToClient].fed = true
-				f.dec.Feed(h2.ServerToClient, c.t, c.b)
+				f.feed(a, h2.ServerToClient, c.t, c.b)
 				if lost := c.n - len(c.b); lost > 0 {
-					f.dec.Gap(h2.ServerToClient, c.t, int64(lost))
+					f.lose(h2.ServerToClient, c.t, int64(lost))
 				}
 			}
 		}
@@ -433,10 +482,40 @@ func (a *Assembler) deliver(f *flow, d h2.Direction, t time.Time, b []byte, n in
 	}
 	s.fed = true
 	if len(b) > 0 {
-		f.dec.Feed(d, t, b)
+		f.feed(a, d, t, b)
 	}
 	if lost := n - len(b); lost > 0 {
-		f.dec.Gap(d, t, int64(lost))
+		f.lose(d, t, int64(lost))
+	}
+}
+
+// recheck compares a client's segment with the first bytes already
+// delivered where the two overlap: the same bytes are a retransmission;
+// others are a conflict, since which copy the server read is unknown. A
+// connection ignored for its first copy is then reported, damaged; one
+// decoded is marked damaged and goes on from the copy decoded.
+func (a *Assembler) recheck(f *flow, t time.Time, seq uint32, b []byte) {
+	s := &f.dirs[h2.ClientToServer]
+	off := int(int32(seq - s.start))
+	if off < 0 || off >= len(f.head) {
+		return
+	}
+	first := f.head[off:]
+	again := b[:min(len(b), len(first))]
+	if bytes.Equal(first[:len(again)], again) {
+		return
+	}
+	detail := fmt.Sprintf("the client's bytes at offset %d were captured twice, different (first %s, then %s): which the server read is unknown",
+		off, quote.Text(string(first[:len(again)])), quote.Text(string(again)))
+	f.head, f.headDone = nil, true // one conflict is enough to tell
+	switch f.state {
+	case decoding:
+		f.dec.Conflict(h2.ClientToServer, t, 0, detail)
+	case undecided, ignored:
+		f.drop()
+		f.start(a)
+		f.state = conflicted
+		f.dec.Conflict(h2.ClientToServer, t, int64(len(first)), detail)
 	}
 }
 
@@ -505,7 +584,7 @@ func (a *Assembler) gap(f *flow, d h2.Direction, t time.Time, seq uint32) {
 		return
 	}
 	s.fed = true
-	f.dec.Gap(d, t, n)
+	f.lose(d, t, n)
 }
 
 // drain feeds the waiting segments the stream has reached.
@@ -559,6 +638,14 @@ func (a *Assembler) end(k flowKey, f *flow, t time.Time, how string) {
 		// Its client's first bytes never came: nothing tells what it is.
 		f.drop()
 	}
+	if f.state == conflicted {
+		// Nothing was fed since the conflict: no hole to declare.
+		f.dec.End(t)
+		if a.done != nil {
+			a.done(Conn{Report: f.dec.Report(), SYN: f.syn, Ended: how})
+		}
+		return
+	}
 	if f.state != decoding {
 		return
 	}
@@ -573,11 +660,15 @@ func (a *Assembler) end(k flowKey, f *flow, t time.Time, how string) {
 		}
 	}
 	f.dec.End(t)
+	var st *tlsdec.Status
+	if f.tls != nil {
+		st = f.tls.end(t, f.dec.Report())
+	}
 	if r := f.dec.Report(); r.ClientBytes == 0 && r.ServerBytes == 0 {
 		return // refused, or closed before a byte: nothing decoded
 	}
 	if a.done != nil {
-		a.done(Conn{Report: f.dec.Report(), SYN: f.syn, Ended: how})
+		a.done(Conn{Report: f.dec.Report(), SYN: f.syn, Ended: how, TLS: st, ISN: f.isn})
 	}
 }
 

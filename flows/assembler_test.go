@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -501,6 +502,54 @@ func TestAssemblerLate(t *testing.T) {
 				if mid := tt.conns == 2 && i == 1 && tt.gap == lateWindow; (c.Report.Damaged != "") != mid {
 					t.Errorf("connection %d damaged %q; want damaged only when joined mid-stream", i, c.Report.Damaged)
 				}
+			}
+		})
+	}
+}
+
+// A client whose first bytes are captured twice, different, hides
+// nothing: whichever copy came first, the connection is reported damaged,
+// with the reason; the same bytes again are a plain retransmission.
+func TestAssemblerRetransmitDiffers(t *testing.T) {
+	cl, sv := conversation()
+	garbage := []byte("GET / HTTP/1.1\r\nHost: x\r\n") // as long as the preface's first piece
+	segs := layout(true, 1400, cl, sv)
+	// segs[3] is the client's first piece, the preface, at ISN+1.
+	first := segs[3]
+	other := first
+	other.data = garbage[:len(first.data)]
+	insert := func(s seg) []seg {
+		out := append([]seg(nil), segs[:3]...)
+		return append(append(out, s), segs[3:]...)
+	}
+	tests := []struct {
+		name    string
+		opt     Options
+		segs    []seg
+		damaged bool
+		rpcs    int // streams decoded
+	}{
+		{name: "other bytes, then the preface", segs: insert(other), damaged: true},
+		{name: "other bytes, then the preface, port given", opt: Options{Ports: []uint16{testServer.Port()}}, segs: insert(other), damaged: true},
+		{name: "the preface, then other bytes", segs: append(append([]seg(nil), segs[:4]...), append([]seg{other}, segs[4:]...)...), damaged: true, rpcs: 1},
+		{name: "the preface twice", segs: insert(first), rpcs: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := run(t, tt.opt, tt.segs)
+			if len(got) != 1 {
+				t.Fatalf("%d connections, want 1", len(got))
+			}
+			r := got[0].Report
+			// The first reason stays the connection's: with a port given,
+			// the other bytes were decoded first and found no preface.
+			w := findWarning(r, h2.WarnConflict)
+			conflict := w != nil && strings.HasPrefix(w.Detail, "the client's bytes at offset 0 were captured twice, different")
+			if (r.Damaged != "") != tt.damaged || conflict != tt.damaged {
+				t.Errorf("damaged %q, warning %+v; want damaged, with the conflict's warning: %v", r.Damaged, w, tt.damaged)
+			}
+			if len(r.Streams) != tt.rpcs {
+				t.Errorf("%d streams decoded, want %d", len(r.Streams), tt.rpcs)
 			}
 		})
 	}

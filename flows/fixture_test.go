@@ -141,20 +141,29 @@ func recordMaxAge(t *testing.T, path string) {
 	}
 }
 
-// TestAuditInterrupted: Done closed before the read: no connection, and the
-// report's warnings say that the first file's read was interrupted and the
-// second not read.
+// TestAuditInterrupted: Done closed before the read: no connection, so
+// ErrNoConnection, and the report's warnings say that the first file's
+// read was interrupted and the second not read.
 func TestAuditInterrupted(t *testing.T) {
 	t.Chdir("..")
-	done := make(chan struct{})
-	close(done)
-	rep, err := flows.Audit([]string{maxAgeCapture, maxAgeCapture}, flows.AuditOptions{Format: "text", Done: done})
+	// A second file, not the first named again (that is read once).
+	b, err := os.ReadFile(maxAgeCapture)
 	if err != nil {
 		t.Fatal(err)
 	}
+	second := filepath.Join(t.TempDir(), "second.pcap")
+	if err := os.WriteFile(second, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	close(done)
+	rep, err := flows.Audit([]string{maxAgeCapture, second}, flows.AuditOptions{Format: "text", Done: done})
+	if !errors.Is(err, flows.ErrNoConnection) {
+		t.Fatalf("Audit: %v; want ErrNoConnection", err)
+	}
 	want := []string{
 		maxAgeCapture + ": read interrupted at offset 0: what follows was not read",
-		maxAgeCapture + ": read interrupted: 1 later file not read: " + maxAgeCapture,
+		maxAgeCapture + ": read interrupted: 1 later file not read: " + second,
 	}
 	if len(rep.Connections) != 0 || strings.Join(rep.Warnings, "\n") != strings.Join(want, "\n") {
 		t.Errorf("%d connections, warnings %q; want none and %q", len(rep.Connections), rep.Warnings, want)

@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/tlsdec"
 )
 
 // FuzzAssembler feeds the Assembler hostile segment sequences: any flags,
 // sequence and acknowledgement numbers around a connection's real ones,
 // segments lost, repeated and reordered, payloads cut from a real HTTP/2
-// exchange or made up, on up to four connections at once. It must never
+// exchange or made up, on up to four connections at once, TLS ones read
+// through an empty key log. It must never
 // panic, never hold more than Options.MaxBuffered bytes after a hole in a
 // direction, and hand over at Close every connection it was decoding.
 //
@@ -33,13 +36,18 @@ func FuzzAssembler(f *testing.F) {
 		segs[i], segs[i+1] = segs[i+1], segs[i]
 	}
 	f.Add(encodeSegs(segs))
+	// TLS records, a ClientHello's header and the server's answer, laid
+	// out in 7-byte segments.
+	hello := append([]byte{0x16, 3, 1, 0, 48, 1, 0, 0, 44, 3, 3}, make([]byte, 40)...)
+	answer := append([]byte{0x16, 3, 3, 0, 4, 2, 0, 0, 0, 0x17, 3, 3, 0, 20}, make([]byte, 20)...)
+	f.Add(encodeSegs(layout(true, 7, [][]byte{hello}, [][]byte{answer})))
 	cl, sv := conversation()
 	exchange := append(bytes.Join(cl, nil), bytes.Join(sv, nil)...)
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const maxBuffered = 4 << 10
 		handed := 0
-		a := NewAssembler(Options{MaxBuffered: maxBuffered, Idle: time.Second}, func(Conn) { handed++ })
+		a := NewAssembler(Options{MaxBuffered: maxBuffered, Idle: time.Second, KeyLog: fuzzKeys}, func(Conn) { handed++ })
 		nrec := min(len(data)/8, 512)
 		extra := data[nrec*8:]
 		next := [4][2]uint32{} // next sequence number by connection and direction
@@ -99,6 +107,11 @@ func FuzzAssembler(f *testing.F) {
 		}
 	})
 }
+
+// fuzzKeys is an empty key log: a connection whose client's first byte
+// is a TLS handshake's goes through the TLS record layer, whose damage the
+// fuzzer reaches.
+var fuzzKeys, _ = tlsdec.ParseKeyLog(strings.NewReader(""), "fuzz.keylog")
 
 // fuzzView is a segment of connection c (client 10.0.0.2:40000+c, the
 // test server) in one direction.

@@ -12,6 +12,7 @@ import (
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/h2"
 	"github.com/backoff-audit/audit/internal/field"
+	"github.com/backoff-audit/audit/tlsdec"
 )
 
 // Result is what ReadFiles found.
@@ -45,14 +46,15 @@ func (r *Result) Problems() int {
 }
 
 // ReadFiles reads capture files, in the order given (a rotated set in
-// time order), through one Assembler, and diagnoses the connections
-// decoded. Only the TCP segments of opt.Ports (of every port when it is
+// time order; a file named twice is read once, with a warning), through
+// one Assembler, and diagnoses the connections decoded. Only the TCP segments of opt.Ports (of every port when it is
 // empty) are handed out by the readers. The first file that cannot be
 // read stops the read with capture.ReadFile's error, which names the file
 // and the offset.
 func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, error) {
 	res := &Result{Conns: []Conn{}}
 	a := NewAssembler(opt, func(c Conn) { res.Conns = append(res.Conns, c) })
+	paths, dups := capture.Distinct(paths)
 	for i, path := range paths {
 		if capture.StopBefore(opt.Done, res.Files, paths[i:]) {
 			break
@@ -64,6 +66,7 @@ func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, e
 		res.Files = append(res.Files, st)
 	}
 	a.Close()
+	capture.NoteDuplicates(res.Files, dups)
 	slices.SortStableFunc(res.Conns, func(x, y Conn) int {
 		return cmp.Or(x.Report.Start.Compare(y.Report.Start), x.Report.Client.Compare(y.Report.Client))
 	})
@@ -87,13 +90,23 @@ type AuditOptions struct {
 	Tolerance time.Duration
 	// Format is the report's format, "text" or "json" (Report.Write).
 	Format string
+	// KeyLog is the path of an NSS key log to decrypt TLS connections
+	// with (Options.KeyLog); empty: none.
+	KeyLog string
 	// Done stops the read (Options.Done).
 	Done <-chan struct{}
 }
 
+// ErrNoConnection is Audit's error when, without --port, the files hold no
+// connection to decode: nothing could be judged, as `audit pcap` says of a
+// capture with no SYN.
+var ErrNoConnection = errors.New("nothing judged: no HTTP/2 or TLS connection in the capture")
+
 // Audit checks opt, reads files as ReadFiles does, and builds the report
 // `audit h2` prints. Its errors name the field of opt (field.Error) or the
-// file at fault.
+// file at fault. When, without opt.Ports, no connection was decoded it
+// returns the report, whose warnings say what the files held, with
+// ErrNoConnection; with opt.Ports, the report's Nothing says so.
 func Audit(files []string, opt AuditOptions) (*Report, error) {
 	if opt.Format != "text" && opt.Format != "json" {
 		return nil, field.Errorf("Format", strconv.Quote(opt.Format), "must be text or json")
@@ -114,11 +127,19 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 		return nil, field.Errorf("Tolerance", opt.Tolerance, "must not be negative")
 	}
 	diag := h2.DiagnoseOptions{Retry: opt.Retry, Tolerance: cmp.Or(opt.Tolerance, h2.DefaultTolerance)}
-	res, err := ReadFiles(files, Options{Ports: ps, Done: opt.Done}, diag)
+	var keys *tlsdec.KeyLog
+	if opt.KeyLog != "" {
+		var err error
+		if keys, err = tlsdec.ReadKeyLog(opt.KeyLog); err != nil {
+			return nil, field.Errorf("KeyLog", nil, "%w", err)
+		}
+	}
+	res, err := ReadFiles(files, Options{Ports: ps, Done: opt.Done, KeyLog: keys}, diag)
 	if err != nil {
 		return nil, err
 	}
 	rep := NewReport(files, res)
+	rep.KeyLog = keys
 	for _, ch := range h2.RetryChains(res.Reports()) {
 		r := Retry{RetryChain: ch}
 		if opt.Retry != nil {
@@ -126,6 +147,10 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 			r.Check = &c
 		}
 		rep.Retries = append(rep.Retries, r)
+	}
+	rep.Ports = ps
+	if len(rep.Connections) == 0 && len(ps) == 0 {
+		return rep, ErrNoConnection
 	}
 	return rep, nil
 }

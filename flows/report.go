@@ -11,6 +11,9 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
+	"github.com/backoff-audit/audit/internal/quote"
+	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/tlsdec"
 )
 
 // Report is what `audit h2` prints: every connection's timeline, in order
@@ -28,6 +31,37 @@ type Report struct {
 	// Warnings are the files' (attempt.CaptureInfo.Warnings): a file cut
 	// short, damaged blocks, a read interrupted.
 	Warnings []string `json:"warnings,omitempty"`
+	// KeyLog is the key log the TLS connections were decrypted with, and
+	// what was read of it; nil without one.
+	KeyLog *tlsdec.KeyLog `json:"keylog,omitempty"`
+	// Ports are the ports asked for (AuditOptions.Ports), if any.
+	Ports []uint16 `json:"ports,omitempty"`
+}
+
+// Verdict says why the report does not pass, "" when it does: problems
+// were found.
+func (rep *Report) Verdict() string {
+	if rep.Problems > 0 {
+		return text.Plural(rep.Problems, "problem") + " found"
+	}
+	return ""
+}
+
+// Nothing says why nothing was judged, "" when something was: the ports
+// asked for had no connection (as `audit pcap --port` with no attempt).
+func (rep *Report) Nothing() string {
+	if len(rep.Connections) == 0 && len(rep.Ports) > 0 {
+		return fmt.Sprintf("no connection to port %s in the capture", joinPorts(rep.Ports))
+	}
+	return ""
+}
+
+func joinPorts(ps []uint16) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = fmt.Sprint(p)
+	}
+	return strings.Join(s, ", ")
 }
 
 // Retry is one retried RPC: its attempts, and their delays held to the
@@ -48,8 +82,10 @@ type Timeline struct {
 	SYN       bool           `json:"syn"`
 	Ended     string         `json:"ended"`
 	Encrypted bool           `json:"encrypted,omitempty"`
-	Damaged   string         `json:"damaged,omitempty"`
-	Warnings  []h2.Warning   `json:"warnings,omitempty"`
+	// TLS is what the key log's decryption found (Conn.TLS).
+	TLS      *tlsdec.Status `json:"tls,omitempty"`
+	Damaged  string         `json:"damaged,omitempty"`
+	Warnings []h2.Warning   `json:"warnings,omitempty"`
 	// Streams counts the RPCs by method, in order of first call.
 	Streams []MethodCount `json:"streams"`
 	GoAways []GoAway      `json:"goaways,omitempty"`
@@ -60,6 +96,10 @@ type Timeline struct {
 	// Next is the client's next connection to the same server after this
 	// one's server GOAWAY, else after its end.
 	Next *Next `json:"next,omitempty"`
+	// Dropped counts what the decoder did not keep past its limits
+	// (h2.Dropped); Pings, GoAways and Resets, and the findings, count
+	// every one all the same.
+	Dropped h2.Dropped `json:"dropped,omitzero"`
 }
 
 // MethodCount is how many RPCs of a method a connection carried.
@@ -134,7 +174,7 @@ func NewReport(files []string, res *Result) *Report {
 func timeline(i int, c Conn, all []Conn) Timeline {
 	r := c.Report
 	tl := Timeline{Conn: i, Client: r.Client, Server: r.Server, Start: r.Start, End: r.End, SYN: c.SYN, Ended: c.Ended,
-		Encrypted: r.Encrypted, Damaged: r.Damaged, Warnings: r.Warnings, Streams: []MethodCount{}}
+		Encrypted: r.Encrypted, TLS: c.TLS, Damaged: r.Damaged, Warnings: r.Warnings, Streams: []MethodCount{}, Dropped: r.Dropped}
 	for _, s := range r.Streams {
 		k := slices.IndexFunc(tl.Streams, func(m MethodCount) bool { return m.Method == s.Method })
 		if k < 0 {
@@ -152,15 +192,8 @@ func timeline(i int, c Conn, all []Conn) Timeline {
 		}
 	}
 	for _, d := range []h2.Direction{h2.ClientToServer, h2.ServerToClient} {
-		p := h2.PingCadence(r, d)
-		acks := 0
-		for _, e := range r.Events {
-			if e.Kind == h2.KindPingAck && e.Dir != d {
-				acks++
-			}
-		}
-		if p.Count > 0 || p.Probes > 0 {
-			tl.Pings = append(tl.Pings, Pings{Dir: d, Count: p.Count, Probes: p.Probes, Acks: acks, Min: p.Min, Median: p.Median})
+		if p := h2.PingCadence(r, d); p.Count > 0 || p.Probes > 0 {
+			tl.Pings = append(tl.Pings, Pings{Dir: d, Count: p.Count, Probes: p.Probes, Acks: p.Acks, Min: p.Min, Median: p.Median})
 		}
 	}
 	for _, e := range r.Events {
@@ -221,14 +254,12 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(rep)
 }
 
-// timeLayout writes a capture time for people: UTC, microseconds.
-const timeLayout = "15:04:05.000000"
-
 // WriteText writes the report for people: a block per connection, then
-// the findings and the verdict.
+// the findings and the verdict. Every string that came from the capture
+// (methods, warnings, findings) goes through quote.Text.
 func (rep *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	enc, dam := 0, 0
+	enc, dam, dec := 0, 0, 0
 	for _, tl := range rep.Connections {
 		if tl.Encrypted {
 			enc++
@@ -236,9 +267,19 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if tl.Damaged != "" {
 			dam++
 		}
+		if tl.TLS != nil && !tl.Encrypted {
+			dec++
+		}
 	}
-	fmt.Fprintf(&b, "%s in %s: %d encrypted, %d damaged\n", plural(len(rep.Connections), "connection"),
-		strings.Join(rep.Files, ", "), enc, dam)
+	decrypted := ""
+	if rep.KeyLog != nil {
+		decrypted = fmt.Sprintf("%d decrypted with the key log, ", dec)
+	}
+	fmt.Fprintf(&b, "%s in %s: %s%d encrypted, %d damaged\n", text.Plural(len(rep.Connections), "connection"),
+		strings.Join(rep.Files, ", "), decrypted, enc, dam)
+	if rep.KeyLog != nil {
+		fmt.Fprintf(&b, "key log %s\n", rep.KeyLog.Summary())
+	}
 	for _, tl := range rep.Connections {
 		tl.writeText(&b)
 	}
@@ -255,12 +296,15 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if f.Conn >= 0 {
 			conn = fmt.Sprintf("#%d", f.Conn)
 		}
-		fmt.Fprintf(&b, "%s %-20s %-4s %s\n", mark, f.Kind, conn, f.Text)
+		fmt.Fprintf(&b, "%s %-20s %-4s %s\n", mark, f.Kind, conn, quote.Text(f.Text))
 	}
-	if rep.Problems == 0 {
+	switch v := rep.Verdict(); {
+	case rep.Nothing() != "":
+		fmt.Fprintf(&b, "\nverdict: nothing judged: %s\n", rep.Nothing())
+	case v == "":
 		b.WriteString("\nverdict: no problem found\n")
-	} else {
-		fmt.Fprintf(&b, "\nverdict: %s (marked !)\n", plural(rep.Problems, "problem"))
+	default:
+		fmt.Fprintf(&b, "\nverdict: %s (marked !)\n", text.Plural(rep.Problems, "problem"))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -272,37 +316,46 @@ func (tl Timeline) writeText(b *strings.Builder) {
 		syn = "no SYN: began before the capture"
 	}
 	fmt.Fprintf(b, "\n#%d %s → %s  %s – %s (%s), %s; ended: %s\n", tl.Conn, tl.Client, tl.Server,
-		tl.Start.UTC().Format(timeLayout), tl.End.UTC().Format(timeLayout), tl.End.Sub(tl.Start).Round(time.Millisecond), syn, tl.Ended)
+		tl.Start.UTC().Format(text.TimeLayout), tl.End.UTC().Format(text.TimeLayout), text.Span(tl.End.Sub(tl.Start)), syn, tl.Ended)
+	if tl.TLS != nil {
+		fmt.Fprintf(b, "  %s\n", tlsText(tl.TLS, tl.Encrypted))
+	}
 	if tl.Encrypted {
-		b.WriteString("  encrypted (TLS): not decoded\n")
+		if tl.TLS == nil {
+			b.WriteString("  encrypted (TLS): not decoded\n")
+		}
 		return
 	}
 	if tl.Damaged != "" {
-		fmt.Fprintf(b, "  damaged: %s\n", tl.Damaged)
+		fmt.Fprintf(b, "  damaged: %s\n", quote.Text(tl.Damaged))
 		for _, w := range tl.Warnings {
-			fmt.Fprintf(b, "    %s %s %s: %s\n", w.Time.UTC().Format(timeLayout), w.Dir, w.Name, w.Detail)
+			fmt.Fprintf(b, "    %s %s %s: %s\n", w.Time.UTC().Format(text.TimeLayout), w.Dir, w.Name, quote.Text(w.Detail))
 		}
 	}
 	var ms []string
 	for _, m := range tl.Streams {
-		ms = append(ms, fmt.Sprintf("%s ×%d", m.Method, m.Count))
+		ms = append(ms, fmt.Sprintf("%s ×%d", quote.Text(m.Method), m.Count))
 	}
 	if len(ms) == 0 {
 		ms = []string{"none"}
 	}
 	fmt.Fprintf(b, "  RPCs: %s\n", strings.Join(ms, ", "))
+	if d := tl.Dropped; d != (h2.Dropped{}) {
+		fmt.Fprintf(b, "  not kept past the decoder's limits: %s, %s, %s (PINGs, GOAWAYs and RST_STREAMs are counted all the same)\n",
+			text.Plural(d.Events, "event"), text.Plural(d.Streams, "RPC"), text.Plural(d.Warnings, "warning"))
+	}
 	for _, p := range tl.Pings {
 		var n []string
 		if p.Count > 0 || p.Probes == 0 {
 			n = append(n, fmt.Sprint(p.Count))
 		}
 		if p.Probes > 0 {
-			n = append(n, plural(p.Probes, "BDP probe"))
+			n = append(n, text.Plural(p.Probes, "BDP probe"))
 		}
 		fmt.Fprintf(b, "  %s PINGs: %s", who(p.Dir), strings.Join(n, " and "))
 		fmt.Fprintf(b, ", %d ACKed", p.Acks)
 		if p.Count > 1 {
-			fmt.Fprintf(b, ", interval min %s, median %s", p.Min.Round(time.Microsecond), p.Median.Round(time.Microsecond))
+			fmt.Fprintf(b, ", interval min %s, median %s", text.Span(p.Min), text.Span(p.Median))
 		}
 		b.WriteString("\n")
 	}
@@ -311,21 +364,21 @@ func (tl Timeline) writeText(b *strings.Builder) {
 		if g.Debug != "" {
 			debug = fmt.Sprintf(" debug %q", g.Debug)
 		}
-		fmt.Fprintf(b, "  %s %s GOAWAY %s last stream %d%s at age %s, %s in flight%s\n", g.Time.UTC().Format(timeLayout), who(g.Dir),
-			g.Code, g.LastStreamID, debug, g.Age.Round(time.Millisecond), plural(len(g.InFlight)+g.MoreInFlight, "stream"), ids(g.InFlight))
+		fmt.Fprintf(b, "  %s %s GOAWAY %s last stream %d%s at age %s, %s in flight%s\n", g.Time.UTC().Format(text.TimeLayout), who(g.Dir),
+			g.Code, g.LastStreamID, debug, text.Span(g.Age), text.Plural(len(g.InFlight)+g.MoreInFlight, "stream"), ids(g.InFlight))
 	}
 	for _, r := range tl.Resets {
-		fmt.Fprintf(b, "  %s %s RST_STREAM %s on stream %d\n", r.Time.UTC().Format(timeLayout), who(r.Dir), r.Code, r.Stream)
+		fmt.Fprintf(b, "  %s %s RST_STREAM %s on stream %d\n", r.Time.UTC().Format(text.TimeLayout), who(r.Dir), r.Code, r.Stream)
 	}
 	for _, r := range tl.Refused {
-		fmt.Fprintf(b, "  stream %d (%s) above the GOAWAY's last stream id: %s\n", r.Stream, r.Method, r.Outcome)
+		fmt.Fprintf(b, "  stream %d (%s) above the GOAWAY's last stream id: %s\n", r.Stream, quote.Text(r.Method), r.Outcome)
 	}
 	if n := tl.Next; n != nil {
 		if n.Conn < 0 {
 			fmt.Fprintf(b, "  after the %s: no new connection from the client\n", after(n.After))
 		} else {
 			fmt.Fprintf(b, "  after the %s: next connection #%d at %s, %s later\n", after(n.After), n.Conn,
-				n.Start.UTC().Format(timeLayout), n.Delay.Round(time.Microsecond))
+				n.Start.UTC().Format(text.TimeLayout), text.Span(n.Delay))
 		}
 	}
 }
@@ -353,11 +406,4 @@ func ids(v []uint32) string {
 		s[i] = fmt.Sprint(id)
 	}
 	return " (" + strings.Join(s, ", ") + ")"
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }

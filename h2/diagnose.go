@@ -60,8 +60,11 @@ func Diagnose(conns []*Report, opts DiagnoseOptions) []Finding {
 	var out []Finding
 	for i, r := range conns {
 		if r.Encrypted {
-			out = append(out, Finding{Kind: FindingEncrypted, Conn: i, Time: r.Start,
-				Text: fmt.Sprintf("connection %s → %s is TLS: not decoded", r.Client, r.Server)})
+			text := fmt.Sprintf("connection %s → %s is TLS: not decoded", r.Client, r.Server)
+			if r.NotDecrypted != "" {
+				text += ": " + r.NotDecrypted
+			}
+			out = append(out, Finding{Kind: FindingEncrypted, Conn: i, Time: r.Start, Text: text})
 			continue
 		}
 		if r.Damaged != "" {
@@ -110,16 +113,19 @@ func Diagnose(conns []*Report, opts DiagnoseOptions) []Finding {
 // Cadence is the rhythm of one side's PINGs (not their ACKs) on a
 // connection, its BDP probes aside.
 type Cadence struct {
-	Dir Direction
+	Dir Direction `json:"dir"`
 	// Count is the PINGs that are not BDP probes.
-	Count int
+	Count int `json:"count"`
 	// First is the first such PING's time; Min and Median the least and
 	// the median interval between consecutive ones (zero with fewer than
 	// two).
-	First       time.Time
-	Min, Median time.Duration
-	// Probes counts the BDP probes left out.
-	Probes int
+	First  time.Time     `json:"first,omitzero"`
+	Min    time.Duration `json:"min_interval_ns,omitempty"`
+	Median time.Duration `json:"median_interval_ns,omitempty"`
+	// Probes counts the BDP probes left out, Acks the ACKs the peer sent
+	// (answering PINGs and probes alike).
+	Probes int `json:"bdp_probes,omitempty"`
+	Acks   int `json:"acks,omitempty"`
 }
 
 // A BDP probe is a PING that measures the bandwidth for flow control, sent
@@ -148,8 +154,12 @@ func bdpProbe(e Event) bool {
 }
 
 // PingCadence measures the PINGs that dir sent on r, leaving out BDP
-// probes.
+// probes: from r.PingTotals, which count every PING, when r dropped
+// events; else from r.Events.
 func PingCadence(r *Report, dir Direction) Cadence {
+	if int(dir) < len(r.PingTotals) {
+		return r.PingTotals[dir]
+	}
 	return cadence(r.Events, dir, time.Time{})
 }
 
@@ -160,7 +170,13 @@ func cadence(events []Event, dir Direction, until time.Time) Cadence {
 	var last time.Time
 	var gaps []time.Duration
 	for _, e := range events {
-		if e.Kind != KindPing || e.Dir != dir || (!until.IsZero() && e.Time.After(until)) {
+		if !until.IsZero() && e.Time.After(until) {
+			continue
+		}
+		if e.Kind == KindPingAck && e.Dir != dir {
+			c.Acks++
+		}
+		if e.Kind != KindPing || e.Dir != dir {
 			continue
 		}
 		if bdpProbe(e) {
@@ -224,7 +240,11 @@ type Keepalive struct {
 func TooManyPings(r *Report) (Keepalive, bool) {
 	for _, e := range r.Events {
 		if e.Kind == KindGoAway && e.Dir == ServerToClient && e.GoAway.Code == http2.ErrCodeEnhanceYourCalm.String() {
-			return Keepalive{Pings: cadence(r.Events, ClientToServer, e.Time), GoAway: e.Time, Debug: e.GoAway.Debug}, true
+			k := Keepalive{Pings: cadence(r.Events, ClientToServer, e.Time), GoAway: e.Time, Debug: e.GoAway.Debug}
+			if p := e.GoAway.PeerPings; p != nil {
+				k.Pings = *p
+			}
+			return k, true
 		}
 	}
 	return Keepalive{}, false

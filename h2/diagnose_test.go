@@ -123,7 +123,7 @@ func TestKeepaliveBDPProbe(t *testing.T) {
 	if got, want := k.Text(), "keepalive pings every 10 s; the server answered GOAWAY ENHANCE_YOUR_CALM too_many_pings after 3"; got != want {
 		t.Errorf("text %q, want %q", got, want)
 	}
-	want := h2.Cadence{Dir: h2.ClientToServer, Count: 3, First: testT0.Add(10 * time.Second), Min: 10 * time.Second, Median: 10 * time.Second, Probes: 1}
+	want := h2.Cadence{Dir: h2.ClientToServer, Count: 3, First: testT0.Add(10 * time.Second), Min: 10 * time.Second, Median: 10 * time.Second, Probes: 1, Acks: 4}
 	if d := cmp.Diff(want, h2.PingCadence(r, h2.ClientToServer)); d != "" {
 		t.Errorf("client cadence (-want +got):\n%s", d)
 	}

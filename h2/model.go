@@ -72,6 +72,10 @@ type Report struct {
 	// Encrypted is set when the connection carries TLS (its first byte is a
 	// TLS handshake record, 0x16): nothing of it is decoded.
 	Encrypted bool `json:"encrypted,omitempty"`
+	// NotDecrypted, when Encrypted, says why a key log did not decrypt
+	// the connection (package flows decrypts with one, package tlsdec
+	// names the reasons); empty when no key log was given.
+	NotDecrypted string `json:"not_decrypted,omitempty"`
 	// Damaged is the first reason part of the connection could not be
 	// decoded (bytes lost, its start missing, a direction stopped); empty
 	// when the whole connection was decoded. Warnings has every reason.
@@ -90,10 +94,16 @@ type Report struct {
 	Warnings []Warning `json:"warnings,omitempty"`
 	// Dropped counts what was decoded but not kept, past Limits.
 	Dropped Dropped `json:"dropped,omitzero"`
+	// PingTotals, set at End when Events dropped some, are each
+	// direction's PINGs (by Direction) over every one decoded, kept or
+	// not: what PingCadence reads then.
+	PingTotals []Cadence `json:"ping_totals,omitempty"`
 }
 
 // Dropped counts the entries a Report did not keep because a limit was
-// reached (Limits.MaxEvents, MaxStreams, MaxWarnings).
+// reached (Limits.MaxEvents, MaxStreams, MaxWarnings). Events past
+// MaxEvents are dropped but for GOAWAYs and RST_STREAMs, kept up to as many
+// again; every PING is counted in Report.PingTotals.
 type Dropped struct {
 	Events   int `json:"events,omitempty"`
 	Streams  int `json:"streams,omitempty"`
@@ -157,6 +167,10 @@ type GoAway struct {
 	// the rest.
 	InFlight     []uint32 `json:"in_flight"`
 	MoreInFlight int      `json:"more_in_flight,omitempty"`
+	// PeerPings, on the server's first GOAWAY ENHANCE_YOUR_CALM when
+	// events were dropped before it, are the client's PINGs up to it,
+	// counted whatever the budget (TooManyPings).
+	PeerPings *Cadence `json:"peer_pings,omitempty"`
 }
 
 // StreamState is where a stream ended.
@@ -305,6 +319,10 @@ const (
 	WarnBadMessage = "bad_message"
 	// WarnTruncated: the connection ended inside a frame.
 	WarnTruncated = "truncated"
+	// WarnConflict: bytes of the direction were captured twice at the
+	// same place, different; which copy the receiver read is unknown
+	// (Conn.Conflict).
+	WarnConflict = "retransmission_differs"
 )
 
 // Bounds on what one Event or Stream keeps, so that a Report's size is

@@ -1,6 +1,6 @@
 // Package interop is the interop client of the connection backoff test: the
 // five steps of docs/spec.md §1 run with grpc-go, after the C++
-// reconnect_interop_client. It judges with analyze's verifier and never
+// reconnect_interop_client. It judges with the backoff package's model and never
 // imports the server it judges, so that its own check stays independent of it.
 package interop
 
@@ -9,6 +9,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
@@ -17,7 +18,6 @@ import (
 	"maps"
 	"math/big"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +35,9 @@ import (
 
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/field"
+	"github.com/backoff-audit/audit/internal/infile"
 	"github.com/backoff-audit/audit/pb"
+	"github.com/backoff-audit/audit/tlsdec"
 )
 
 // DefaultServerHostOverride is the TLS name the C++ interop client asks
@@ -76,6 +78,11 @@ type Config struct {
 	// ServerHostOverride is the name TLS asks for and checks the server's
 	// certificate against; empty means DefaultServerHostOverride.
 	ServerHostOverride string
+	// KeyLog, when set, is the file the retry channel's TLS secrets are
+	// appended to in the NSS key log format (tls.Config.KeyLogWriter), so
+	// that a capture of its connections can be decrypted (audit h2
+	// --keylog). Run opens it, mode 0600 (tlsdec.OpenKeyLogWriter).
+	KeyLog string
 	// Reissue makes the retry RPC again whenever it fails before its
 	// deadline. On the interop test's retry port it never does; on a port
 	// whose connections succeed and then drop (docs/spec.md §7.1,
@@ -130,6 +137,9 @@ func (c Config) validate() error {
 	}
 	if c.Plaintext && c.CAFile != "" {
 		errs = append(errs, field.Errorf("CAFile", c.CAFile, "trusts roots for TLS, and the retry channel is plaintext (%s)", field.Name("Plaintext")))
+	}
+	if c.Plaintext && c.KeyLog != "" {
+		errs = append(errs, field.Errorf("KeyLog", c.KeyLog, "logs TLS secrets, and the retry channel is plaintext (%s)", field.Name("Plaintext")))
 	}
 	if c.Deadline <= 0 {
 		errs = append(errs, field.Errorf("Deadline", c.Deadline, "must be positive"))
@@ -193,8 +203,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Config: cfg, Connect: cfg.connectParams()}
-	// Before Start: a bad CAFile is the caller's mistake, not a session.
-	creds, err := cfg.retryCredentials()
+	// Before Start: a bad CAFile or KeyLog is the caller's mistake, not a
+	// session.
+	var keylog io.Writer
+	if cfg.KeyLog != "" {
+		f, err := tlsdec.OpenKeyLogWriter(cfg.KeyLog)
+		if err != nil {
+			return nil, field.Errorf("KeyLog", nil, "%w", err)
+		}
+		defer f.Close()
+		keylog = f
+	}
+	creds, err := cfg.retryCredentials(keylog)
 	if err != nil {
 		return nil, err
 	}
@@ -434,21 +454,21 @@ func (w *watcher) run(ctx context.Context) (stop func() []StateChange) {
 // interop test's retry port closes every connection before the handshake,
 // so no certificate is ever presented; the in-memory one only keeps grpc-go
 // from reading the system's roots.
-func (c Config) retryCredentials() (credentials.TransportCredentials, error) {
+func (c Config) retryCredentials(keylog io.Writer) (credentials.TransportCredentials, error) {
 	name := c.serverHostOverride()
 	switch {
 	case c.Plaintext:
 		return insecure.NewCredentials(), nil
 	case c.CAFile != "":
-		pem, err := os.ReadFile(c.CAFile)
+		pem, err := infile.ReadSmall(c.CAFile)
 		if err != nil {
-			return nil, field.Errorf("CAFile", nil, "%w", err)
+			return nil, field.Errorf("CAFile", c.CAFile, "%w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, field.Errorf("CAFile", c.CAFile, "no PEM certificate in it")
 		}
-		return credentials.NewClientTLSFromCert(pool, name), nil
+		return c.tlsCredentials(pool, keylog), nil
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -474,7 +494,14 @@ func (c Config) retryCredentials() (credentials.TransportCredentials, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	return credentials.NewClientTLSFromCert(pool, name), nil
+	return c.tlsCredentials(pool, keylog), nil
+}
+
+// tlsCredentials are the retry channel's TLS credentials trusting roots,
+// as grpc-go's NewClientTLSFromCert makes them, writing their secrets to
+// keylog when it is not nil.
+func (c Config) tlsCredentials(roots *x509.CertPool, keylog io.Writer) credentials.TransportCredentials {
+	return credentials.NewTLS(&tls.Config{ServerName: c.serverHostOverride(), RootCAs: roots, KeyLogWriter: keylog})
 }
 
 // Verdict is the run's outcome: it passes only when the retry RPC ended in

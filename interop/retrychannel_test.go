@@ -101,6 +101,9 @@ func TestValidateRetryChannel(t *testing.T) {
 		{name: "connect timeout", change: func(c *Config) { c.MinConnectTimeoutMS = 2500 }},
 		{name: "negative connect timeout", change: func(c *Config) { c.MinConnectTimeoutMS = -1 }, want: "MinConnectTimeoutMS -1: must not be negative"},
 		{name: "roots without TLS", change: func(c *Config) { c.Plaintext, c.CAFile = true, "ca.pem" }, want: "CAFile ca.pem: trusts roots for TLS, and the retry channel is plaintext (Plaintext)"},
+		{name: "key log", change: func(c *Config) { c.KeyLog = "keys.log" }},
+		{name: "key log without TLS", change: func(c *Config) { c.Plaintext, c.KeyLog = true, "keys.log" },
+			want: "KeyLog keys.log: logs TLS secrets, and the retry channel is plaintext (Plaintext)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,7 +147,7 @@ func TestRetryCredentials(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			creds, err := tt.cfg.retryCredentials()
+			creds, err := tt.cfg.retryCredentials(nil)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("retryCredentials() error %v, want %q", err, tt.wantErr)

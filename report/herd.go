@@ -521,12 +521,20 @@ func (h Herd) WriteText(w io.Writer) error {
 	if len(h.Offenders) > 0 {
 		var parts []string
 		for _, o := range h.Offenders[:min(len(h.Offenders), herdTextOffenders)] {
-			parts = append(parts, fmt.Sprintf("%s (%s, %s)", o.Peer, text.Plural(o.Waves, "wave"), text.Plural(o.Failed, "failing interval")))
+			var what []string
+			if o.Waves > 0 {
+				what = append(what, text.Plural(o.Waves, "unexpected wave"))
+			}
+			if o.Failed > 0 {
+				what = append(what, text.Plural(o.Failed, "failing interval"))
+			}
+			parts = append(parts, fmt.Sprintf("%s (%s)", o.Peer, strings.Join(what, ", ")))
 		}
 		if more := len(h.Offenders) - len(parts); more > 0 {
 			parts = append(parts, fmt.Sprintf("%d more in the JSON and HTML reports", more))
 		}
-		fmt.Fprintf(bw, "herd offenders (%s in unexpected waves): %s\n", text.Plural(h.InWaves, "peer"), strings.Join(parts, ", "))
+		fmt.Fprintf(bw, "herd offenders, the peers in a wave the policy's jitter should have prevented (%d) or with a failing interval, worst first: %s\n",
+			h.InWaves, strings.Join(parts, ", "))
 	}
 	return bw.Flush()
 }

@@ -103,7 +103,7 @@ func TestHerdRestartWave(t *testing.T) {
 		"herd wave at attempt 3: 1000 of 1000 peers (100.0 %)",
 		"jitter should have spread these",
 		"herd spread at attempt 3: bunched",
-		"herd offenders (1000 peers in unexpected waves): 10.2.0.0 (6 waves, 0 failing intervals)",
+		"herd offenders, the peers in a wave the policy's jitter should have prevented (1000) or with a failing interval, worst first: 10.2.0.0 (6 unexpected waves)",
 		"15 more in the JSON and HTML reports",
 	} {
 		if !strings.Contains(text.String(), want) {
@@ -375,5 +375,5 @@ func ExampleHerd_WriteText() {
 	// herd wave at attempt 4: 12 of 12 peers (100.0 %) within 11.0 ms from +5.160 s: jitter should have spread these: the policy's would hold 11 % here
 	// herd spread at attempt 3: bunched: its time from each peer's first attempt varies by 0.0 ms (sd) across 12 peers, the policy's jitter gives 184.8 ms (0.00×)
 	// herd spread at attempt 4: bunched: its time from each peer's first attempt varies by 0.0 ms (sd) across 12 peers, the policy's jitter gives 348.6 ms (0.00×)
-	// herd offenders (12 peers in unexpected waves): 10.0.1.1 (2 waves, 0 failing intervals), 10.0.1.2 (2 waves, 0 failing intervals), 10.0.1.3 (2 waves, 0 failing intervals), 10.0.1.4 (2 waves, 0 failing intervals), 10.0.1.5 (2 waves, 0 failing intervals), 7 more in the JSON and HTML reports
+	// herd offenders, the peers in a wave the policy's jitter should have prevented (12) or with a failing interval, worst first: 10.0.1.1 (2 unexpected waves), 10.0.1.2 (2 unexpected waves), 10.0.1.3 (2 unexpected waves), 10.0.1.4 (2 unexpected waves), 10.0.1.5 (2 unexpected waves), 7 more in the JSON and HTML reports
 }

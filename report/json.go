@@ -119,6 +119,13 @@ func appendEndingJSON(b []byte, e *backoff.Ending) []byte {
 	if e.RST && e.Fate.Ended() {
 		b = append(b, `,"rst":true`...)
 	}
+	if e.Decrypted {
+		b = append(b, `,"decrypted":true`...)
+	}
+	if e.NotDecrypted != "" {
+		b = append(b, `,"not_decrypted":`...)
+		b = appendJSONString(b, e.NotDecrypted)
+	}
 	return append(b, '}')
 }
 

@@ -64,6 +64,10 @@ type attemptJSON struct {
 	ServerSent  backoff.Payload `json:"server_sent,omitempty"`
 	ReadyMS     *float64        `json:"ready_ms,omitempty"`
 	RST         bool            `json:"rst,omitempty"`
+	// Decrypted and NotDecrypted say what a key log made of the
+	// attempt's TLS (backoff.Ending).
+	Decrypted    bool   `json:"decrypted,omitempty"`
+	NotDecrypted string `json:"not_decrypted,omitempty"`
 }
 
 // MarshalJSON writes the time in UTC with nanoseconds, and the fate's
@@ -71,7 +75,7 @@ type attemptJSON struct {
 func (a AttemptReport) MarshalJSON() ([]byte, error) {
 	e := a.Ending
 	j := attemptJSON{Time: text.Time(a.Time), SrcPort: a.SrcPort, Seq: a.Seq, Retransmits: a.Retransmits,
-		Fate: e.ReportFate(), ClientSent: e.ClientSent, ServerSent: e.ServerSent}
+		Fate: e.ReportFate(), ClientSent: e.ClientSent, ServerSent: e.ServerSent, Decrypted: e.Decrypted, NotDecrypted: e.NotDecrypted}
 	if e.Fate.Accepted() {
 		v := backoff.Millis(e.Accepted)
 		j.AcceptedMS = &v
@@ -94,7 +98,7 @@ func (a *AttemptReport) UnmarshalJSON(b []byte) error {
 	var j attemptJSON
 	err := json.Unmarshal(b, &j)
 	*a = AttemptReport{Time: time.Time(j.Time), SrcPort: j.SrcPort, Seq: j.Seq, Retransmits: j.Retransmits,
-		Ending: backoff.Ending{Fate: j.Fate, ClientSent: j.ClientSent, ServerSent: j.ServerSent}}
+		Ending: backoff.Ending{Fate: j.Fate, ClientSent: j.ClientSent, ServerSent: j.ServerSent, Decrypted: j.Decrypted, NotDecrypted: j.NotDecrypted}}
 	if j.AcceptedMS != nil {
 		a.Ending.Accepted = fromMS(*j.AcceptedMS)
 	}
@@ -207,8 +211,11 @@ func (s *Summary) count(passed bool, v backoff.Verdict) {
 	s.PassedAll = s.Passed == s.Peers
 }
 
-// String is the summary line.
+// String is the summary line; with no peer, nothing was judged.
 func (s Summary) String() string {
+	if s.Peers == 0 {
+		return "nothing judged: 0 peers"
+	}
 	verdict := "FAIL"
 	if s.PassedAll {
 		verdict = "PASS"

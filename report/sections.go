@@ -7,6 +7,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/quote"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/session"
 )
@@ -174,7 +175,7 @@ func sessionFailure(n int, chain *PeerReport, hasServer bool, sv *ServerVerdict)
 	serverFailed := hasServer && (sv == nil || !sv.Passed)
 	serverReason := "the session did not end with Stop, so the server gave no verdict"
 	if sv != nil {
-		serverReason = sv.Reason
+		serverReason = quote.Text(sv.Reason) // from the record: it reaches a terminal
 	}
 	switch {
 	case kernelFailed && serverFailed:
@@ -191,7 +192,7 @@ func sessionFailure(n int, chain *PeerReport, hasServer bool, sv *ServerVerdict)
 
 // writeSessionHeading writes the heading of a session's section.
 func writeSessionHeading(bw *bufio.Writer, s *SessionInfo) {
-	fmt.Fprintf(bw, "\n=== session %d: %s → %s, ended by %s", s.Number, s.Start, cmp.Or(s.End, "(open)"), s.Cause)
+	fmt.Fprintf(bw, "\n=== session %d: %s → %s, ended by %s", s.Number, s.Start, cmp.Or(s.End, "(open)"), quote.Text(s.Cause))
 	if s.StartPeer != "" {
 		fmt.Fprintf(bw, "; Start from %s, max_reconnect_backoff_ms %d", s.StartPeer, s.MaxMS)
 	}
@@ -204,9 +205,10 @@ func writeServerText(bw *bufio.Writer, sv *ServerVerdict) {
 		fmt.Fprintln(bw, "server verdict: none, the session did not end with Stop")
 		return
 	}
-	fmt.Fprintf(bw, "server verdict (Stop): passed=%v (%s) backoff_ms=%v", sv.Passed, sv.Verdict, sv.BackoffMS)
+	// The verdict and its reason are the record's (or the server's): quoted.
+	fmt.Fprintf(bw, "server verdict (Stop): passed=%v (%s) backoff_ms=%v", sv.Passed, quote.Text(string(sv.Verdict)), sv.BackoffMS)
 	if sv.Reason != "" {
-		fmt.Fprintf(bw, ": %s", sv.Reason)
+		fmt.Fprintf(bw, ": %s", quote.Text(sv.Reason))
 	}
 	fmt.Fprintln(bw)
 }

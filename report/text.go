@@ -92,8 +92,8 @@ func writeRecordText(bw *bufio.Writer, p backoff.Policy, rec *RecordInfo, sessio
 // appendUnseen says that answers of the attempts are missing from the
 // capture: captured of them had theirs.
 func appendUnseen(b []byte, captured, attempts int) []byte {
-	return fmt.Appendf(b, "answers captured for %d of %s: for the others the capture holds no answer and no SYN retransmission, so the next SYN shows each ended; they are judged by the backoff window\n",
-		captured, text.Plural(attempts, "attempt"))
+	return fmt.Appendf(b, "answers captured for %d of %s; the capture holds no answer and no SYN retransmission for the other %d (one direction captured, a filter, or drops), so the next SYN shows each ended: they are judged by the backoff window\n",
+		captured, text.Plural(attempts, "attempt"), attempts-captured)
 }
 
 // writeTextHeader writes the capture's line and the policy's.
@@ -240,7 +240,8 @@ func appendFatesText(b []byte, as []AttemptReport, verbose bool) []byte {
 		e := &as[i].Ending
 		known = known || e.ReportFate() != backoff.FateUnknown
 		g := slices.IndexFunc(groups, func(g group) bool {
-			return e.ReportFate() == g.e.ReportFate() && e.ClientSent == g.e.ClientSent && e.ServerSent == g.e.ServerSent && e.Ready == g.e.Ready
+			return e.ReportFate() == g.e.ReportFate() && e.ClientSent == g.e.ClientSent && e.ServerSent == g.e.ServerSent && e.Ready == g.e.Ready &&
+				e.Decrypted == g.e.Decrypted && e.NotDecrypted == g.e.NotDecrypted
 		})
 		if g < 0 {
 			groups = append(groups, group{e: e})
@@ -282,6 +283,7 @@ func appendFatesText(b []byte, as []AttemptReport, verbose bool) []byte {
 			b = msText(append(b, "; ready at "...), e.ReadyAfter, true)
 			b = append(b, " ms"...)
 		}
+		b = appendDecryptedText(b, e)
 		b = append(b, '\n')
 	}
 	return b
@@ -318,7 +320,21 @@ func appendFatesAlike(b []byte, as []AttemptReport, all bool) []byte {
 	if e.Ready {
 		b = appendMSRange(b, "; READY at ", as, func(e *backoff.Ending) time.Duration { return e.ReadyAfter })
 	}
-	return append(b, '\n')
+	return append(appendDecryptedText(b, e), '\n')
+}
+
+// appendDecryptedText says what a key log made of an attempt's TLS:
+// decrypted (READY is then its SETTINGS inside), or why not.
+func appendDecryptedText(b []byte, e *backoff.Ending) []byte {
+	switch {
+	case e.Decrypted && e.NotDecrypted != "":
+		return append(append(b, "; decrypted with the key log, then "...), e.NotDecrypted...)
+	case e.Decrypted:
+		return append(b, "; decrypted with the key log"...)
+	case e.NotDecrypted != "":
+		return append(append(b, "; not decrypted: "...), e.NotDecrypted...)
+	}
+	return b
 }
 
 // appendMSRange appends label and the range of what over the

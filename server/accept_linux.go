@@ -45,7 +45,67 @@ func (s *Server) initRetry() error {
 		return fmt.Errorf("retry port %s: %w", s.retry.Addr(), err)
 	}
 	s.retryFile, s.retryRaw = f, rc
+	s.openSpare()
 	return nil
+}
+
+// openSpare opens the spare descriptor (Server.spare) if none is held; the
+// caller holds acceptMu, or the server is not serving yet. When even that
+// fails the retry port goes without one, and says so.
+func (s *Server) openSpare() {
+	if s.spare >= 0 {
+		return
+	}
+	fd, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		s.log.Warn("retry port: no spare descriptor: out of descriptors, connections wait in the queue and are stamped late", "err", err)
+		return
+	}
+	s.spare = fd
+}
+
+// closeSpare closes the spare descriptor; the caller holds acceptMu.
+func (s *Server) closeSpare() {
+	if s.spare >= 0 {
+		syscall.Close(s.spare)
+		s.spare = -1
+	}
+}
+
+// descriptorLimit is the process's limit on open descriptors (ulimit -n),
+// 0 when unknown.
+func descriptorLimit() int {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil || l.Cur > 1<<30 {
+		return 0
+	}
+	return int(l.Cur)
+}
+
+// acceptSpare takes one connection from fd when accept failed for want of
+// descriptors: the spare is closed so that accept has one, the connection
+// is stamped and closed at once (there is no descriptor to hold it with),
+// and the spare is opened again. It reports false, with the accept's
+// error, when there was no spare or accepting failed all the same.
+func (s *Server) acceptSpare(fd int, aerr error) (bool, error) {
+	if s.spare < 0 {
+		return false, aerr
+	}
+	s.closeSpare()
+	defer s.openSpare()
+	nfd, sa, err := syscall.Accept4(fd, syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
+	if err != nil {
+		return false, err
+	}
+	if n := s.noFDs.Add(1); n == 1 || n%1000 == 0 {
+		s.log.Warn("retry port: out of descriptors; connections are taken with the spare one and closed at once, so their times stay their own",
+			"taken", n, "descriptor_limit", descriptorLimit())
+	}
+	if hc := s.take(peerOf(sa)); hc != nil {
+		s.dropHeld(hc, fmt.Errorf("out of descriptors: %w", aerr))
+	}
+	syscall.Close(nfd)
+	return true, nil
 }
 
 // acceptLoop takes, stamps and closes every retry connection until the
@@ -118,6 +178,11 @@ func (s *Server) takeQueued(fd, limit int) (more bool, err error) {
 			return false, nil
 		case errors.Is(err, syscall.EINTR), errors.Is(err, syscall.ECONNABORTED):
 			continue // this connection is gone; the next may be there
+		case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+			if ok, err := s.acceptSpare(fd, err); !ok {
+				return false, err
+			}
+			continue
 		default:
 			return false, err
 		}

@@ -62,3 +62,10 @@ func (s *Server) portUpLocked() error { return nil }
 // drainQueueLocked takes nothing: connections are only taken by the accept
 // loop here.
 func (s *Server) drainQueueLocked() {}
+
+// descriptorLimit is unknown here: the control port keeps its bound as
+// configured.
+func descriptorLimit() int { return 0 }
+
+// closeSpare has nothing to close: no spare descriptor is kept here.
+func (s *Server) closeSpare() {}

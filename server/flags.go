@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -21,7 +22,25 @@ type Flags struct {
 	RetryMode              backoff.RetryMode
 	MinConnectTimeoutMS    int
 	MaxHeld                int
+	MaxControlConns        int
 	TLSCert, TLSKey        string
+	// KeyLog is the file the TLS modes' secrets are appended to
+	// (Config.KeyLog); Serve opens it.
+	KeyLog string
+}
+
+// MaxMS is the largest value of a millisecond flag: the range of the Start
+// field max_reconnect_backoff_ms, an int32 (about 24.8 days), which a
+// time.Duration holds exactly.
+const MaxMS = math.MaxInt32
+
+// CheckMS refuses a millisecond field's value outside lo–MaxMS, naming the
+// field and the range (field.Error).
+func CheckMS(name string, ms, lo int64) error {
+	if ms < lo || ms > MaxMS {
+		return field.Errorf(name, ms, "must be in %d–%d (ms)", lo, MaxMS)
+	}
+	return nil
 }
 
 // Config checks the flags and turns them into a Config; the error names
@@ -37,10 +56,19 @@ func (fl Flags) Config() (Config, error) {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"MaxAttempts", fl.MaxAttempts}, {"MaxWaiting", fl.MaxWaiting}, {"MinConnectTimeoutMS", fl.MinConnectTimeoutMS}, {"MaxHeld", fl.MaxHeld}} {
+	}{{"MaxAttempts", fl.MaxAttempts}, {"MaxWaiting", fl.MaxWaiting}, {"MaxHeld", fl.MaxHeld}} {
 		if f.v <= 0 {
 			errs = append(errs, field.Errorf(f.name, f.v, "must be positive"))
 		}
+	}
+	if err := CheckMS("MinConnectTimeoutMS", int64(fl.MinConnectTimeoutMS), 1); err != nil {
+		errs = append(errs, err)
+	}
+	if fl.MaxControlConns <= 0 {
+		errs = append(errs, field.Errorf("MaxControlConns", fl.MaxControlConns, "must be positive"))
+	}
+	if fl.KeyLog != "" && !fl.RetryMode.Succeeds() {
+		errs = append(errs, errKeyLogMode("RetryMode", fl.RetryMode))
 	}
 	cert, err := LoadKeyPair(fl.TLSCert, fl.TLSKey)
 	if err != nil {
@@ -57,6 +85,7 @@ func (fl Flags) Config() (Config, error) {
 		Mode:              fl.RetryMode,
 		MinConnectTimeout: time.Duration(fl.MinConnectTimeoutMS) * time.Millisecond,
 		MaxHeld:           fl.MaxHeld,
+		MaxControlConns:   fl.MaxControlConns,
 		TLSCert:           cert,
 	}, errors.Join(errs...)
 }

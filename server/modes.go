@@ -45,12 +45,18 @@ func (s *Server) initMode() error {
 	if m.Kind != backoff.ModeRestart && m.Kind != backoff.ModeOutage && (m.Down != 0 || m.Serve != 0) {
 		return field.Errorf("Mode", m, "only restart and outage take durations (got %v, %v)", m.Down, m.Serve)
 	}
+	if m.Kind == backoff.ModeOutage && (m.Serve <= 0 || m.Down <= 0) {
+		return field.Errorf("Mode", m, "the server's outage needs how long the port serves, then how long it is down, for example outage=3s,5s")
+	}
 	s.mode, m = p, p
 	if s.cfg.TLSCert != nil && !m.Succeeds() {
 		return field.Errorf("TLSCert", nil, "%s %s presents no certificate (only settings-close, goaway and outage do)", field.Name("Mode"), m)
 	}
 	if !m.ServerSeesAll() && !canStopListening {
 		return field.Errorf("Mode", m, "the retry port can stop listening on Linux only")
+	}
+	if s.cfg.KeyLog != nil && !m.Succeeds() {
+		return errKeyLogMode("Mode", m)
 	}
 	switch m.Kind {
 	case backoff.ModeSettingsClose, backoff.ModeGoaway, backoff.ModeOutage:
@@ -66,9 +72,16 @@ func (s *Server) initMode() error {
 			Certificates: []tls.Certificate{*cert},
 			NextProtos:   []string{http2.NextProtoTLS},
 			MinVersion:   tls.VersionTLS12,
+			KeyLogWriter: s.cfg.KeyLog,
 		}
 	}
 	return nil
+}
+
+// errKeyLogMode is the error of a key log asked of mode m, a mode without
+// TLS, which the configuration names modeField.
+func errKeyLogMode(modeField string, m backoff.RetryMode) error {
+	return field.Errorf("KeyLog", nil, "%s %s makes no TLS connection (only settings-close, goaway and outage do)", field.Name(modeField), m)
 }
 
 // heldConn is a retry connection the session's mode keeps open: held
@@ -118,7 +131,9 @@ func (s *Server) holdLocked(sess *running, peer netip.AddrPort, t time.Time) (hc
 		e.Fate = backoff.FateOpen
 	}
 	sess.endings = append(sess.endings, e)
-	hc = &heldConn{sess: sess, idx: len(sess.Accepts) - 1, at: t, peer: peer}
+	// The accept is kept when its event is emitted, after this: it is
+	// the next of sess.Accepts.
+	hc = &heldConn{sess: sess, idx: len(sess.Accepts), at: t, peer: peer}
 	s.held[hc] = struct{}{}
 	return hc, false
 }

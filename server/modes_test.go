@@ -130,9 +130,10 @@ func TestStartLineCarriesModeAndMinConnectTimeout(t *testing.T) {
 	}
 }
 
-// TestNewRefusesBadModes: a mode ParseRetryMode would not give is an error.
+// TestNewRefusesBadModes: a mode ParseRetryMode would not give is an error,
+// and so is an outage without its durations (a capture's reading).
 func TestNewRefusesBadModes(t *testing.T) {
-	for _, m := range []backoff.RetryMode{{Kind: "sleep"}, {Kind: backoff.ModeRestart}, {Kind: backoff.ModeHang, Down: time.Second}} {
+	for _, m := range []backoff.RetryMode{{Kind: "sleep"}, {Kind: backoff.ModeRestart}, {Kind: backoff.ModeHang, Down: time.Second}, {Kind: backoff.ModeOutage}} {
 		s, err := New(Config{RetryAddr: "127.0.0.1:0", Mode: m})
 		if err == nil {
 			s.Close()

@@ -12,6 +12,7 @@
 package server
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
@@ -49,6 +51,18 @@ const (
 	// DefaultHandshakeTimeout bounds each connection of the settings-close
 	// and goaway modes, from accept to close.
 	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultMaxControlConns bounds the control port's connections open
+	// at once.
+	DefaultMaxControlConns = 256
+	// ControlHandshakeTimeout bounds a control connection's HTTP/2
+	// handshake (gRPC's connection timeout): a client that connects and
+	// says nothing is closed then.
+	ControlHandshakeTimeout = 10 * time.Second
+	// ControlIdleTimeout ends a control connection with no RPC for this
+	// long (gRPC's MaxConnectionIdle: a GOAWAY, after which a client
+	// reconnects when it calls again). It is longer than the interop
+	// test's 540 s retry RPC, during which its control channel idles.
+	ControlIdleTimeout = 15 * time.Minute
 )
 
 // Config configures a Server. The zero value is usable.
@@ -78,7 +92,7 @@ type Config struct {
 	// goroutine). Default DefaultMaxWaiting.
 	MaxWaiting int
 	// Record, when set, receives one JSON line per event (the format is
-	// described in analyze/record.go). Writes are serialised; the first
+	// described in session/record.go). Writes are serialised; the first
 	// write error stops recording and is returned by Close.
 	Record io.Writer
 	// Logger receives the log: one line per interval as connections
@@ -108,10 +122,21 @@ type Config struct {
 	// accepted, stamped and closed, and counted in Session.NotHeld.
 	// Default DefaultMaxHandshakes.
 	MaxHandshakes int
+	// MaxControlConns bounds the control port's connections open at once;
+	// one more is closed as soon as it is accepted. It is lowered to half
+	// the process's descriptor limit when that is smaller, so that the
+	// retry port always finds descriptors. Default DefaultMaxControlConns.
+	MaxControlConns int
 	// TLSCert is the certificate the settings-close and goaway modes
 	// present. Default: the committed test certificate
 	// (testdata/README.md, "Test certificate").
 	TLSCert *tls.Certificate
+	// KeyLog, when set, receives the TLS secrets of the settings-close and
+	// goaway modes' connections in the NSS key log format
+	// (tls.Config.KeyLogWriter), so that any client's connections to them
+	// can be decrypted from a capture (audit h2 --keylog). Whoever reads
+	// it reads those connections.
+	KeyLog io.Writer
 
 	// OnEvent, when set, is called for every start, accept, restart, stop
 	// and expire event, the same values (in the same order) that Record
@@ -134,6 +159,8 @@ type Config struct {
 	outsideEvery time.Duration
 	// handshakeTimeout replaces DefaultHandshakeTimeout when set (tests).
 	handshakeTimeout time.Duration
+	// controlHandshake replaces ControlHandshakeTimeout when set (tests).
+	controlHandshake time.Duration
 }
 
 // gracefulStopWait bounds how long Close lets running RPCs answer before it
@@ -185,6 +212,14 @@ type Server struct {
 	// retryDown is set, under acceptMu, while the retry port does not
 	// listen (refuse and restart modes, docs/spec.md §7.1).
 	retryDown bool
+	// spare is a descriptor kept open (of /dev/null) for the retry port:
+	// when accept fails for want of descriptors, it is closed so that the
+	// connection can be accepted and stamped at once, then opened again.
+	// Guarded by acceptMu; -1 when none is held.
+	spare int
+	// noFDs counts the retry connections taken with the spare descriptor
+	// (tests read it).
+	noFDs atomic.Int64
 
 	// mode is Config.Mode, its zero value spelt ModeClose; tlsConf the
 	// TLS configuration of the settings-close and goaway modes.
@@ -199,7 +234,11 @@ type Server struct {
 	mu      sync.Mutex
 	closing bool
 	cur     *running
-	lastID  int
+	// fold keeps the sessions' lists from the events the server emits, as
+	// every reader of them keeps them (session.Fold): the server's list of
+	// a session is its fold's, by construction.
+	fold   session.Fold
+	lastID int
 	// outside counts the connections outside any session not yet in the
 	// log, outsideSince is when the first of them came (real time) and
 	// outsidePeer the last of them; outsideKick wakes the goroutine that
@@ -256,6 +295,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxHandshakes <= 0 {
 		cfg.MaxHandshakes = DefaultMaxHandshakes
 	}
+	if cfg.MaxControlConns <= 0 {
+		cfg.MaxControlConns = DefaultMaxControlConns
+	}
 	s := &Server{
 		cfg:              cfg,
 		log:              cfg.Logger,
@@ -266,6 +308,7 @@ func New(cfg Config) (*Server, error) {
 		outsideEvery:     outsideLogEvery,
 		held:             make(map[*heldConn]struct{}),
 		handshakeTimeout: DefaultHandshakeTimeout,
+		spare:            -1,
 	}
 	if err := s.initMode(); err != nil {
 		return nil, err
@@ -286,7 +329,13 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.control = newControlListener(control)
+	maxControl := cfg.MaxControlConns
+	if limit := descriptorLimit(); limit > 0 && maxControl > limit/2 {
+		maxControl = max(limit/2, 1)
+		s.log.Warn("control port: fewer connections at once than --max_control_conns, to leave the retry port descriptors",
+			"max_control_conns", maxControl, "descriptor_limit", limit)
+	}
+	s.control = newControlListener(control, maxControl, s.log)
 	if s.retry, err = listen("retry", cfg.RetryAddr); err != nil {
 		control.Close()
 		return nil, err
@@ -298,7 +347,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	// WaitForHandlers: even a forced Stop returns only after every handler,
 	// so no event is emitted after Close.
-	s.grpc = grpc.NewServer(grpc.WaitForHandlers(true))
+	s.grpc = grpc.NewServer(grpc.WaitForHandlers(true),
+		grpc.ConnectionTimeout(cmp.Or(cfg.controlHandshake, ControlHandshakeTimeout)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: ControlIdleTimeout}))
 	pb.RegisterReconnectServiceServer(s.grpc, service{s: s})
 	s.wg.Add(3)
 	go func() {
@@ -390,6 +441,7 @@ func (s *Server) Close() error {
 		} else {
 			s.mu.Unlock()
 		}
+		s.closeSpare()
 		s.acceptMu.Unlock()
 		s.holders.Wait() // the end of the session closed their connections
 		s.flushOutside()
@@ -465,6 +517,9 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 // returns with mu released; taking emitMu before releasing mu keeps events
 // in the order of the state changes without calling out under mu.
 func (s *Server) emitLocked(e session.RecordEvent) {
+	if s.fold.Add(e) == session.Kept && s.cur != nil && s.cur.ID == e.Session {
+		s.cur.Accepts = s.fold.Cur.Accepts
+	}
 	s.emitMu.Lock()
 	s.mu.Unlock()
 	defer s.emitMu.Unlock()

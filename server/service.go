@@ -23,12 +23,16 @@ var errClosing = status.Error(codes.Unavailable, "reconnect server is shutting d
 
 // Start begins a session once the previous one has ended. While it waits it
 // returns early with the caller's context error, or UNAVAILABLE when the
-// server closes (the reference blocks for ever; docs/spec.md §4). It refuses at
-// once what could never work: a negative max_reconnect_backoff_ms
-// (INVALID_ARGUMENT; the record could not hold it), a Start from the caller
-// that holds the running session (FAILED_PRECONDITION: it would wait for
-// its own session to time out), and a Start beyond Config.MaxWaiting
-// waiting ones (RESOURCE_EXHAUSTED).
+// server closes (the reference blocks for ever; docs/spec.md §4). Starts
+// wait whatever connection they came on: gRPC C-core shares one connection
+// between the channels of a process, so the threads of one client reach
+// the server from one ip:port, and each gets its session in turn, as the
+// C++ reference serialises them. A caller that calls Start again without
+// Stop therefore waits for its own session to end at its session timeout;
+// the log says so. It refuses at once what could never work: a negative
+// max_reconnect_backoff_ms (INVALID_ARGUMENT; the record could not hold
+// it), and a Start beyond Config.MaxWaiting waiting ones
+// (RESOURCE_EXHAUSTED).
 func (v service) Start(ctx context.Context, req *pb.ReconnectParams) (*pb.Empty, error) {
 	s := v.s
 	maxMS := req.GetMaxReconnectBackoffMs()
@@ -42,14 +46,6 @@ func (v service) Start(ctx context.Context, req *pb.ReconnectParams) (*pb.Empty,
 	default:
 	}
 	caller := callerOf(ctx)
-	s.mu.Lock()
-	if cur := s.cur; cur != nil && caller.IsValid() && cur.Peer == caller {
-		id := cur.ID
-		s.mu.Unlock()
-		return nil, status.Errorf(codes.FailedPrecondition,
-			"Start from %s, which holds the running session %d: call Stop first", caller, id)
-	}
-	s.mu.Unlock()
 	select {
 	case s.sem <- struct{}{}: // no session runs
 	default:
@@ -58,6 +54,7 @@ func (v service) Start(ctx context.Context, req *pb.ReconnectParams) (*pb.Empty,
 			return nil, status.Errorf(codes.ResourceExhausted,
 				"%d Starts already wait for the running session (max_waiting %d); try again later", n-1, s.cfg.MaxWaiting)
 		}
+		s.noteSameCaller(caller)
 		select {
 		case s.sem <- struct{}{}:
 			s.waiting.Add(-1)
@@ -100,6 +97,24 @@ func (v service) Stop(ctx context.Context, _ *pb.Empty) (*pb.ReconnectInfo, erro
 	}
 	ss := s.endLocked(sess, session.CauseStop, callerOf(ctx))
 	return &pb.ReconnectInfo{Passed: ss.End.Passed, BackoffMs: ss.End.BackoffMS}, nil
+}
+
+// noteSameCaller logs that a Start waits behind a session its own
+// connection holds: another thread of the same client (C-core shares one
+// connection), or the same caller that called Start twice without Stop,
+// which then waits until its session times out.
+func (s *Server) noteSameCaller(caller netip.AddrPort) {
+	s.mu.Lock()
+	cur := s.cur
+	var id int
+	if cur != nil && caller.IsValid() && cur.Peer == caller {
+		id = cur.ID
+	}
+	s.mu.Unlock()
+	if id != 0 {
+		s.log.Info("Start waits for the running session, which its own connection holds: it runs after that session's Stop, or its session timeout",
+			"session", id, "peer", caller.String(), "session_timeout", s.cfg.SessionTimeout)
+	}
 }
 
 // callerOf is the RPC's peer address, zero when gRPC does not know it.

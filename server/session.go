@@ -139,11 +139,12 @@ func (s *Server) accepted(peer netip.AddrPort) *heldConn {
 	var iv *backoff.Interval
 	if sess != nil {
 		e.Session = sess.ID
+		// The server marks an accept past its maximum overflow; the fold
+		// of the event (emitLocked) keeps the others in sess.Accepts.
 		if len(sess.Accepts) >= s.cfg.MaxAttempts {
 			sess.End.Dropped++
 			e.Overflow = true
 		} else {
-			sess.Accepts = append(sess.Accepts, session.Accept{Peer: peer, Time: t})
 			ch := sess.chains[peer.Addr()]
 			if ch == nil {
 				ch = &chainState{judge: backoff.Judge{Policy: sess.Params.Policy, Run: sess.run()}}
@@ -159,7 +160,7 @@ func (s *Server) accepted(peer netip.AddrPort) *heldConn {
 			if v, _, ok := ch.judge.Next(t, prev); ok {
 				iv = &v
 			}
-			ch.n, ch.last = ch.n+1, len(sess.Accepts)-1
+			ch.n, ch.last = ch.n+1, len(sess.Accepts) // its index once kept
 		}
 	}
 	var startAddr netip.Addr

@@ -42,18 +42,6 @@ func TestStartRefuses(t *testing.T) {
 			starts: 0,
 		},
 		{
-			// It would otherwise wait for its own session to time out.
-			name:  "second Start from the session's caller",
-			setup: func(t *testing.T, h *harness) { h.startSession(0) },
-			start: func(ctx context.Context, h *harness) error {
-				_, err := h.rpc.Start(ctx, &pb.ReconnectParams{})
-				return err
-			},
-			code:   codes.FailedPrecondition,
-			words:  []string{"holds the running session 1", "Stop"},
-			starts: 1,
-		},
-		{
 			name: "beyond max_waiting",
 			cfg:  Config{MaxWaiting: 2},
 			setup: func(t *testing.T, h *harness) {

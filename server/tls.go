@@ -9,6 +9,8 @@ import (
 
 	"github.com/backoff-audit/audit/internal/field"
 	"golang.org/x/net/http2"
+
+	"github.com/backoff-audit/audit/internal/infile"
 )
 
 // The committed test certificate (testdata/README.md, "Test certificate"):
@@ -37,6 +39,8 @@ func defaultCertificate() (tls.Certificate, error) {
 // Config.TLSCert: nil when both paths are empty (the committed test
 // certificate). Its error is a field.Error of Flags.TLSCert or TLSKey: the
 // one given alone, or the certificate, with the key, when they do not load.
+// Each file is read up to infile.MaxSmall bytes: a longer one is an error
+// naming its field.
 func LoadKeyPair(certFile, keyFile string) (*tls.Certificate, error) {
 	switch {
 	case certFile == "" && keyFile == "":
@@ -46,7 +50,15 @@ func LoadKeyPair(certFile, keyFile string) (*tls.Certificate, error) {
 	case certFile == "":
 		return nil, field.Errorf("TLSKey", keyFile, "needs %s: give both or neither", field.Name("TLSCert"))
 	}
-	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	certPEM, err := infile.ReadSmall(certFile)
+	if err != nil {
+		return nil, field.Errorf("TLSCert", certFile, "%w", err)
+	}
+	keyPEM, err := infile.ReadSmall(keyFile)
+	if err != nil {
+		return nil, field.Errorf("TLSKey", keyFile, "%w", err)
+	}
+	c, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, field.Errorf("TLSCert", certFile, "with %s %s: %w", field.Name("TLSKey"), keyFile, err)
 	}

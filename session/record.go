@@ -12,9 +12,13 @@ package session
 // A line is complete with its newline. A writer that stopped in the middle
 // of one (a full disk, a killed server) leaves a torn last line: readers
 // ignore it, keep the events of every complete line before it, and warn
-// (ReadRecord returns those events with an error wrapping ErrTornLine). No
+// (ReadRecord returns those events with an error wrapping ErrTornLine). A
+// server that appends to a file ending in a torn line ends it with a
+// newline first; ScanRecord skips such a torn line in the middle of a file
+// with a warning, and reads a line an older writer appended onto one. No
 // line is longer than MaxRecordLine (1 MiB) without its newline; a reader
-// stops at a longer one, since what follows is not a record file's.
+// stops at a longer one, since what follows is not a record file's. One
+// server at a time appends to a record: it holds a lock (flock) on it.
 //
 // Every line has:
 //
@@ -97,7 +101,6 @@ package session
 //	{"event":"stop","time":"2025-01-02T15:04:07.000000000Z","session":1,"peer":"127.0.0.1:40112","end":{"cause":"stop","verdict":"passed","passed":true,"reason":"","attempts":2,"dropped":0,"verified_peer":"127.0.0.1","verified_reason":"start peer","verified_attempts":2,"backoff_ms":[980],"foreign":[]}}
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -346,55 +349,11 @@ func ReadRecord(r io.Reader) ([]RecordEvent, error) {
 // parameters, so tests reach both with small inputs.
 func readRecord(r io.Reader, maxLine, bufSize int) ([]RecordEvent, error) {
 	var events []RecordEvent
-	br := bufio.NewReaderSize(r, bufSize)
-	var (
-		off  int64  // where the current line starts
-		long []byte // a line that spans bufio's buffer, gathered here
-	)
-	for line := 1; ; line++ {
-		fail := func(format string, args ...any) error {
-			return fmt.Errorf("read record line %d at offset %d: %w", line, off, fmt.Errorf(format, args...))
-		}
-		long = long[:0]
-		var b []byte
-		for {
-			frag, err := br.ReadSlice('\n')
-			content := len(long) + len(frag)
-			if err == nil {
-				content-- // the newline
-			}
-			if content > maxLine {
-				// Decided as soon as the bound is passed, newline or not, so
-				// the answer does not depend on how the reader cuts its reads.
-				return events, fail("line longer than %d bytes", maxLine)
-			}
-			switch {
-			case err == bufio.ErrBufferFull:
-				long = append(long, frag...)
-				continue
-			case err == io.EOF:
-				if content == 0 {
-					return events, nil
-				}
-				return events, fail("%w: its %d bytes are ignored", ErrTornLine, content)
-			case err != nil:
-				return events, fail("%w", err)
-			}
-			if len(long) == 0 {
-				b = frag // valid until the next read; Unmarshal copies what it keeps
-			} else {
-				b = append(long, frag...)
-				long = b
-			}
-			break
-		}
-		var e RecordEvent
-		if err := json.Unmarshal(b[:len(b)-1], &e); err != nil {
-			return events, fail("%w", err)
-		}
+	err := scanRecord(r, maxLine, bufSize, func(e RecordEvent) error {
 		events = append(events, e)
-		off += int64(len(b))
-	}
+		return nil
+	}, nil)
+	return events, err
 }
 
 // UnmarshalJSON reads an end, taking the verified peer's members under

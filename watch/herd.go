@@ -15,7 +15,7 @@ import (
 // the attempts around it have come: at least report.HerdMinPeers peers'
 // attempt k within the window, among the peers whose attempt k came
 // within three standard deviations of the policy's jitter (WaveSpreadMS)
-// of it, judged by analyze's rule (Wave.Judge).
+// of it, judged by report's rule (report.Wave.Judge).
 
 // portState is what a Watch keeps of one port.
 type portState struct {

@@ -380,7 +380,7 @@ func (w *Watch) succeeded(p *peer, i int, a attempt.Attempt) {
 
 // readLoop reads p's latest successes in a row: a tight loop when each
 // connection succeeded and the client came back faster than the first
-// backoff's window, as analyze's reading of a settings-close chain says
+// backoff's window, as the model's reading of a settings-close chain says
 // (backoff.Reconnects). One line when it begins.
 func (w *Watch) readLoop(p *peer, at time.Time) {
 	loop := false

@@ -310,7 +310,7 @@ func TestWatchMetrics(t *testing.T) {
 	}
 	for l := range got {
 		if strings.HasPrefix(l, "audit_chain_signatures_total") {
-			delete(got, l) // analyze's to say
+			delete(got, l) // backoff's to say
 		}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -32,7 +32,11 @@ The retry channel asks TLS for --server_host_override and trusts a
 certificate made in memory, which no server of the interop test presents
 (its retry port closes every connection first); --ca_file trusts the roots
 of a PEM file instead, for a retry port that completes the handshake, and
---use_tls=false makes the channel plaintext. --reissue makes the retry RPC
+--use_tls=false makes the channel plaintext. --keylog FILE appends the
+retry channel's TLS secrets to FILE in the NSS key log format, for
+'audit h2 --keylog FILE' to decode a capture of its connections; the file
+holds secrets (anyone who reads it can decrypt them) and is created, or
+appended to, with mode 0600. --reissue makes the retry RPC
 again each time it fails before the deadline, for a retry port whose
 connections succeed and then drop (audit server --retry_mode settings-close
 or goaway): a channel with no RPC waiting does not reconnect.
@@ -83,15 +87,16 @@ Exit 0 when both pass, 1 when either fails, 2 when nothing could be judged.`,
 		"grpc-go's MinConnectTimeout: the least time one attempt is given to connect")
 	f.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "deadline of the wait-for-ready RPC on the retry port")
 	f.BoolVar(&useTLS, "use_tls", useTLS, "TLS on the retry channel, as the interop test has it; false: plaintext")
-	f.StringVar(&cfg.CAFile, "ca_file", "", "PEM roots the retry channel trusts (default: a certificate made in memory)")
+	f.StringVar(&cfg.CAFile, "ca_file", "", "PEM roots the retry channel trusts, at most 1 MiB (default: a certificate made in memory)")
 	f.StringVar(&cfg.ServerHostOverride, "server_host_override", interop.DefaultServerHostOverride,
 		"the server name TLS asks for and checks")
 	f.TextVar(&cfg.Mode, "retry_mode", cfg.Mode, "the retry port's mode, which the own check judges backoff_ms in: "+backoff.ModeNames)
+	f.StringVar(&cfg.KeyLog, "keylog", "", "append the retry channel's TLS secrets to this `FILE` (NSS key log; it holds secrets, mode 0600)")
 	f.BoolVar(&cfg.Reissue, "reissue", false, "make the retry RPC again when it fails before the deadline")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr while the retry RPC waits")
 	cmd.MarkFlagRequired("server_control_port")
 	cmd.MarkFlagRequired("server_retry_port")
-	cmd.Annotations = map[string]string{"ServerHost": "server_host", "ControlPort": "server_control_port",
+	cmd.Annotations = map[string]string{"ServerHost": "server_host", "ControlPort": "server_control_port", "KeyLog": "keylog",
 		"RetryPort": "server_retry_port", "MaxReconnectBackoffMS": "max_reconnect_backoff_ms",
 		"InitialBackoffMS": "initial_backoff_ms", "MinConnectTimeoutMS": "min_connect_timeout_ms",
 		"Deadline": "deadline", "CAFile": "ca_file", "Plaintext": "use_tls"}

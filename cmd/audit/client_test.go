@@ -27,7 +27,11 @@ func TestClientUsageErrors(t *testing.T) {
 			// Read before Start: no session is opened for a client that cannot run.
 			name: "unreadable roots",
 			args: []string{"client", "--server_host=127.0.0.1", "--server_control_port=" + closed, "--server_retry_port=1", "--ca_file=/nonexistent/ca.pem"},
-			want: "--ca_file: open /nonexistent/ca.pem",
+			want: "--ca_file /nonexistent/ca.pem: open /nonexistent/ca.pem",
+		},
+		{
+			name: "endless roots", args: []string{"client", "--server_control_port=1", "--server_retry_port=1", "--ca_file=/dev/zero"},
+			want: "--ca_file /dev/zero: more than 1048576 bytes: not a certificate or key file",
 		},
 		{
 			name: "unreachable control port",

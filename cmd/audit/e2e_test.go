@@ -70,13 +70,14 @@ var (
 	retryLine   = regexp.MustCompile(`retry port (\S+)`)
 )
 
-// startServer runs `audit server` on port 0 with a record file and waits
-// for the addresses it prints. The process is interrupted when the test ends.
-func startServer(t *testing.T) *auditServer {
+// startServer runs `audit server` on port 0 with a record file and the
+// flags args, and waits for the addresses it prints. The process is
+// interrupted when the test ends.
+func startServer(t *testing.T, args ...string) *auditServer {
 	t.Helper()
 	s := &auditServer{Record: filepath.Join(t.TempDir(), "record.jsonl"), log: &testutil.SyncBuffer{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	cmd := exec.CommandContext(ctx, auditBin, "server", "--control_port=0", "--retry_port=0", "--record="+s.Record)
+	cmd := exec.CommandContext(ctx, auditBin, append([]string{"server", "--control_port=0", "--retry_port=0", "--record=" + s.Record}, args...)...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 5 * time.Second
 	pr, pw := io.Pipe()

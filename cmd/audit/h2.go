@@ -10,15 +10,15 @@ import (
 
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
-	"github.com/backoff-audit/audit/internal/text"
 )
 
 func newH2Cmd() *cobra.Command {
 	var ports []uint
+	var keylog string
 	format, tol := "text", h2.DefaultTolerance
 	retry := h2.RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, BackoffMultiplier: 2}
 	cmd := &cobra.Command{
-		Use:   "h2 FILE... [--port P ...]",
+		Use:   "h2 FILE... [--port P ...] [--keylog FILE]",
 		Short: "Print the HTTP/2 and gRPC timeline of each connection in capture files",
 		Long: `h2 reassembles the TCP connections of capture files (pcap, pcapng, gzip; several
 files are one rotated set, in time order) and decodes their HTTP/2 and gRPC
@@ -39,36 +39,60 @@ attempts ("retries"), with the check of each delay when a policy is given.
 --port P (repeatable) decodes every connection of P; without it, those whose
 client starts with the HTTP/2 preface, and those starting with TLS as encrypted.
 
+--keylog FILE decrypts the TLS connections with the secrets of an NSS key log
+(SSLKEYLOGFILE; audit server --keylog, audit client --keylog,
+NODE_OPTIONS=--tls-keylog=FILE for grpc-js): TLS 1.3 and TLS 1.2 with
+AES-GCM or ChaCha20-Poly1305, key updates followed. Their HTTP/2 is decoded
+as a plaintext connection's. Each says whether it was decrypted, or why not:
+no key (the log has no line for its ClientHello random), unsupported suite
+or version, damaged record (bytes lost, a record cut short or too long),
+the key log's secret does not decrypt it, no ServerHello (the server never
+answered: nothing was encrypted), handshake not captured. JSON: "tls" per
+connection, "keylog" with the lines read and skipped (lines not of the
+format are skipped and counted).
+
+A connection's timeline keeps 20000 events (SETTINGS, PINGs and their
+ACKs, GOAWAYs, RST_STREAMs), 10000 RPCs and 1000 warnings; what it drops
+beyond is counted (text: "not kept past the decoder's limits", JSON:
+"dropped"). GOAWAYs and RST_STREAMs are kept past the budget, up to as many
+again, and the PING cadence and the findings count every PING.
+
 The file - is standard input. Ctrl-C or SIGTERM while reading stops the read
-there: the report covers what was read (a warning gives the offset), and a
-second Ctrl-C ends at once.
+there at once, whether a byte came or not: the report covers what was read
+(a warning gives the offset), and a second Ctrl-C ends the process.
 
 Exit 0 when no finding is a problem; 1 when one is (marked ! in the text: a
 damaged connection, too_many_pings, a stream opened or answered above a
 GOAWAY's last stream id, a retry outside both windows or beyond
---retry_max_attempts); 2 for bad flags or an unreadable file.`,
+--retry_max_attempts); 2 for bad flags, an unreadable file, or nothing judged:
+no connection of a --port in the files, or, without --port, files that hold
+no connection to decode (as audit pcap exits 2 on a capture with no attempt).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
-			opt := flows.AuditOptions{Ports: ports, Format: format, Tolerance: tol, Done: ctx.Done()}
+			opt := flows.AuditOptions{Ports: ports, Format: format, Tolerance: tol, KeyLog: keylog, Done: ctx.Done()}
 			if slices.ContainsFunc(retryFlags, cmd.Flags().Changed) {
 				opt.Retry = &retry // checked only when given
 			}
 			rep, err := flows.Audit(files, opt)
-			if err == nil {
+			if rep != nil {
 				for _, w := range rep.Warnings {
 					fmt.Fprintf(cmd.ErrOrStderr(), "audit: warning: %s\n", w)
 				}
+			}
+			if err == nil {
 				err = rep.Write(cmd.OutOrStdout(), format)
 			}
 			switch {
+			case errors.Is(err, flows.ErrNoConnection):
+				return usageError(fmt.Errorf("%w (--port names the port to decode when it is not detected)", err))
 			case err != nil:
 				return usageError(err)
-			case rep.Problems > 0:
-				return verdictError("%s found", text.Plural(rep.Problems, "problem"))
-			case len(rep.Connections) == 0:
-				return usageError(errors.New("nothing judged: no HTTP/2 connection in the capture (--port names the port to decode when it is not detected)"))
+			case rep.Nothing() != "":
+				return usageError(fmt.Errorf("nothing judged: %s", rep.Nothing()))
+			case rep.Verdict() != "":
+				return verdictError("%s", rep.Verdict())
 			}
 			return nil
 		},
@@ -76,6 +100,7 @@ GOAWAY's last stream id, a retry outside both windows or beyond
 	f := cmd.Flags()
 	f.Var(portsFlag{&ports}, "port", "decode every connection of this port (repeatable; default: detect HTTP/2)")
 	f.StringVar(&format, "format", format, "output format: text or json")
+	f.StringVar(&keylog, "keylog", "", "decrypt TLS connections with this NSS key log `FILE` (SSLKEYLOGFILE format)")
 	f.DurationVar(&retry.InitialBackoff, "retry_initial_backoff", retry.InitialBackoff, "retryPolicy initialBackoff")
 	f.DurationVar(&retry.MaxBackoff, "retry_max_backoff", retry.MaxBackoff, "retryPolicy maxBackoff")
 	f.Float64Var(&retry.BackoffMultiplier, "retry_multiplier", retry.BackoffMultiplier, "retryPolicy backoffMultiplier")
@@ -88,7 +113,7 @@ GOAWAY's last stream id, a retry outside both windows or beyond
 	}
 	cmd.Annotations = map[string]string{"Format": "format", "Ports": "port", "Tolerance": "retry_tolerance",
 		"Retry.MaxAttempts": "retry_max_attempts", "Retry.InitialBackoff": "retry_initial_backoff",
-		"Retry.MaxBackoff": "retry_max_backoff", "Retry.BackoffMultiplier": "retry_multiplier"}
+		"Retry.MaxBackoff": "retry_max_backoff", "Retry.BackoffMultiplier": "retry_multiplier", "KeyLog": "keylog"}
 	return cmd
 }
 

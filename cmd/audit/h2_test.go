@@ -63,10 +63,34 @@ func withoutSegment(t *testing.T, path string, n int) string {
 
 func TestH2ExitCodes(t *testing.T) {
 	capture := fixture(filepath.Join("h2", "max-age.pcap"))
-	garbage := filepath.Join(t.TempDir(), "garbage.pcap")
-	if err := os.WriteFile(garbage, []byte("this is not a capture file"), 0o644); err != nil {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	garbage := write("garbage.pcap", []byte("this is not a capture file"))
+	whole, err := os.ReadFile(capture)
+	if err != nil {
 		t.Fatal(err)
 	}
+	cutHeader := write("cut.pcap", whole[:10])
+	// A section header, an interface, then an enhanced packet block whose
+	// length says 4 GiB: skipped, the file ends inside it.
+	le := binary.LittleEndian
+	ng := le.AppendUint32(nil, 0x0a0d0d0a)
+	ng = le.AppendUint32(ng, 28)
+	ng = le.AppendUint32(ng, 0x1a2b3c4d)
+	ng = le.AppendUint16(le.AppendUint16(ng, 1), 0)
+	ng = le.AppendUint64(ng, ^uint64(0))
+	ng = le.AppendUint32(ng, 28)
+	ng = le.AppendUint32(le.AppendUint32(ng, 1), 20)
+	ng = le.AppendUint32(le.AppendUint16(le.AppendUint16(ng, 1), 0), 65535)
+	ng = le.AppendUint32(ng, 20)
+	ng = append(le.AppendUint32(le.AppendUint32(ng, 6), 0xfffffff0), make([]byte, 64)...)
+	hugeBlock := write("huge.pcapng", ng)
 	tests := []struct {
 		name   string
 		args   []string
@@ -76,7 +100,12 @@ func TestH2ExitCodes(t *testing.T) {
 	}{
 		{name: "clean", args: []string{capture}, code: exitOK, stdout: "verdict: no problem found"},
 		{name: "by port", args: []string{"--port", "50051", capture}, code: exitOK, stdout: "3 connections"},
-		{name: "another port", args: []string{"--port", "9", capture}, code: exitUsage, stdout: "0 connections", stderr: "nothing judged: no HTTP/2 connection"},
+		{name: "another port", args: []string{"--port", "9", capture}, code: exitUsage, stdout: "verdict: nothing judged: no connection to port 9 in the capture",
+			stderr: "nothing judged: no connection to port 9"},
+		{name: "header cut short", args: []string{cutHeader}, code: exitUsage, stderr: "nothing judged: no HTTP/2 or TLS connection in the capture"},
+		{name: "header cut short, a port given", args: []string{"--port", "50051", cutHeader}, code: exitUsage, stderr: "cut.pcap: pcap file header at offset 0: file ends inside it"},
+		{name: "block length of 4 GiB", args: []string{hugeBlock}, code: exitUsage, stderr: "huge.pcapng: enhanced packet block at offset 48: 4294967280 bytes"},
+		{name: "SYNs only", args: []string{fixture("real-grpc-go.pcap")}, code: exitUsage, stderr: "nothing judged"},
 		{name: "a segment lost", args: []string{withoutSegment(t, capture, 8)}, code: exitFail, stdout: "damaged", stderr: "problem"},
 		{name: "not a capture", args: []string{garbage}, code: exitUsage, stderr: "garbage.pcap: unknown file format"},
 		{name: "missing file", args: []string{filepath.Join(t.TempDir(), "none.pcap")}, code: exitUsage, stderr: "none.pcap: no such file"},

@@ -9,20 +9,27 @@ import (
 
 const module = "github.com/backoff-audit/audit"
 
-// TestImportGraph keeps the package graph the README's Layout describes: cmd → {server,
-// capture, interop} → analyze, {server, interop} → pb. analyze stays a
-// standard-library leaf, and the server builds without libpcap (it never
-// reaches gopacket). The interop client shares only the verifier and the
-// wire types with the server it judges, and it runs where nothing may
-// capture; only cmd imports it. internal/testutil, the tests' shared
-// helpers, reaches no package of the module, so any test may import it.
-// The HTTP/2 decoder reads bytes and the wire types, nothing that captures
-// or serves; flows joins it to the capture readers, and serves nothing;
-// control reads its reports, nothing more. metrics only exposes what it is
-// told, and watch judges chains from what it is fed: neither captures.
-// internal/field, the error a
-// library returns for a field of its configuration, is standard library
-// only, so that any package may return it.
+// TestImportGraph keeps the package graph the README's Layout describes.
+// backoff, the spec's rules and the model of a channel's life, is standard
+// library only; attempt reads the wire's attempts with backoff and the
+// standard library only; session (the record file, the one Session and
+// Fold, the cross-check) adds attempt; report writes documents from those
+// three, and report/html from report. The server judges its list with
+// backoff and session, never report, and builds without libpcap (it never
+// reaches gopacket). The interop client shares only the model and the
+// wire types with the server it judges, and runs where nothing may
+// capture. The HTTP/2 decoder reads bytes and the wire types, nothing that
+// captures or serves; flows joins it to the capture readers; control reads
+// its reports; tlsdec, the TLS record layer flows decrypts with, reads
+// bytes and key logs with the standard library and golang.org/x/crypto's
+// primitives, and reaches no package of the module. metrics only exposes
+// what it is told, and watch judges chains from what it is fed: neither
+// captures. internal/field (a library's error for a field of its
+// configuration), internal/outfile (which every writer of a file uses),
+// internal/infile (which bounds what is read) and internal/quote (which
+// quotes what a report prints of its input) are standard library only, so
+// any package may use them; internal/testutil, the tests' shared helpers,
+// reaches no package of the module.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string
@@ -30,19 +37,23 @@ func TestImportGraph(t *testing.T) {
 		onlyStd   bool     // standard library only
 		allowed   []string // with onlyStd unset and forbidden empty: the standard library and these only
 	}{
-		{pkg: "report", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/internal/text", module + "/internal/field"}},
-		{pkg: "report/html", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/report", module + "/internal/text", module + "/internal/field"}},
+		{pkg: "report", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/internal/text", module + "/internal/field", module + "/internal/quote"}},
+		{pkg: "report/html", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/report", module + "/internal/text", module + "/internal/field", module + "/internal/quote", module + "/internal/outfile"}},
 		{pkg: "backoff", onlyStd: true},
 		{pkg: "attempt", allowed: []string{module + "/backoff", module + "/internal/text", module + "/internal/field"}},
 		{pkg: "session", allowed: []string{module + "/backoff", module + "/attempt", module + "/internal/text", module + "/internal/field"}},
 		{pkg: "pb", forbidden: []string{module + "/report", module + "/server", module + "/capture", module + "/interop", "github.com/gopacket/"}},
-		{pkg: "server", forbidden: []string{module + "/report", module + "/capture", module + "/interop", "github.com/gopacket/", "github.com/google/gopacket"}},
+		{pkg: "server", forbidden: []string{module + "/report", module + "/auditrun", module + "/capture", module + "/interop", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "capture", forbidden: []string{module + "/server", module + "/pb", module + "/interop", "google.golang.org/grpc"}},
 		{pkg: "interop", forbidden: []string{module + "/capture", module + "/server", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "h2", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/auditrun", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "flows", forbidden: []string{module + "/server", module + "/interop", module + "/auditrun"}},
+		{pkg: "tlsdec", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc", "golang.org/x/net"}},
 		{pkg: "control", forbidden: []string{module + "/capture", module + "/server", module + "/interop", module + "/auditrun", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "internal/field", onlyStd: true},
+		{pkg: "internal/outfile", onlyStd: true},
+		{pkg: "internal/infile", onlyStd: true},
+		{pkg: "internal/quote", onlyStd: true},
 		{pkg: "metrics", forbidden: []string{module + "/capture", module + "/server", module + "/auditrun", module + "/watch", "github.com/gopacket/", "google.golang.org/grpc"}},
 		{pkg: "watch", forbidden: []string{module + "/capture", module + "/server", module + "/auditrun", "github.com/gopacket/", "google.golang.org/grpc"}},
 		{pkg: "internal/testutil", forbidden: []string{module + "/", "github.com/gopacket/", "github.com/google/gopacket", "google.golang.org/grpc"}},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/internal/outfile"
 	"github.com/backoff-audit/audit/server"
 )
 
@@ -56,7 +57,10 @@ exhaust memory. Of the attempts outside any session only the last 8192 to
 Ctrl-C or SIGTERM reports what was captured, stops the server and closes the
 --write file complete; so does a capture error, which ends the open session
 at once (its cause then says "capture error"). The --write file replaces
-what was at its path only once the capture is open. It is flushed when the
+what was at its path only once the capture is open; a FIFO or a device is
+written in place, and a symbolic link is followed (so for --html and
+--record). An output that is an input (the record followed, --tls_cert,
+--tls_key) or another output is a usage error, before anything is read. It is flushed when the
 capture is idle, at least every 250 ms while SYNs come, and at the end.
 libpcap's counters ("received", "dropped") count packets: on a loopback
 interface the kernel's capture sees each SYN twice, leaving and arriving,
@@ -87,6 +91,16 @@ as 'audit server' and 'audit client' spell them, are accepted for them.
 				return usageError(fmt.Errorf("--format %q: must be text or json", format))
 			}
 			cfg.JSON = format == "json"
+			outputs := []outfile.Named{{Flag: "--write", Path: cfg.Write}, {Flag: "--html", Path: cfg.HTML}}
+			inputs := fl.inputs()
+			if record := (outfile.Named{Flag: "--record", Path: fl.record}); cfg.Attach {
+				inputs = append(inputs, record)
+			} else {
+				outputs = append(outputs, record)
+			}
+			if err := outputsApart(outputs, inputs); err != nil {
+				return err
+			}
 			srvCfg, err := fl.Config()
 			if err != nil {
 				return usageError(err)
@@ -94,14 +108,16 @@ as 'audit server' and 'audit client' spell them, are accepted for them.
 			cfg.Server, cfg.RetryPort = srvCfg, fl.RetryPort
 			cfg.Server.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			if cfg.Attach {
+				if fl.KeyLog != "" {
+					return usageError(fmt.Errorf("--keylog with --attach: the server that would write it runs elsewhere"))
+				}
 				cfg.Record, cfg.ControlPort = fl.record, fl.ControlPort
-			} else if fl.record != "" {
-				f, err := server.OpenRecord(fl.record)
+			} else {
+				closeAll, err := server.OpenFiles(&cfg.Server, fl.record, fl.KeyLog)
 				if err != nil {
 					return usageError(err)
 				}
-				defer f.Close()
-				cfg.Server.Record = f
+				defer closeAll()
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -16,6 +16,7 @@ import (
 	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/internal/buildinfo"
 	"github.com/backoff-audit/audit/internal/field"
+	"github.com/backoff-audit/audit/internal/outfile"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/spf13/cobra"
 )
@@ -67,6 +68,17 @@ func flagMessage(cmd *cobra.Command, err error) string {
 		}
 		return ""
 	})
+}
+
+// outputsApart refuses, as a usage error, an output that would destroy an
+// input or another output (outfile.Check). Each verb calls it before it
+// reads anything.
+func outputsApart(outputs, inputs []outfile.Named) error {
+	if err := outfile.Check(outputs, inputs); err != nil {
+		return usageError(err)
+	}
+	return nil
+
 }
 
 // interruptible returns a context that SIGINT or SIGTERM ends; a second

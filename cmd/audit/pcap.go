@@ -8,6 +8,7 @@ import (
 
 	"github.com/backoff-audit/audit/auditrun"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/outfile"
 )
 
 func newPcapCmd() *cobra.Command {
@@ -20,10 +21,12 @@ func newPcapCmd() *cobra.Command {
 its SYNs to the retry port (docs/spec.md §5), with the reference verifier.
 
 Files may be pcap or pcapng, gzip-compressed or not; several files (a rotated
-tcpdump -C set) are merged by timestamp. The file - is standard input
+tcpdump -C set) are merged by timestamp; a file named twice (or through a
+link) is read once, with a warning. The file - is standard input
 (tcpdump -w - | audit pcap -). Ctrl-C or SIGTERM while reading stops the
-read there: the report covers what was read (a warning gives the offset),
-and a second Ctrl-C ends at once. A SYN sent again with the same ISN is
+read there at once, whether a byte came or not (a FIFO whose writer never
+opened it, an idle pipe): the report covers what was read (a warning gives
+the offset), and a second Ctrl-C ends the process. A SYN sent again with the same ISN is
 a retransmission, counted and not judged. Without --port the retry port is
 the only port the capture has SYNs to.
 
@@ -41,8 +44,22 @@ attempt that hung (its fate, or the mode, says so) the window is at least
 --min_connect_timeout, and a client still waiting past that deadline fails.
 Each peer names the known deviations its chain matches (signatures).
 
+--keylog FILE decrypts the retry port's TLS connections with an NSS key log
+(audit server --keylog, audit client --keylog, NODE_OPTIONS=--tls-keylog=FILE
+for grpc-js; see audit h2 --help): an attempt reached READY, which resets the
+backoff, exactly when the server's SETTINGS came inside its TLS, as when they
+are a plaintext connection's first bytes, instead of when its flights of data
+suggest it. Each attempt's fate says whether it was decrypted, or why not
+(JSON: decrypted, not_decrypted), and stderr what the key log held. The
+files are read a second time for it, which standard input (-) does not
+allow.
+
 --html FILE also writes the report as one page that opens from disk: each
 chain against its windows, the herd and, with --record, kernel against server.
+The page replaces a regular file whole, once written; a FIFO or a device is
+written in place, and a symbolic link is followed. An --html that is one of
+the inputs (a capture file, the record) is a usage error, before anything
+is read.
 --herd ends the text and JSON reports with the herd: attempts per second,
 waves of reconnects made together, and how well jitter spreads them.
 
@@ -52,8 +69,10 @@ chain by the policy of the session's own Start (a policy flag overrides it:
 every policy flag then has its default, and the report says so), beside the
 server's verdict and the cross-check of the two lists. A record that
 overlaps no part of the capture (another day, another retry port) is an
-input error; sessions outside it are named and not judged. --peer does not
-go with --record. --server_log is a former name of --record.
+input error; sessions outside it are named and not judged. Without --port
+the retry port is the one the record's start lines name, when the capture
+has SYNs to it. --peer does not go with --record.
+--server_log is a former name of --record.
 
 Without --record, the sessions come from the server's control port when
 the capture holds it (docs/spec.md §5.6): --control_port, or the port whose
@@ -75,6 +94,13 @@ or unreadable input.`,
 			if format != "text" && format != "json" {
 				return usageError(fmt.Errorf("--format %q: must be text or json", format))
 			}
+			inputs := []outfile.Named{{Flag: "--record", Path: cfg.Record}}
+			for _, file := range files {
+				inputs = append(inputs, outfile.Named{Flag: "capture file", Path: file})
+			}
+			if err := outputsApart([]outfile.Named{{Flag: "--html", Path: cfg.HTML}}, inputs); err != nil {
+				return err
+			}
 			f := cmd.Flags()
 			cfg.JSON, cfg.PortSet, cfg.ModeSet, cfg.PolicySet = format == "json", f.Changed("port"), f.Changed("retry_mode"), policyFlagsSet(f)
 			cfg.Stdin = cmd.InOrStdin()
@@ -94,9 +120,10 @@ or unreadable input.`,
 	f.BoolVar(&cfg.Herd, "herd", false, "end the report with the herd: attempts per second, waves of reconnects made together, jitter's spread (JSON: \"herd\")")
 	f.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML `FILE`: each chain against its windows, the herd, the cross-check")
 	f.StringVar(&cfg.Record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")
+	f.StringVar(&cfg.KeyLog, "keylog", "", "decrypt the retry port's TLS connections with this NSS key log `FILE`: an attempt succeeded when the server's SETTINGS came inside")
 	f.Var(portFlag[uint16]{p: &cfg.Control}, "control_port", "the server's control port in the capture, whose Start and Stop calls give the sessions (default: detected)")
 	cmd.Annotations = map[string]string{"Port": "port", "Peers": "peer", "Record": "record", "Control": "control_port",
-		"HTML": "html", "Mode": "retry_mode"}
+		"HTML": "html", "Mode": "retry_mode", "KeyLog": "keylog"}
 	return cmd
 }
 

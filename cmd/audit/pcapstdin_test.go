@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -92,4 +94,89 @@ func unread(t *testing.T, w *os.File) int {
 		t.Fatalf("FIONREAD: %v", errno)
 	}
 	return int(n)
+}
+
+// One SIGINT stops a read that has had no byte yet: `audit pcap` and
+// `audit h2` on standard input or a FIFO whose writer is silent, or a
+// FIFO no writer has opened. Each exits with the warning of a read
+// interrupted at offset 0, by what it had to judge: nothing.
+func TestInterruptBeforeAnyByte(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tests := []struct {
+		name   string
+		verb   string
+		fifo   bool // read a FIFO, else standard input
+		writer bool // the FIFO has a writer that never writes
+		code   int
+	}{
+		{name: "pcap, standard input", verb: "pcap", code: exitUsage},
+		{name: "pcap, FIFO with a silent writer", verb: "pcap", fifo: true, writer: true, code: exitUsage},
+		{name: "pcap, FIFO without writer", verb: "pcap", fifo: true, code: exitUsage},
+		{name: "h2, standard input", verb: "h2", code: exitUsage},
+		{name: "h2, FIFO without writer", verb: "h2", fifo: true, code: exitUsage},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			input, name := "-", "standard input"
+			if tt.fifo {
+				input = filepath.Join(dir, fmt.Sprintf("fifo%d", i))
+				name = input
+				if tt.writer {
+					testutil.FIFO(t, input) // a writer that never writes
+				} else if err := syscall.Mkfifo(input, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.CommandContext(ctx, auditBin, tt.verb, input)
+			cmd.WaitDelay = 5 * time.Second
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close() // standard input: open, silent
+			cmd.Stdin = r
+			stderr := &testutil.SyncBuffer{}
+			cmd.Stderr = stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			// Time for the binary to reach its read, which has no byte to
+			// give: the signal must find it there, not before it starts.
+			time.Sleep(500 * time.Millisecond)
+			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			code := exitAfterSignal(t, exited, stderr)
+			want := "audit: warning: " + name + ": read interrupted at offset 0: what follows was not read"
+			if code != tt.code || !strings.Contains(stderr.String(), want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant %d and %q", code, stderr, tt.code, want)
+			}
+		})
+	}
+}
+
+// exitAfterSignal returns the exit code of a process signalled to end,
+// whose Wait's error exited gives; the test fails when it has not exited
+// 10 s after the signal.
+func exitAfterSignal(t *testing.T, exited <-chan error, stderr fmt.Stringer) int {
+	t.Helper()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no exit 10 s after one signal; stderr:\n%s", stderr)
+		return -1
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/outfile"
 	"github.com/backoff-audit/audit/server"
 )
 
@@ -50,14 +51,31 @@ arrive. A port of 0 picks a free port. SIGINT or SIGTERM shuts it down
 cleanly within a second: both ports stop accepting at once, waiting Starts
 get UNAVAILABLE, and the record file is complete.
 
-One session runs at a time; other callers' Starts wait for it, up to
---max_waiting of them (more get RESOURCE_EXHAUSTED). A Start from the
-caller that holds the running session is FAILED_PRECONDITION, and a
-negative max_reconnect_backoff_ms INVALID_ARGUMENT.
+One session runs at a time; other Starts wait for it, up to --max_waiting
+of them (more get RESOURCE_EXHAUSTED), whatever connection they came on:
+gRPC C-core shares one connection between the channels of a process, so
+the threads of one client all call from one ip:port, and each gets its
+session in turn. A client that calls Start twice without Stop waits, its
+second Start with it, until its first session ends at --session_timeout
+(the log says so); a waiting Start also ends with its caller's deadline.
+A negative max_reconnect_backoff_ms is INVALID_ARGUMENT.
+
+The control port keeps at most --max_control_conns connections open (and
+at most half the descriptor limit, ulimit -n); more are closed as soon as
+accepted. A connection that has not finished its HTTP/2 handshake %v
+after it connected is closed, and one with no call for %v gets a
+GOAWAY (a gRPC client reconnects when it calls again). When the process
+runs out of descriptors, the retry port still takes each connection at
+once with a descriptor kept in reserve, so every accept keeps its own
+time.
 
 --record FILE appends one JSON line per event (session start, every accepted
 connection, the port coming back in restart mode, session end) for 'audit'
-to cross-check against the packets.
+to cross-check against the packets. A symbolic link is followed; a record
+that is --tls_cert or --tls_key is a usage error. The server locks the
+record (flock) while it runs: a record another server holds is refused at
+start, naming the holder's pid, since two servers' sessions would collide
+in it.
 
 --retry_mode sets what the retry port does during a session, from its
 Start to its end; outside sessions it accepts and closes in every mode. The
@@ -88,14 +106,22 @@ mode is in the record's start line and in the log.
 
 The TLS modes present --tls_cert and --tls_key (PEM), by default the
 project's test certificate (testdata/tls/server.pem, its own CA, for
-localhost, foo.test.google.fr, *.test.google.fr, 127.0.0.1 and ::1). refuse
-and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHandshakes),
+localhost, foo.test.google.fr, *.test.google.fr, 127.0.0.1 and ::1).
+--keylog FILE appends the TLS secrets of their connections to FILE in the
+NSS key log format (SSLKEYLOGFILE's), whatever the client's stack, so that
+'audit h2 --keylog FILE' decodes a capture of them. The file holds secrets:
+anyone who reads it can decrypt those connections; it is created, or
+appended to, with mode 0600. refuse and restart need Linux.`, server.ControlHandshakeTimeout, server.ControlIdleTimeout, server.DefaultHandshakeTimeout, server.DefaultMaxHandshakes),
 		Example: `  audit server --control_port=8080 --retry_port=8081
   audit server --control_port=0 --retry_port=0 --record=run.jsonl
   audit server --retry_port=8081 --retry_mode=restart=10s
-  audit server --retry_port=8081 --retry_mode=goaway --tls_cert=cert.pem --tls_key=key.pem`,
+  audit server --retry_port=8081 --retry_mode=goaway --tls_cert=cert.pem --tls_key=key.pem
+  audit server --retry_port=8081 --retry_mode=goaway --keylog=keys.log`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outputsApart([]outfile.Named{{Flag: "--record", Path: fl.record}}, fl.inputs()); err != nil {
+				return err
+			}
 			cfg, err := fl.Config()
 			if err != nil {
 				return usageError(err)
@@ -103,7 +129,7 @@ and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHands
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if err := server.Serve(ctx, cmd.OutOrStdout(), cfg, fl.record); err != nil {
+			if err := server.Serve(ctx, cmd.OutOrStdout(), cfg, fl.record, fl.KeyLog); err != nil {
 				return usageError(err) // nothing was judged: a port, the record file
 			}
 			return nil
@@ -119,7 +145,13 @@ and restart need Linux.`, server.DefaultHandshakeTimeout, server.DefaultMaxHands
 func serverFields() map[string]string {
 	return map[string]string{"ControlPort": "control_port", "RetryPort": "retry_port", "SessionTimeout": "session_timeout",
 		"MaxAttempts": "max_attempts", "MaxWaiting": "max_waiting", "RetryMode": "retry_mode", "Mode": "retry_mode",
-		"MinConnectTimeoutMS": "min_connect_timeout_ms", "MaxHeld": "max_held", "TLSCert": "tls_cert", "TLSKey": "tls_key"}
+		"MinConnectTimeoutMS": "min_connect_timeout_ms", "MaxHeld": "max_held", "MaxControlConns": "max_control_conns",
+		"TLSCert": "tls_cert", "TLSKey": "tls_key", "KeyLog": "keylog"}
+}
+
+// inputs are the files the server's flags name that it reads.
+func (fl *serverFlags) inputs() []outfile.Named {
+	return []outfile.Named{{Flag: "--tls_cert", Path: fl.TLSCert}, {Flag: "--tls_key", Path: fl.TLSKey}}
 }
 
 // register adds the server's flags to f; `audit live` shares them and words
@@ -137,9 +169,12 @@ func (fl *serverFlags) register(f *pflag.FlagSet, retryHelp string) {
 	f.TextVar(&fl.RetryMode, "retry_mode", fl.RetryMode,
 		"what the retry port does during a session, a `MODE`: "+backoff.ModeNames+" (see audit server --help)")
 	f.IntVar(&fl.MinConnectTimeoutMS, "min_connect_timeout_ms", int(backoff.DefaultMinConnectTimeout/time.Millisecond),
-		"MIN_CONNECT_TIMEOUT of the sessions' policy: the least time a client gives one attempt (hang mode's attempts last that long)")
+		"MIN_CONNECT_TIMEOUT of the sessions' policy, 1–2147483647: the least time a client gives one attempt (hang mode's attempts last that long)")
 	f.IntVar(&fl.MaxHeld, "max_held", server.DefaultMaxHeld,
 		"hang mode: connections held open at once; more are accepted and closed at once, and counted")
-	f.StringVar(&fl.TLSCert, "tls_cert", "", "settings-close and goaway: the certificate (PEM) the retry port presents, with --tls_key (default: testdata/tls/server.pem, built in)")
-	f.StringVar(&fl.TLSKey, "tls_key", "", "settings-close and goaway: the private key (PEM) of --tls_cert")
+	f.IntVar(&fl.MaxControlConns, "max_control_conns", server.DefaultMaxControlConns,
+		"control port connections open at once (at most half of ulimit -n); more are closed as soon as accepted")
+	f.StringVar(&fl.TLSCert, "tls_cert", "", "settings-close, goaway and outage: the certificate (PEM, at most 1 MiB) the retry port presents, with --tls_key (default: testdata/tls/server.pem, built in)")
+	f.StringVar(&fl.TLSKey, "tls_key", "", "settings-close, goaway and outage: the private key (PEM, at most 1 MiB) of --tls_cert")
+	f.StringVar(&fl.KeyLog, "keylog", "", "settings-close, goaway and outage: append the TLS secrets of the retry port's connections to this `FILE` (NSS key log; it holds secrets, mode 0600)")
 }

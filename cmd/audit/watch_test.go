@@ -3,27 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
-
-// exitCode is the status a process exited with; -1 when it did not exit.
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee) && ee.Exited():
-		return ee.ExitCode()
-	}
-	return -1
-}
 
 // TestWatchUsage: what audit watch cannot start with is exit 2, with an
 // error that names the flag, the address or the interface, and a --write

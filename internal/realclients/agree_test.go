@@ -198,7 +198,7 @@ func crossOf(r *reading) *crossView {
 
 // logInterval is the server's log line of one interval (slog's text:
 // the reference's line as msg, then its attributes).
-var logInterval = regexp.MustCompile(`msg="retry +(\d+):backoff +([0-9.]+)s,expected backoff +[0-9.]+s, jitter [^"]*" session=(\d+) peer=(\S+) (ok=true|ok=false|judged=false)`)
+var logInterval = regexp.MustCompile(`msg="retry +(\d+):backoff +([0-9.]+)s,expected backoff +[0-9.]+s, (?:jitter [^"]*|reset)" session=(\d+) peer=(\S+) (ok=true|ok=false|judged=false)`)
 
 // logEnd is the server's line at a session's end.
 var logEnd = regexp.MustCompile(`msg="session ended" session=(\d+) cause=\S+ verdict=("[^"]*"|\S+) passed=(true|false)`)

@@ -521,7 +521,7 @@ func awaitTurn() {
 // its record in the file record, and returns its ports.
 func serverAlone(t *testing.T, cfg server.Config, record string) (control, retry int) {
 	t.Helper()
-	f, err := server.OpenRecord(record)
+	f, err := server.OpenRecord(record, cfg.Logger)
 	if err != nil {
 		t.Fatal(err)
 	}

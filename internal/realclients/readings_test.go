@@ -78,11 +78,17 @@ type auditor struct {
 // its wait for Start and Stop.
 const auditorLimit = 3 * time.Minute
 
+// captureBuffer is each live reading's capture ring: a run sends at most
+// a few thousand packets a second (a reconnect storm), and ~40 runs at
+// once with the default 64 MiB each would have the kernel allocate
+// gigabytes, stalling the servers in this process for hundreds of ms.
+const captureBuffer = 4 << 20
+
 // startAuditor runs auditrun.Run with cfg on lo until stop, and waits for
 // its capture to open.
 func startAuditor(t *testing.T, name string, cfg auditrun.Config) *auditor {
 	t.Helper()
-	cfg.Iface, cfg.JSON = "lo", true
+	cfg.Iface, cfg.JSON, cfg.BufferSize = "lo", true, captureBuffer
 	a := &auditor{name: name, done: make(chan error, 1)}
 	ctx, cancel := context.WithTimeout(context.Background(), auditorLimit)
 	a.cancel = cancel
@@ -136,7 +142,7 @@ type liveReadings struct {
 func startReadings(t *testing.T, cfg server.Config, dir string, p backoff.Policy, connectSet bool) *liveReadings {
 	t.Helper()
 	r := &liveReadings{dir: dir, record: filepath.Join(dir, "record.jsonl"), policy: p, mode: cfg.Mode, connectSet: connectSet}
-	f, err := server.OpenRecord(r.record)
+	f, err := server.OpenRecord(r.record, cfg.Logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,6 +51,23 @@ func WaitFor(tb testing.TB, what string, exited chan error, cond func() bool) {
 			tb.Fatalf("no %s in 20 s", what)
 		}
 	}
+}
+
+// FIFO makes a FIFO at path and opens it for reading and writing, which
+// Linux allows without waiting: the FIFO has a reader and a writer at once,
+// so that a test's other opening of it does not wait either. The FIFO is
+// closed when the test ends.
+func FIFO(tb testing.TB, path string) *os.File {
+	tb.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	return f
 }
 
 // SyncBuffer is a bytes.Buffer that one goroutine may write while another

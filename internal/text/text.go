@@ -47,3 +47,13 @@ func (t *Time) UnmarshalText(b []byte) error {
 	*t = Time(v)
 	return err
 }
+
+// Span is a duration for people, with a unit that shows it: to the
+// microsecond below a second ("201µs", "12.345ms"), to the millisecond
+// above ("6.005s").
+func Span(d time.Duration) string {
+	if d < time.Second && d > -time.Second {
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}

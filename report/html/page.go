@@ -14,18 +14,16 @@ package html
 
 import (
 	"bufio"
-	"cmp"
 	_ "embed"
 	"fmt"
 	"html/template"
 	"io"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/internal/outfile"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/report"
 )
@@ -170,37 +168,16 @@ func fmtMS(v float64) string {
 	return fmt.Sprintf("%.3g ms", v)
 }
 
-// WriteFile writes the page to path through a temporary file beside it,
-// renamed over path once complete: a reader (a browser reloading the page
-// that `audit live` rewrites at each session's end) never sees half a page,
-// and a failed write leaves what was there.
-func WriteFile(path string, d report.Document) (err error) {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(cmp.Or(dir, "."), "."+base+".*.tmp")
+// WriteFile writes the page to path as internal/outfile writes every
+// output: a regular file is replaced through a temporary file beside it,
+// renamed over path once complete, so a reader (a browser reloading the
+// page that `audit live` rewrites at each session's end) never sees half a
+// page and a failed write leaves what was there; a device or a FIFO is
+// written in place; a symbolic link is followed.
+func WriteFile(path string, d report.Document) error {
+	err := outfile.Write(path, func(w io.Writer) error { return Write(w, d) })
 	if err != nil {
 		return fmt.Errorf("write page: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			err = fmt.Errorf("write page: %w", err)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := Write(bw, d); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	// CreateTemp makes the file private; a report is as readable as
-	// os.Create would have made it.
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return nil
 }

@@ -1,9 +1,9 @@
-package main
+package auditrun
 
-// The fleet end to end: Debian's real Prometheus scrapes `audit watch
-// --metrics` on loopback while real clients, grpc-go and C-core, reconnect
-// to `audit server`'s retry port; what Prometheus then holds equals what
-// `audit pcap` reports on the file `audit watch --write` wrote.
+// The fleet end to end: Debian's real Prometheus scrapes audit watch's
+// exposition on loopback while real clients, grpc-go and C-core, reconnect
+// to the reference server's retry port; what Prometheus then holds equals
+// what audit pcap reports on the file audit watch wrote.
 
 import (
 	"context"
@@ -17,80 +17,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/interop"
 	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/watch"
 )
-
-// proc is a process of a test, its output kept; it is interrupted and
-// waited for when the test ends.
-type proc struct {
-	cmd  *exec.Cmd
-	out  testutil.SyncBuffer
-	done chan struct{}
-	err  error
-}
-
-func startProc(t *testing.T, timeout time.Duration, name string, args ...string) *proc {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	p := &proc{cmd: exec.CommandContext(ctx, name, args...), done: make(chan struct{})}
-	p.cmd.Cancel = func() error { return p.cmd.Process.Signal(os.Interrupt) }
-	p.cmd.WaitDelay = 5 * time.Second
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	if err := p.cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		cancel()
-		<-p.done
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, p.out.String())
-		}
-	})
-	return p
-}
-
-// stop signals p and waits for it to exit.
-func (p *proc) stop(t *testing.T, sig os.Signal) error {
-	t.Helper()
-	p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s did not exit 20 s after %v:\n%s", p.cmd.Path, sig, p.out.String())
-	}
-	return p.err
-}
-
-// waitOutput waits until p's output matches re, and returns the match.
-func (p *proc) waitOutput(t *testing.T, re *regexp.Regexp, within time.Duration) []string {
-	t.Helper()
-	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
-		if m := re.FindStringSubmatch(p.out.String()); m != nil {
-			return m
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("%s exited (%v) before printing %q:\n%s", p.cmd.Path, p.err, re, p.out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s printed no %q in %v:\n%s", p.cmd.Path, re, within, p.out.String())
-		}
-	}
-}
 
 // requireTool skips, loudly, without the command; in CI, where
 // .ci/deps.sh installs it, it fails instead.
@@ -107,14 +46,35 @@ func requireTool(t *testing.T, name, pkg string) string {
 	return ""
 }
 
-func freePort(t *testing.T) int {
+// proc is a process of a test, its output kept; it is interrupted and
+// waited for when the test ends.
+type proc struct {
+	cmd  *exec.Cmd
+	out  testutil.SyncBuffer
+	done chan error
+}
+
+func startProc(t *testing.T, timeout time.Duration, name string, args ...string) *proc {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	p := &proc{cmd: exec.CommandContext(ctx, name, args...), done: make(chan error, 1)}
+	p.cmd.Cancel = func() error { return p.cmd.Process.Signal(os.Interrupt) }
+	p.cmd.WaitDelay = 5 * time.Second
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start %s: %v", name, err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	exited := make(chan error, 1)
+	go func() { err := p.cmd.Wait(); exited <- err; p.done <- err }()
+	t.Cleanup(func() {
+		cancel()
+		<-exited
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, p.out.String())
+		}
+	})
+	return p
 }
 
 // promQuery asks Prometheus for an instant vector and returns its samples,
@@ -195,10 +155,10 @@ func promView(ctx context.Context, base string, port int) (fleetView, error) {
 }
 
 // pcapView reads the view from audit pcap's JSON report.
-func pcapView(t *testing.T, doc []byte) fleetView {
+func pcapView(t *testing.T, doc string) fleetView {
 	t.Helper()
 	var r report.Report
-	if err := json.Unmarshal(doc, &r); err != nil {
+	if err := json.Unmarshal([]byte(doc), &r); err != nil {
 		t.Fatalf("audit pcap JSON: %v\n%s", err, doc)
 	}
 	v := fleetView{Attempts: float64(r.Capture.Attempts), Retransmits: float64(r.Capture.Retransmits),
@@ -214,8 +174,6 @@ func pcapView(t *testing.T, doc []byte) fleetView {
 	}
 	return v
 }
-
-var metricsLine = regexp.MustCompile(`metrics at http://(\S+)/metrics`)
 
 // TestFleetPrometheus: Prometheus holds the attempts, chains and verdicts
 // of audit watch, and they are audit pcap's on the file audit watch wrote.
@@ -236,16 +194,25 @@ func TestFleetPrometheus(t *testing.T) {
 	// A 2 s connect timeout ends each chain 4.5–5 s after the clients'
 	// last attempt rather than 20 s; the retry port closes every
 	// attempt at once, so no verdict depends on it.
-	policy := []string{"--min-connect-timeout", "2s"}
+	policy := backoff.DefaultPolicy()
+	policy.MinConnectTimeout = 2 * time.Second
 	written := filepath.Join(dir, "watch.pcap")
-	w := startProc(t, time.Minute, auditBin, append([]string{"watch", "--iface", "lo", "--port", strconv.Itoa(srv.Retry),
-		"--metrics", "127.0.0.1:0", "--write", written, "--format", "json"}, policy...)...)
-	target := w.waitOutput(t, metricsLine, 10*time.Second)[1]
-	w.waitOutput(t, regexp.MustCompile(`capturing SYNs`), 10*time.Second)
+	addr := make(chan string, 1)
+	var wOut, wErr testutil.SyncBuffer
+	wctx, stopWatch := context.WithTimeout(context.Background(), time.Minute)
+	defer stopWatch()
+	watched := make(chan error, 1)
+	go func() {
+		_, err := Watch(wctx, WatchConfig{Iface: "lo", Ports: []uint16{uint16(srv.Retry)}, Write: written, Metrics: "127.0.0.1:0",
+			Watch: watch.Config{Policy: policy, JSON: true}, OnListen: func(a string) { addr <- a }}, &wOut, &wErr)
+		watched <- err
+	}()
+	target := <-addr
+	testutil.WaitFor(t, "the capture to start", watched, func() bool { return strings.Contains(wErr.String(), "capturing SYNs") })
 
 	// Prometheus, scraping every second, with the repository's rules.
-	promPort := freePort(t)
-	rules, err := filepath.Abs("../../deploy/prometheus/audit-rules.yml")
+	promAddr := freeAddr(t)
+	rules, err := filepath.Abs("../deploy/prometheus/audit-rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,21 +221,25 @@ func TestFleetPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	prom := startProc(t, time.Minute, promBin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort))
-	base := fmt.Sprintf("http://127.0.0.1:%d", promPort)
-	prom.waitOutput(t, regexp.MustCompile(`Server is ready to receive web requests`), 20*time.Second)
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+promAddr)
+	base := "http://" + promAddr
+	testutil.WaitFor(t, "Prometheus to be ready", prom.done, func() bool {
+		return strings.Contains(prom.out.String(), "Server is ready to receive web requests")
+	})
 
-	// Real clients with their default backoff for 8 s: grpc-go from
-	// 127.0.0.1, C-core over IPv6 from ::1, two peers.
-	clients := []*proc{
-		startProc(t, 30*time.Second, auditBin, "client", "--server_host=127.0.0.1", "--server_control_port="+strconv.Itoa(srv.Control),
-			"--server_retry_port="+strconv.Itoa(srv.Retry), "--deadline=8s", "--quiet"),
-		startProc(t, 30*time.Second, systemPython, "../../testdata/clients/ccore_client.py", "--server_host=::1",
-			"--server_retry_port="+strconv.Itoa(srv.Retry), "--duration_s=8", "--trace=false"),
+	// Real clients with their default backoff for 8 s, two peers: grpc-go
+	// from 127.0.0.1, its attempts closed by the server; C-core from ::1,
+	// where the server does not listen, its attempts refused.
+	ccore := startProc(t, 30*time.Second, systemPython, "../testdata/clients/ccore_client.py", "--server_host=::1",
+		"--server_retry_port="+strconv.Itoa(srv.Retry), "--duration_s=8", "--trace=false")
+	gctx, gcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer gcancel()
+	if _, err := interop.Run(gctx, interop.Config{ServerHost: "127.0.0.1", ControlPort: srv.Control, RetryPort: srv.Retry,
+		InitialBackoffMS: 1000, MaxReconnectBackoffMS: 120000, Deadline: 8 * time.Second}); err != nil {
+		t.Fatalf("grpc-go client: %v", err)
 	}
-	for _, c := range clients {
-		<-c.done
-		t.Logf("%s: %v\n%s", c.cmd.Path, c.err, c.out.String())
+	if err := <-ccore.done; err != nil {
+		t.Fatalf("C-core client: %v\n%s", err, ccore.out.String())
 	}
 
 	// Both chains end once their clients are quiet past their window;
@@ -290,18 +261,19 @@ func TestFleetPrometheus(t *testing.T) {
 		t.Fatal(last)
 	}
 	ruleHealth(t, ctx, base)
-	if err := w.stop(t, syscall.SIGTERM); exitCode(err) != 0 && exitCode(err) != 1 {
-		t.Fatalf("audit watch: %v\n%s", err, w.out.String())
+	stopWatch()
+	if err := <-watched; err != nil {
+		t.Fatalf("audit watch: %v\n%s", err, wErr.String())
 	}
-	if !strings.Contains(w.out.String(), `"event":"summary"`) {
-		t.Errorf("audit watch wrote no summary:\n%s", w.out.String())
+	if !strings.Contains(wOut.String(), `"event":"summary"`) {
+		t.Errorf("audit watch wrote no summary:\n%s", wOut.String())
 	}
 
-	out, stderr, code := runClient(t, 30*time.Second, auditBin, append([]string{"pcap", "--format", "json", "--port", strconv.Itoa(srv.Retry), written}, policy...)...)
-	if code != 0 && code != 1 {
-		t.Fatalf("audit pcap exit %d:\n%s", code, stderr)
+	r := auditFiles(t, FilesConfig{Policy: policy, PolicySet: true, Port: uint16(srv.Retry), PortSet: true, JSON: true}, written)
+	if v := r.verdict(); v != runPassed && v != runFailed {
+		t.Fatalf("audit pcap: %s %v\n%s", v, r.err, r.stderr)
 	}
-	want := pcapView(t, []byte(out))
+	want := pcapView(t, r.stdout)
 	if want.Chains["passed"]+want.Chains["failed"] != 2 || want.Attempts < 6 {
 		t.Errorf("audit pcap judged %v chains of %v attempts; want 2 chains of 3 or more attempts each", want.Chains, want.Attempts)
 	}
@@ -309,6 +281,18 @@ func TestFleetPrometheus(t *testing.T) {
 		t.Errorf("Prometheus against audit pcap on audit watch's file (-pcap +prometheus):\n%s", diff)
 	}
 	t.Logf("Prometheus holds %+v", got)
+}
+
+// freeAddr is a loopback address no one listens on, for a child process
+// that takes no port 0.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // ruleHealth checks that Prometheus loaded the repository's alert rules
@@ -346,17 +330,4 @@ func ruleHealth(t *testing.T, ctx context.Context, base string) {
 	if n == 0 {
 		t.Errorf("Prometheus loaded no rule:\n%s", b)
 	}
-}
-
-// requireCapture skips the test, loudly, when this process may not capture.
-func requireCapture(t *testing.T) {
-	t.Helper()
-	l, err := capture.OpenLive(capture.LiveConfig{Iface: "lo", Port: 9})
-	if errors.Is(err, os.ErrPermission) {
-		t.Skipf("SKIPPED, NOT RUN: live capture needs root or CAP_NET_RAW+CAP_NET_ADMIN: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Close()
 }

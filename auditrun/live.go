@@ -22,6 +22,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
+	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/metrics"
@@ -174,7 +175,8 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Outcome, error
 	defer live.Close()
 	var ctl *controlFeed
 	if cfg.ControlPort != 0 {
-		if ctl, err = openControl(cfg.Iface, uint16(cfg.ControlPort), cfg.Server.Mode, shared, q.pushEvent, q.pushWarning); err != nil {
+		sessions := control.Sessions{Mode: cfg.Server.Mode, MinConnectTimeout: cfg.Server.MinConnectTimeout}
+		if ctl, err = openControl(cfg.Iface, uint16(cfg.ControlPort), sessions, shared, q.pushEvent, q.pushWarning); err != nil {
 			return Outcome{}, err
 		}
 		defer ctl.close()
@@ -299,6 +301,10 @@ type liveAuditor struct {
 	// the time of the last SYN it delivered, where its record ends.
 	capEndCause string
 	lastSYN     time.Time
+	// lastPacket is the time of the last SYN or segment taken in: once it
+	// is past a session's end, the capture has delivered every packet of
+	// the session, since it delivers them in time order.
+	lastPacket time.Time
 }
 
 // catchUp bounds the wait, after a session ended, for the SYNs of its
@@ -511,10 +517,12 @@ func (a *liveAuditor) takeQueue() bool {
 func (a *liveAuditor) handle(it *liveItem) bool {
 	switch it.kind {
 	case itemSYN:
+		a.lastPacket = it.syn.Time
 		a.addSYN(it.syn)
 		return true
 	case itemSegment:
 		a.packets++
+		a.lastPacket = it.syn.Time
 		s := it.segment()
 		a.tr.AddSegment(&s)
 	case itemEvent:
@@ -591,6 +599,27 @@ func (a *liveAuditor) forgetOutside() {
 	a.hold(append(in, out[n:]...))
 }
 
+// place sorts the attempts the tracker holds, held, into the open
+// session and outside it, as a Start read after their SYNs does. The
+// tracker goes on reading their segments as it was: rebuilt (hold), it
+// would know of each only its Ending so far, not what later segments are
+// matched against (the server's ISN, the flights of a TLS handshake), and
+// a fate read across a late Start would differ from one read at once. It
+// is rebuilt only when the session must drop some, past its maximum.
+func (a *liveAuditor) place(held []attempt.Attempt) {
+	in := 0
+	for _, at := range held {
+		if a.sess.contains(at.Time) {
+			in++
+		}
+	}
+	if in > a.sess.maxAttempts {
+		a.hold(held)
+		return
+	}
+	a.inside, a.outside = in, len(held)-in
+}
+
 // hold replaces what the auditor holds: the attempts the open session (if
 // any) contains, up to its maximum, and the others outside it.
 func (a *liveAuditor) hold(attempts []attempt.Attempt) {
@@ -638,7 +667,7 @@ func (a *liveAuditor) addEvent(e session.RecordEvent) {
 		if a.outside > 0 {
 			held := a.tr.List()
 			slices.SortStableFunc(held, func(x, y attempt.Attempt) int { return x.Time.Compare(y.Time) })
-			a.hold(held)
+			a.place(held)
 			for _, at := range held {
 				if a.sess.contains(at.Time) && !a.cfg.JSON {
 					fmt.Fprintln(a.out, a.sess.attemptLine(at, a.tr.Ending)+"  (its SYN came before the Start was read)")
@@ -655,17 +684,28 @@ func (a *liveAuditor) addEvent(e session.RecordEvent) {
 	}
 }
 
-// caughtUp reports whether the ending session's two lists are complete:
-// every accept has its SYN, and every SYN inside the session its accept
-// (in the session, or just after it ended). A refused SYN never gets one;
-// the catchUp timer bounds the wait for it, and for the lists of a session
-// that kept its maximum, which need not hold the same attempts.
+// caughtUp reports whether the ending session's two lists are complete
+// and its attempts' fates told: the capture has delivered a packet from
+// after the session's end (it delivers them in time order), every accept
+// has its SYN, every SYN inside the session its accept (in the session,
+// or just after it ended), and every attempt inside the session has
+// ended on the wire, as the server ends those it holds when the session
+// ends. A report of a file, read later, reads the same fates. A refused
+// SYN never gets an accept, a port may fall silent at the session's end,
+// and a client may hold a connection on; the catchUp timer bounds the wait
+// for them, and for the lists of a session that kept its maximum, which
+// need not hold the same attempts.
 func (a *liveAuditor) caughtUp() bool {
 	s := a.sess
-	if s.dropped > 0 {
+	if s.dropped > 0 || !a.lastPacket.After(s.EndTime) {
 		return false
 	}
 	held := a.tr.List()
+	for _, at := range held {
+		if s.contains(at.Time) && at.Ending.Fate == backoff.FateOpen {
+			return false
+		}
+	}
 	if s.BackoffOnly {
 		// Its list names no address: caught up once the kernel holds as
 		// many attempts in the session as the list has.

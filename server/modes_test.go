@@ -809,3 +809,29 @@ func selfSigned(t *testing.T) tls.Certificate {
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+// bindTCP4 binds a socket without SO_REUSEADDR to 127.0.0.1:port, and
+// closes it.
+func bindTCP4(port int) error {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	return syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+}
+
+// TestRefusePortKept: a retry port the kernel chose (port 0) stays the
+// server's while it refuses: its socket keeps the port bound, so that no
+// other socket gets it, whether it asks for that port or for any.
+func TestRefusePortKept(t *testing.T) {
+	h := start(t, Config{Mode: mode(t, "refuse"), RetryAddr: "127.0.0.1:0"})
+	port := h.s.RetryPort()
+	h.startSession(0)
+	h.wantRefused(netip.MustParseAddr("127.0.0.1"))
+	if err := bindTCP4(port); !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("bind to the refusing retry port %d: %v, want EADDRINUSE: the server gave its port up", port, err)
+	}
+	h.stop()
+	h.retryEvent("127.0.0.1") // listening again, on the same port
+}

@@ -55,6 +55,14 @@ func (t *ModeTally) Add(p backoff.Policy, times []time.Time, endings []backoff.E
 	}
 }
 
+// Merge adds what u counted.
+func (t *ModeTally) Merge(u ModeTally) {
+	t.refused += u.refused
+	t.hung += u.hung
+	t.succeeded += u.succeeded
+	t.closed += u.closed
+}
+
 // Mode is the most common mode counted; ok is false when nothing was.
 func (t ModeTally) Mode() (m backoff.RetryMode, ok bool) {
 	switch most := max(t.refused, t.hung, t.succeeded, t.closed); {

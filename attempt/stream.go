@@ -88,7 +88,11 @@ type Stream struct {
 	dstOf   map[[16]byte]uint32
 	lastDst netip.Addr
 	lastID  uint32
-	dueAt   []int64 // ChainEnd's offset from the last attempt, by attempts held
+	// The server of the last segment, for the next.
+	segDst addr128
+	segID  uint32
+	segOK  bool
+	dueAt  []int64 // ChainEnd's offset from the last attempt, by attempts held
 
 	fatesKnown bool
 	syns       int
@@ -116,7 +120,7 @@ const (
 	// and about one for every pendingBytes of peers held, so that a merge
 	// copies a bounded number of bytes a packet.
 	minPending   = 1 << 16
-	maxPending   = 1 << 20
+	maxPending   = 1 << 19
 	pendingBytes = 64
 	// mergeEvery is the span of capture time after which packets are
 	// merged before they are pendMax, when a merge copies no more than
@@ -296,6 +300,20 @@ func (s *Stream) dstID(a netip.Addr) uint32 {
 	return id
 }
 
+// knownDst is the id of server address b (4 or 16 bytes), if a SYN went
+// to it.
+func (s *Stream) knownDst(b []byte) (uint32, bool) {
+	k := wordsOfBytes(b)
+	if k == s.segDst && s.segOK {
+		return s.segID, true
+	}
+	id, ok := s.dstOf[k.bytes()]
+	if ok {
+		s.segDst, s.segID, s.segOK = k, id, true
+	}
+	return id, ok
+}
+
 // push adds a packet to those that wait, merging first when they are
 // enough.
 func (s *Stream) push(p *packet) {
@@ -352,7 +370,7 @@ func (s *Stream) AddSegmentView(v *SegmentView) {
 		if fromClient && v.DstPort != s.port || !fromClient && v.SrcPort != s.port {
 			continue
 		}
-		d, ok := s.dstOf[wordsOfBytes(server).bytes()]
+		d, ok := s.knownDst(server)
 		if !ok {
 			continue
 		}
@@ -369,8 +387,8 @@ func (s *Stream) AddSegmentView(v *SegmentView) {
 	}
 }
 
-// Finish hands over every chain still held. Nothing may be added after
-// it.
+// Finish hands over every chain still held, and gives back what held
+// them. Nothing may be added after it.
 func (s *Stream) Finish() error {
 	s.merge()
 	w := s.peers.rewrite()
@@ -384,6 +402,12 @@ func (s *Stream) Finish() error {
 	s.peers.done(w)
 	s.held = 0
 	s.flush()
+	// Nothing is merged after it: what merging holds goes back now, before
+	// the chains are written from the spill.
+	s.peers.free()
+	arena.Free(s.pending)
+	arena.Free(s.sorted)
+	s.pending, s.sorted, s.keys, s.tmp, s.done = nil, nil, nil, nil, nil
 	return s.sp.Err()
 }
 

@@ -280,6 +280,10 @@ func TestStreamChains(t *testing.T) {
 				if diff := cmp.Diff(wantEnd, st.Endings(c, nil)); diff != "" {
 					t.Errorf("chain %d: Endings differ from Chain's (-Chain +Endings):\n%s", c, diff)
 				}
+				_, times2, retrans2, ends2 := st.TimesEndings(c, nil)
+				if diff := cmp.Diff(wantEnd, ends2); diff != "" || retrans2 != retrans || !slices.Equal(times, times2) {
+					t.Errorf("chain %d: TimesEndings differ from Times and Endings (-Endings +TimesEndings):\n%s", c, diff)
+				}
 			}
 			if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{}, netip.AddrPort{})); diff != "" {
 				t.Errorf("chains (-Tracker +Stream):\n%s", diff)

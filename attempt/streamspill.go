@@ -215,6 +215,32 @@ func (s *Stream) Times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 	return netip.AddrFrom16(v.head.addr).Unmap(), buf, retrans
 }
 
+// TimesEndings is Times and Endings of chain i, read once.
+func (s *Stream) TimesEndings(i int, buf []time.Time) (netip.Addr, []time.Time, int, []backoff.Ending) {
+	v := viewPool.Get().(*chainView)
+	defer viewPool.Put(v)
+	buf = buf[:0]
+	if s.view(i, v) != nil {
+		return netip.Addr{}, buf, 0, nil
+	}
+	retrans := 0
+	for _, x := range v.cb.xs {
+		retrans += int(x.x.retrans)
+	}
+	var es []backoff.Ending
+	if s.fatesKnown {
+		es = make([]backoff.Ending, len(v.order))
+	}
+	for j, k := range v.order {
+		st := v.start[k]
+		buf = append(buf, time.Unix(st.sec, int64(st.nsec)).UTC())
+		if es != nil {
+			es[j] = v.ending(int(k))
+		}
+	}
+	return netip.AddrFrom16(v.head.addr).Unmap(), buf, retrans, es
+}
+
 // Endings returns chain i's fates in time order, or nil when the capture
 // shows none: a new slice, which the caller may keep.
 func (s *Stream) Endings(i int, _ []backoff.Ending) []backoff.Ending {

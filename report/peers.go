@@ -149,19 +149,22 @@ const keptIntervals = 1 << 18
 func NewPeers(p backoff.Policy, run backoff.Run, cs ChainSource) *Peers {
 	n := cs.Len()
 	ps := &Peers{policy: p, run: run, chains: cs, peers: make([]auditPeer, n), results: make([]backoff.Result, n)}
-	ps.verify(cs, 0, n, ps.peers, run, true)
+	ps.verify(cs, 0, n, ps.peers, run, true, nil)
 	ps.order()
 	return ps
 }
 
 // verify verifies chains from, to-1 of cs in run into out, one a chain,
 // keeping their results (ps.results) within keptIntervals when keep is
-// set. Chains are independent: many are verified on every core, each
-// goroutine on its own share.
-func (ps *Peers) verify(cs ChainSource, from, to int, out []auditPeer, run backoff.Run, keep bool) {
+// set, and counting their fates' evidence of the retry mode in tally
+// when it is not nil. Chains are independent: many are verified on every
+// core, each goroutine on its own share.
+func (ps *Peers) verify(cs ChainSource, from, to int, out []auditPeer, run backoff.Run, keep bool, tally *attempt.ModeTally) {
 	n := to - from
 	workers := max(1, min(runtime.GOMAXPROCS(0), n/auditBatch))
 	fits := make([][]backoff.CapRange, workers)
+	tallies := make([]attempt.ModeTally, workers)
+	both, _ := cs.(timesEndings)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -171,11 +174,18 @@ func (ps *Peers) verify(cs ChainSource, from, to int, out []auditPeer, run backo
 			for i := from + n*w/workers; i < from+n*(w+1)/workers; i++ {
 				var addr netip.Addr
 				var retrans int
-				addr, times, retrans = cs.Times(i, times)
 				// Each chain in its own fates: a Result holds its Run,
 				// so the endings are the chain's own slice.
 				run := run
-				run.Endings = cs.Endings(i, nil)
+				if both != nil {
+					addr, times, retrans, run.Endings = both.TimesEndings(i, times)
+				} else {
+					addr, times, retrans = cs.Times(i, times)
+					run.Endings = cs.Endings(i, nil)
+				}
+				if tally != nil && run.Endings != nil {
+					tallies[w].Add(ps.policy, times, run.Endings, 1)
+				}
 				// Verified again when written in full: keeping every
 				// Result would hold every interval, which is what a
 				// section avoids.
@@ -207,7 +217,16 @@ func (ps *Peers) verify(cs ChainSource, from, to int, out []auditPeer, run backo
 			}
 		}
 		ps.fits = append(ps.fits, fits[w]...)
+		if tally != nil {
+			tally.Merge(tallies[w])
+		}
 	}
+}
+
+// timesEndings is a ChainSource that gives a chain's times and fates in
+// one read (attempt.Stream), rather than in two.
+type timesEndings interface {
+	TimesEndings(i int, buf []time.Time) (netip.Addr, []time.Time, int, []backoff.Ending)
 }
 
 func auditPeerOf(addr netip.Addr, index, attempts, retrans int) auditPeer {

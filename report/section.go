@@ -1,6 +1,8 @@
 package report
 
 import (
+	"cmp"
+	"encoding/binary"
 	"slices"
 
 	"github.com/backoff-audit/audit/attempt"
@@ -47,21 +49,18 @@ func (s *Section) Add(from, to int, run backoff.Run) {
 		s.peers = bigger
 	}
 	s.peers = s.peers[:to]
-	s.ps.verify(s.ps.chains, from, to, s.peers[from:to], run, false)
-	for i := from; i < to; i++ {
-		s.count(i, 1)
-	}
+	s.ps.verify(s.ps.chains, from, to, s.peers[from:to], run, false, &s.tally)
 }
 
-// count adds the evidence of chain i's fates to the mode's tally, sign
-// times.
-func (s *Section) count(i, sign int) {
+// uncount takes back from the mode's tally the evidence of chain i's
+// fates.
+func (s *Section) uncount(i int) {
 	endings := s.ps.chains.Endings(i, nil)
 	if endings == nil {
 		return
 	}
 	_, times, _ := s.ps.chains.Times(i, nil)
-	s.tally.Add(s.ps.policy, times, endings, sign)
+	s.tally.Add(s.ps.policy, times, endings, -1)
 }
 
 // Drop forgets chain i: its source took it back, and hands it over again
@@ -71,7 +70,7 @@ func (s *Section) Drop(i int) {
 		return
 	}
 	s.peers[i].flags |= apDead
-	s.count(i, -1)
+	s.uncount(i)
 }
 
 // Mode is the retry mode the chains' fates show (attempt.ModeTally); ok
@@ -82,21 +81,35 @@ func (s *Section) Mode() (backoff.RetryMode, bool) { return s.tally.Mode() }
 // in run (the capture's mode and end). The section is done with after it.
 func (s *Section) Peers(run backoff.Run) *Peers {
 	ps := &s.ps
-	live := 0
-	for i := range s.peers {
-		if s.peers[i].flags&apDead == 0 {
-			live++
-		}
+	// Sort keys rather than entries: report order in three words, the
+	// entry's position beside them.
+	type sortKey struct {
+		rank   uint32 // verdictRank, then IPv6 after IPv4
+		i      uint32
+		hi, lo uint64
 	}
-	ps.peers = make([]auditPeer, 0, live)
-	for _, p := range s.peers {
-		if p.flags&apDead == 0 {
-			ps.peers = append(ps.peers, p)
+	keys := make([]sortKey, 0, len(s.peers))
+	for i := range s.peers {
+		p := &s.peers[i]
+		if p.flags&apDead != 0 {
+			continue
 		}
+		k := sortKey{rank: uint32(verdictRank(p.Verdict())) << 1, i: uint32(i),
+			hi: binary.BigEndian.Uint64(p.addr[:8]), lo: binary.BigEndian.Uint64(p.addr[8:])}
+		if p.flags&apIs4 == 0 {
+			k.rank |= 1
+		}
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y sortKey) int {
+		return cmp.Or(cmp.Compare(x.rank, y.rank), cmp.Compare(x.hi, y.hi), cmp.Compare(x.lo, y.lo))
+	})
+	ps.peers = make([]auditPeer, len(keys))
+	for j, k := range keys {
+		ps.peers[j] = s.peers[k.i]
 	}
 	arena.Free(s.peers)
 	s.peers = nil
-	slices.SortFunc(ps.peers, func(x, y auditPeer) int { return peerOrder(&x, &y) })
 	ps.run = run
 	ps.summary = ps.count()
 	out := *ps

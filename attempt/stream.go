@@ -69,8 +69,9 @@ type Stream struct {
 	pendMin   int // minPending, but in tests
 	pendMax   int
 	pendFirst int64
-	// storeBytes is the size of peers at the last merge.
-	storeBytes int
+	// storeBytes is the size of peers at the last merge, heldBytes that
+	// of the chains held in it.
+	storeBytes, heldBytes int
 	keys, tmp  []uint64
 	done       []bool // by pending packet: a segment that found its attempt
 
@@ -108,7 +109,7 @@ type Stream struct {
 
 // StreamSpillMemory bounds what a Stream's spill holds in memory before
 // it writes to a temporary file.
-const StreamSpillMemory = 16 << 20
+const StreamSpillMemory = 4 << 20
 
 const (
 	// streamBatch is how many chains a Stream hands over at a time.
@@ -117,8 +118,10 @@ const (
 	// through an index rather than by reading them all.
 	longChain = 64
 	// The packets that wait: at least minPending, at most maxPending,
-	// and about one for every pendingBytes of peers held, so that a merge
-	// copies a bounded number of bytes a packet.
+	// and about one for every pendingBytes of chains held, so that a merge
+	// copies a bounded number of bytes a packet (and the entries of peers
+	// whose chains were handed over, smaller, no more than 16 times
+	// that).
 	minPending   = 1 << 16
 	maxPending   = 1 << 19
 	pendingBytes = 64
@@ -397,7 +400,7 @@ func (s *Stream) Finish() error {
 		if h.state == peerHeld {
 			s.handOverBytes(e, &h)
 		}
-		w.add(tombstoneOf(e, &h))
+		w.tombstone(&h)
 	}
 	s.peers.done(w)
 	s.held = 0
@@ -496,7 +499,7 @@ func (s *Stream) merge() {
 	s.done = slices.Grow(s.done[:0], s.npend)[:s.npend]
 	clear(s.done)
 	w := s.peers.rewrite()
-	s.held = 0
+	s.held, s.heldBytes = 0, 0
 	e, hasE := s.peers.next()
 	var h entryHead
 	if hasE {
@@ -541,7 +544,7 @@ func (s *Stream) merge() {
 	s.reviveAll = false
 	s.npend = 0
 	s.storeBytes = s.peers.bytes()
-	s.pendMax = min(maxPending, max(s.pendMin, s.storeBytes/pendingBytes))
+	s.pendMax = min(maxPending, max(s.pendMin, s.heldBytes/pendingBytes))
 	s.flush()
 }
 
@@ -551,12 +554,13 @@ func (s *Stream) keep(w *storeWriter, e []byte, h *entryHead) {
 	switch {
 	case h.state == peerHeld && s.over(h):
 		s.handOverBytes(e, h)
-		w.add(tombstoneOf(e, h))
+		w.tombstone(h)
 	case h.state == peerOver && s.reviveAll:
 		s.update(w, e, h, nil)
 	default:
 		if h.state == peerHeld {
 			s.held++
+			s.heldBytes += len(e)
 		}
 		w.add(e)
 	}
@@ -584,7 +588,7 @@ func (s *Stream) update(w *storeWriter, e []byte, h *entryHead, ps []packet) {
 		return
 	case peerOver:
 		if !s.reviveInto(&s.cb, h) {
-			w.add(tombstoneOf(e, h))
+			w.tombstone(h)
 			return
 		}
 	default:
@@ -599,11 +603,13 @@ func (s *Stream) write(w *storeWriter) {
 	cb := &s.cb
 	if s.over(&cb.head) {
 		s.handOverBytes(cb.bytes(), &cb.head)
-		w.add(tombstoneOf(nil, &cb.head))
+		w.tombstone(&cb.head)
 		return
 	}
 	s.held++
-	w.add(cb.bytes())
+	b := cb.bytes()
+	s.heldBytes += len(b)
+	w.add(b)
 }
 
 // apply applies packets ps, of one peer, in order, to s.cb.

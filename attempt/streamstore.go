@@ -65,14 +65,14 @@ func entrySize(h *entryHead) int {
 	return n
 }
 
-// tombstoneOf is the entry of a peer whose chain was handed over as
-// h.chain: its head alone. e, when not nil, is where it is written from.
-func tombstoneOf(e []byte, h *entryHead) []byte {
-	t := [1]entryHead{{h: h.h, addr: h.addr, chain: h.chain, state: h.state}}
+// tombstone writes the entry of a peer whose chain was handed over as
+// h.chain (or lost): its head alone.
+func (w *storeWriter) tombstone(h *entryHead) {
+	w.t[0] = entryHead{h: h.h, addr: h.addr, chain: h.chain, state: h.state}
 	if h.state == peerHeld {
-		t[0].state = peerOver
+		w.t[0].state = peerOver
 	}
-	return bytesOf(t[:])
+	w.add(bytesOf(w.t[:]))
 }
 
 // storeChunk is the size of a store's chunks, unless an entry needs more.
@@ -92,6 +92,7 @@ type store struct {
 type storeWriter struct {
 	s      *store
 	chunks [][]byte
+	t      [1]entryHead
 }
 
 // bytes is the size of the entries held.
@@ -131,7 +132,7 @@ func (s *store) next() (e []byte, ok bool) {
 
 // drop gives a chunk read back, to the writer or to the system.
 func (s *store) drop(c []byte) {
-	if cap(c) == storeChunk && len(s.spare) < 4 {
+	if cap(c) == storeChunk && len(s.spare) < 2 {
 		s.spare = append(s.spare, c[:0])
 		return
 	}

@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"encoding/binary"
+	"runtime"
 	"slices"
 
 	"github.com/backoff-audit/audit/attempt"
@@ -80,7 +81,8 @@ func (s *Section) Mode() (backoff.RetryMode, bool) { return s.tally.Mode() }
 // Peers puts the section in report order, its chains written as verified
 // in run (the capture's mode and end). The section is done with after it.
 func (s *Section) Peers(run backoff.Run) *Peers {
-	ps := &s.ps
+	ps := &Peers{}
+	*ps, s.ps = s.ps, Peers{}
 	// Sort keys rather than entries: report order in three words, the
 	// entry's position beside them.
 	type sortKey struct {
@@ -104,15 +106,49 @@ func (s *Section) Peers(run backoff.Run) *Peers {
 	slices.SortFunc(keys, func(x, y sortKey) int {
 		return cmp.Or(cmp.Compare(x.rank, y.rank), cmp.Compare(x.hi, y.hi), cmp.Compare(x.lo, y.lo))
 	})
-	ps.peers = make([]auditPeer, len(keys))
+	// The entries into that order where they are, a cycle at a time:
+	// a copy of a million peers' index was the peak of a long capture's
+	// audit. Dead entries end up beyond the live ones, cut off.
+	order := make([]uint32, len(s.peers))
 	for j, k := range keys {
-		ps.peers[j] = s.peers[k.i]
+		order[j] = k.i
 	}
-	arena.Free(s.peers)
-	s.peers = nil
+	for j, n := len(keys), 0; n < len(s.peers); n++ {
+		if s.peers[n].flags&apDead != 0 {
+			order[j] = uint32(n)
+			j++
+		}
+	}
+	permute(s.peers, order)
+	peers := s.peers
+	ps.peers, s.peers = peers[:len(keys)], nil
+	// The index is off the Go heap: it goes back once the section does.
+	runtime.AddCleanup(ps, func(p []auditPeer) { arena.Free(p) }, peers)
 	ps.run = run
 	ps.summary = ps.count()
-	out := *ps
-	*ps = Peers{}
-	return &out
+	return ps
+}
+
+// permute puts s[order[j]] at j for every j, moving each element once.
+func permute[T any](s []T, order []uint32) {
+	done := make([]bool, len(s))
+	for j := range s {
+		if done[j] || order[j] == uint32(j) {
+			continue
+		}
+		// The cycle through j: j takes from order[j], which takes from
+		// its own, until the cycle closes at j.
+		v := s[j]
+		k := j
+		for {
+			done[k] = true
+			from := int(order[k])
+			if from == j {
+				s[k] = v
+				break
+			}
+			s[k] = s[from]
+			k = from
+		}
+	}
 }

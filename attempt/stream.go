@@ -72,8 +72,8 @@ type Stream struct {
 	// storeBytes is the size of peers at the last merge, heldBytes that
 	// of the chains held in it.
 	storeBytes, heldBytes int
-	keys, tmp  []uint64
-	done       []bool // by pending packet: a segment that found its attempt
+	keys, tmp             []uint64
+	done                  []bool // by pending packet: a segment that found its attempt
 
 	// peers holds every peer, in the order of (hash, address): the
 	// chains held, and the numbers of those handed over.

@@ -329,6 +329,24 @@ func (ps *Peers) Summary() Summary { return ps.summary }
 // Peer is the address of the peer at position i.
 func (ps *Peers) Peer(i int) netip.Addr { return ps.peers[i].Addr() }
 
+// Brief is what a line says of a peer, without its attempts.
+type Brief struct {
+	Peer         netip.Addr
+	Attempts     int
+	Retransmits  int
+	Verdict      backoff.Verdict
+	Strict       backoff.Reading
+	MaxJitterPct float64 // the largest |jitter_pct| of its intervals
+}
+
+// Brief is the line of the peer at position i, from the section's index:
+// its chain is not read.
+func (ps *Peers) Brief(i int) Brief {
+	p := &ps.peers[i]
+	return Brief{Peer: p.Addr(), Attempts: int(p.attempts), Retransmits: int(p.retrans), Verdict: p.Verdict(),
+		Strict: p.Strict(), MaxJitterPct: p.maxJitter}
+}
+
 // Passed reports whether the peer at position i passed.
 func (ps *Peers) Passed(i int) bool { return ps.peers[i].passed() }
 

@@ -136,6 +136,22 @@ func TestPcapGolden(t *testing.T) {
 				t.Fatalf("no report (%v); stderr:\n%s", r.err, r.stderr)
 			}
 			testutil.Golden(t, filepath.Join("testdata", tt.golden), []byte(r.stdout), *update)
+			// The same audit with the retry port given is read as it
+			// comes (attempt.Stream) and writes the same report.
+			var port int
+			if _, err := fmt.Sscanf(r.stdout, "port %d:", &port); err != nil {
+				t.Fatalf("no port in the report's first line: %v", err)
+			}
+			cfg := tt.cfg
+			cfg.Port, cfg.PortSet = uint16(port), true
+			for _, asJSON := range []bool{false, true} {
+				cfg.JSON = asJSON
+				tt.cfg.JSON = asJSON
+				want, got := auditFiles(t, tt.cfg, files...), auditFiles(t, cfg, files...)
+				if diff := cmp.Diff(want.stdout, got.stdout); diff != "" {
+					t.Errorf("--port %d, JSON %v: the report differs (-read whole +read as it comes):\n%s", port, asJSON, diff)
+				}
+			}
 		})
 	}
 }

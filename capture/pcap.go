@@ -87,6 +87,7 @@ func (rd *reader) pcap(o order, nano bool) error {
 		}
 		rd.st.Packets += packets
 		rd.dec.other += others
+		rd.sawOther()
 		b.advance(i)
 
 		// The next record is not wholly buffered: make it so (the loop

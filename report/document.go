@@ -83,11 +83,17 @@ type Audit struct {
 // looks for a lower cap that every failing peer fits (Summary.FitsCapMS).
 // capture's attempts and retransmits are counted from the chains.
 func NewAudit(port uint16, p backoff.Policy, run backoff.Run, cs ChainSource, capture attempt.CaptureInfo) *Audit {
-	a := &Audit{Head: Head{Port: port, Policy: p, Mode: run.Mode, Capture: capture}, Peers: NewPeers(p, run, cs)}
+	return AuditOf(port, run.Mode, NewPeers(p, run, cs), capture)
+}
+
+// AuditOf is the audit of the peer section ps (NewPeers, or a Section's),
+// its chains judged in mode, as NewAudit makes it.
+func AuditOf(port uint16, mode backoff.RetryMode, ps *Peers, capture attempt.CaptureInfo) *Audit {
+	a := &Audit{Head: Head{Port: port, Policy: ps.policy, Mode: mode, Capture: capture}, Peers: ps}
 	a.Capture.Attempts, a.Capture.Retransmits = 0, 0
 	for _, ap := range a.Peers.peers {
-		a.Capture.Attempts += ap.attempts
-		a.Capture.Retransmits += ap.retrans
+		a.Capture.Attempts += int(ap.attempts)
+		a.Capture.Retransmits += int(ap.retrans)
 	}
 	a.summarize()
 	return a

@@ -176,17 +176,18 @@ type herdPeer struct {
 func (a *Peers) Herd(m backoff.RetryMode) Herd {
 	hp := make([]herdPeer, len(a.peers))
 	var buf []time.Time
-	for i, p := range a.peers {
-		_, times, _ := a.chains.Times(p.index, buf)
-		h := herdPeer{addr: p.addr, verdict: p.verdict, times: make([]int64, len(times))}
+	for i := range a.peers {
+		p := &a.peers[i]
+		_, times, _ := a.chains.Times(int(p.index), buf)
+		h := herdPeer{addr: p.Addr(), verdict: p.Verdict(), times: make([]int64, len(times))}
 		for j, t := range times {
 			h.times[j] = t.UnixNano()
 		}
-		if !p.passed {
-			res := a.results[p.index]
-			if res.Intervals == nil && !a.verified {
+		if !p.passed() {
+			res, ok := a.result(p.index)
+			if !ok {
 				run := a.run
-				run.Endings = a.chains.Endings(p.index, nil)
+				run.Endings = a.chains.Endings(int(p.index), nil)
 				res = backoff.VerifyRun(a.policy, times, run)
 			}
 			for _, iv := range res.Intervals {

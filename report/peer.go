@@ -173,8 +173,8 @@ func PeerReportOf(c attempt.Chain, res backoff.Result) PeerReport {
 
 // peerOrder is the order of a report's peers: failing first (failed, then
 // too few attempts, then passed), by address within each group.
-func peerOrder(v1 backoff.Verdict, a1 netip.Addr, v2 backoff.Verdict, a2 netip.Addr) int {
-	return cmp.Or(cmp.Compare(verdictRank(v1), verdictRank(v2)), a1.Compare(a2))
+func peerOrder(x, y *auditPeer) int {
+	return cmp.Or(cmp.Compare(verdictRank(x.Verdict()), verdictRank(y.Verdict())), compareAddr(x, y))
 }
 
 func maxJitter(ivs []backoff.Interval) float64 {

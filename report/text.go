@@ -23,12 +23,12 @@ import (
 func writePeersText(bw *bufio.Writer, ps *Peers, brief, verbose bool) error {
 	passed := ps.Summary().Passed
 	return WritePeers(bw, ps, func() struct{} { return struct{}{} }, func(b []byte, _ struct{}, i int, report func() *PeerReport) ([]byte, error) {
-		p := ps.peers[i]
-		if !brief || !p.passed {
+		p := &ps.peers[i]
+		if !brief || !p.passed() {
 			b = append(b, '\n')
 			return appendPeerText(b, *report(), verbose), nil
 		}
-		if i == 0 || !ps.peers[i-1].passed {
+		if i == 0 || !ps.peers[i-1].passed() {
 			b = append(b, '\n')
 			b = text.AppendPlural(b, passed, "passing peer")
 			b = append(b, ", one line each:\n"...)
@@ -470,9 +470,9 @@ type peerHeader struct {
 	passed, refPassed bool
 }
 
-func (p auditPeer) header(reason string) peerHeader {
-	return peerHeader{peer: p.addr, attempts: p.attempts, retrans: p.retrans, verdict: p.verdict,
-		reason: reason, strict: p.strict, passed: p.passed, refPassed: p.refPassed}
+func (p *auditPeer) header(reason string) peerHeader {
+	return peerHeader{peer: p.Addr(), attempts: int(p.attempts), retrans: int(p.retrans), verdict: p.Verdict(),
+		reason: reason, strict: p.Strict(), passed: p.passed(), refPassed: p.flags&apRefPassed != 0}
 }
 
 // appendPeerHeader appends a peer's first line, without its newline. It

@@ -12,7 +12,7 @@ import (
 )
 
 // Sink is what ReadInto hands a capture's attempts to: a PortTracker, or
-// an attempt.Stream of one port.
+// a stream.Stream of one port.
 type Sink interface {
 	Add(attempt.SYN)
 	AddSegmentView(*attempt.SegmentView)

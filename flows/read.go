@@ -3,6 +3,7 @@ package flows
 import (
 	"cmp"
 	"errors"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -68,11 +69,12 @@ func readFiles(paths []string, opt Options, diag h2.DiagnoseOptions, slim bool) 
 		res.Conns = append(res.Conns, c)
 	})
 	paths, dups := capture.Distinct(paths)
+	show := capture.ProgressTo(opt.Progress)
 	for i, path := range paths {
 		if capture.StopBefore(opt.Done, res.Files, paths[i:]) {
 			break
 		}
-		st, err := capture.ReadFile(path, capture.Options{Payloads: a.Add, PayloadPorts: opt.Ports, Done: opt.Done}, func(attempt.SYN) {})
+		st, err := capture.ReadFile(path, capture.Options{Payloads: a.Add, PayloadPorts: opt.Ports, Done: opt.Done, Progress: show(path)}, func(attempt.SYN) {})
 		if err != nil {
 			return nil, err
 		}
@@ -108,6 +110,9 @@ type AuditOptions struct {
 	KeyLog string
 	// Done stops the read (Options.Done).
 	Done <-chan struct{}
+	// Progress shows the read's progress when it is a terminal
+	// (Options.Progress).
+	Progress io.Writer
 }
 
 // ErrNoConnection is Audit's error when, without --port, the files hold no
@@ -147,7 +152,7 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 			return nil, field.Errorf("KeyLog", nil, "%w", err)
 		}
 	}
-	res, err := readFiles(files, Options{Ports: ps, Done: opt.Done, KeyLog: keys}, diag, true)
+	res, err := readFiles(files, Options{Ports: ps, Done: opt.Done, KeyLog: keys, Progress: opt.Progress}, diag, true)
 	if err != nil {
 		return nil, err
 	}

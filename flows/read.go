@@ -196,15 +196,16 @@ func checkRetry(p h2.RetryPolicy) error {
 // withoutSettings is es without its SETTINGS and SETTINGS ACK events, in a
 // slice of its own length.
 func withoutSettings(es []h2.Event) []h2.Event {
+	settings := func(e h2.Event) bool { return e.Kind == h2.KindSettings || e.Kind == h2.KindSettingsAck }
 	n := 0
 	for _, e := range es {
-		if e.Kind != h2.KindSettings && e.Kind != h2.KindSettingsAck {
+		if !settings(e) {
 			n++
 		}
 	}
 	out := make([]h2.Event, 0, n)
 	for _, e := range es {
-		if e.Kind != h2.KindSettings && e.Kind != h2.KindSettingsAck {
+		if !settings(e) {
 			out = append(out, e)
 		}
 	}

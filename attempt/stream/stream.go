@@ -127,7 +127,7 @@ const (
 	// that).
 	minPending   = 1 << 16
 	maxPending   = 1 << 19
-	pendingBytes = 64
+	pendingBytes = 256
 	// mergeEvery is the span of capture time after which packets are
 	// merged before they are pendMax, when a merge copies no more than
 	// 16 times pendingBytes a packet: a chain is handed over about that

@@ -9,6 +9,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report/herd"
 	"github.com/backoff-audit/audit/session"
 )
 
@@ -47,7 +48,7 @@ type Parts struct {
 	Peers   *Peers
 	Summary Summary
 	// Herd is the document's herd reading when it has one (WithHerd).
-	Herd *Herd
+	Herd *herd.Reading
 	// A session's sections (SessionReport).
 	Session *SessionInfo
 	Live    *LiveInfo
@@ -76,7 +77,7 @@ type Audit struct {
 	Peers *Peers
 	// Summary counts Peers; FitsCapMS is looked for (backoff.FitCap).
 	Summary Summary
-	herd    *Herd
+	herd    *herd.Reading
 }
 
 // NewAudit verifies every chain of cs against p in run (NewPeers) and
@@ -128,7 +129,7 @@ func (a *Audit) WithHerd() *Audit {
 }
 
 // Herd is the audit's herd reading (WithHerd), else that of its peers.
-func (a *Audit) Herd() Herd {
+func (a *Audit) Herd() herd.Reading {
 	if a.herd != nil {
 		return *a.herd
 	}
@@ -197,7 +198,7 @@ type SessionReport struct {
 	// CrossCheck is the server's list against the kernel's attempts; nil
 	// without a server side.
 	CrossCheck *session.CrossCheck
-	herd       *Herd
+	herd       *herd.Reading
 }
 
 // WithHerd makes the report end with the herd reading of its peers.
@@ -319,7 +320,7 @@ type RecordRun struct {
 	Summary  Summary
 	Record   RecordInfo
 	Sessions []RecordSession
-	herd     *Herd
+	herd     *herd.Reading
 	chains   []attempt.Chain
 	results  []backoff.Result
 }
@@ -349,11 +350,11 @@ func (r *RecordRun) AddSession(s RecordSession, chain attempt.Chain, res *backof
 
 // SetHerd makes the run end with h, the herd reading of every chain of the
 // capture, not only the sessions'.
-func (r *RecordRun) SetHerd(h Herd) { r.herd = &h }
+func (r *RecordRun) SetHerd(h herd.Reading) { r.herd = &h }
 
 // Herd is the run's herd reading (SetHerd), else that of its sessions'
 // chains.
-func (r *RecordRun) Herd() Herd {
+func (r *RecordRun) Herd() herd.Reading {
 	if r.herd != nil {
 		return *r.herd
 	}
@@ -482,7 +483,7 @@ func (d *jsonDoc) member(name string, v any) {
 
 // head writes the members every document opens with, its peers and its
 // summary, and its herd when it has one.
-func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, herd *Herd) {
+func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, hr *herd.Reading) {
 	d.member("port", h.Port)
 	d.member("policy", h.Policy)
 	d.member("retry_mode", h.Mode)
@@ -527,8 +528,8 @@ func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, herd *Herd) {
 	}
 	d.bw.WriteByte(']')
 	d.member("summary", sum)
-	if herd != nil {
-		d.member("herd", herd)
+	if hr != nil {
+		d.member("herd", hr)
 	}
 }
 

@@ -174,7 +174,7 @@ func PeerReportOf(c attempt.Chain, res backoff.Result) PeerReport {
 // peerOrder is the order of a report's peers: failing first (failed, then
 // too few attempts, then passed), by address within each group.
 func peerOrder(x, y *auditPeer) int {
-	return cmp.Or(cmp.Compare(verdictRank(x.Verdict()), verdictRank(y.Verdict())), compareAddr(x, y))
+	return cmp.Or(cmp.Compare(x.Verdict().Rank(), y.Verdict().Rank()), compareAddr(x, y))
 }
 
 func maxJitter(ivs []backoff.Interval) float64 {
@@ -183,18 +183,6 @@ func maxJitter(ivs []backoff.Interval) float64 {
 		m = max(m, math.Abs(iv.JitterPct))
 	}
 	return m
-}
-
-func verdictRank(v backoff.Verdict) int {
-	switch v {
-	case backoff.Failed:
-		return 0
-	case backoff.TooFew:
-		return 1
-	case backoff.Passed:
-		return 3
-	}
-	return 2 // any other failing verdict
 }
 
 // count adds a peer of the reference reading passed and verdict v.

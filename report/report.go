@@ -3,6 +3,7 @@ package report
 import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report/herd"
 	"github.com/backoff-audit/audit/session"
 )
 
@@ -95,7 +96,7 @@ type Report struct {
 	Summary      Summary             `json:"summary"`
 	// HerdReading is the herd of the peers (WithHerd), written after the
 	// summary in JSON and at the end of the text.
-	HerdReading *Herd `json:"herd,omitempty"`
+	HerdReading *herd.Reading `json:"herd,omitempty"`
 
 	Session    *SessionInfo        `json:"session,omitempty"`
 	Live       *LiveInfo           `json:"live,omitempty"`

@@ -254,7 +254,7 @@ func wantReport(tr *attempt.Tracker) Report {
 		r.Capture.Retransmits += c.Retransmits()
 	}
 	slices.SortStableFunc(r.Peers, func(a, b PeerReport) int {
-		if c := verdictRank(a.Verdict) - verdictRank(b.Verdict); c != 0 {
+		if c := a.Verdict.Rank() - b.Verdict.Rank(); c != 0 {
 			return c
 		}
 		return a.Peer.Compare(b.Peer)

@@ -90,6 +90,7 @@ func NewAudit(port uint16, p backoff.Policy, run backoff.Run, cs ChainSource, ca
 // AuditOf is the audit of the peer section ps (NewPeers, or a Section's),
 // its chains judged in mode, as NewAudit makes it.
 func AuditOf(port uint16, mode backoff.RetryMode, ps *Peers, capture attempt.CaptureInfo) *Audit {
+	ps.start = capture.Start()
 	a := &Audit{Head: Head{Port: port, Policy: ps.policy, Mode: mode, Capture: capture}, Peers: ps}
 	a.Capture.Attempts, a.Capture.Retransmits = 0, 0
 	for _, ap := range a.Peers.peers {

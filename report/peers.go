@@ -58,6 +58,9 @@ type Peers struct {
 	run    backoff.Run // what every chain is verified in (NewPeers)
 	chains ChainSource
 	peers  []auditPeer // in report order
+	// start is when the capture began, when the section is a capture's
+	// (AuditOf): each report says whether its chain may have begun before.
+	start time.Time
 	// results holds, by chain index, the result of the chains whose
 	// intervals fit keptIntervals, so that writing them does not verify
 	// them again; the others (nil Intervals) are verified again. A
@@ -394,6 +397,7 @@ func (ps *Peers) Report(i int, buf *[]attempt.Attempt) PeerReport {
 	if reason, ok := ps.overflow[int(p.index)]; ok {
 		pr.Passed, pr.Verdict, pr.Strict, pr.Reason = false, p.Verdict(), p.Strict(), reason
 	}
+	pr.BegunBefore = pr.mayPrecede(ps.start)
 	return pr
 }
 

@@ -145,6 +145,9 @@ func appendPeerText(b []byte, p PeerReport, verbose bool) []byte {
 		b = append(b, " from port "...)
 		b = strconv.AppendUint(b, uint64(p.Attempts[0].SrcPort), 10)
 		b = append(b, '\n')
+		if p.BegunBefore {
+			b = append(b, "  note: "+BegunBeforeNote+"\n"...)
+		}
 	}
 	if rc := p.Reconnects; rc != nil {
 		loop := "it kept backing off"

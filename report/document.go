@@ -174,6 +174,7 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	if err := writeHerdText(bw, a.herd); err != nil {
 		return err
 	}
+	a.Peers.inferred.WriteText(bw)
 	return bw.Flush()
 }
 
@@ -305,6 +306,7 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 	if err := writeHerdText(bw, r.herd); err != nil {
 		return err
 	}
+	r.Peers.inferred.WriteText(bw)
 	return bw.Flush()
 }
 
@@ -427,6 +429,7 @@ func (r *RecordRun) WriteText(w io.Writer) error {
 	if err := writeHerdText(bw, r.herd); err != nil {
 		return err
 	}
+	r.Peers.inferred.WriteText(bw)
 	return bw.Flush()
 }
 
@@ -509,6 +512,9 @@ func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, herd *Herd) {
 			b = append(b, "\n    "...)
 		}
 		pr := report()
+		if ps.inferred != nil {
+			pr.Inferred = ps.inferred.AppendPeer(nil, int(ps.peers[i].index))
+		}
 		b, err := appendPeerJSON(b, pr, windows)
 		if err != nil {
 			return b, fmt.Errorf("encode peer %s: %w", pr.Peer, err)
@@ -529,6 +535,9 @@ func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, herd *Herd) {
 	d.member("summary", sum)
 	if herd != nil {
 		d.member("herd", herd)
+	}
+	if ps.inferred != nil {
+		d.member("policies", ps.inferred.Policies)
 	}
 }
 

@@ -39,6 +39,8 @@ type PeerReport struct {
 	// (backoff.States), for a chain with a connection that reached READY:
 	// what a restart or an outage did to the client.
 	States []backoff.State `json:"states,omitempty"`
+	// Inferred is the policy read from the chain (Peers.WithInfer).
+	Inferred json.RawMessage `json:"inferred,omitempty"`
 }
 
 // AttemptReport is one attempt of a peer.

@@ -88,6 +88,12 @@ const (
 	// refined.
 	jitterSample = 1 << 12
 	refineSample = 1 << 11
+	// refineReads is how many times refineSample intervals a policy's
+	// refinement reads at most (refining): the chains it is estimated
+	// again from are those it explains among an even sample of the
+	// chains not yet placed, so that a large fleet is not read whole
+	// for each refinement.
+	refineReads = 8
 	// maxJitter is the jitter from which a group is no policy: its windows
 	// (±50 % and more) would explain almost any chain, and its chains
 	// are outliers.
@@ -187,8 +193,9 @@ func Cluster(ch Chains) Fleet {
 		}
 		p, in := fl.estimate(best, false), best
 		p.prepare(maxK)
+		refining := fl.refining(taken)
 		for range refineRounds {
-			in = p.explained(fl, taken)
+			in = p.explained(fl, refining)
 			if len(in) < need {
 				break
 			}
@@ -242,6 +249,36 @@ func cmpKey(a, b [2]int32) int {
 		return c
 	}
 	return cmp.Compare(a[1], b[1])
+}
+
+// refining returns, as a set of chains taken, all but an even sample of
+// the chains not taken of about refineReads·refineSample intervals, those
+// a policy is refined from. A fleet of fewer intervals is refined from
+// every chain not taken.
+func (fl *fleet) refining(taken []bool) []bool {
+	n := 0
+	for i, b := range fl.briefs {
+		if !taken[i] {
+			n += int(b.intervals)
+		}
+	}
+	step := n / (refineReads * refineSample)
+	if step <= 1 {
+		return taken
+	}
+	out := make([]bool, len(taken))
+	for i := range out {
+		out[i] = true
+	}
+	for i, seen := 0, 0; i < len(taken); i++ {
+		if !taken[i] && fl.briefs[i].intervals > 0 {
+			if seen%step == 0 {
+				out[i] = false
+			}
+			seen++
+		}
+	}
+	return out
 }
 
 // explained returns the chains with an interval, not taken, that p

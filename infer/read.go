@@ -273,11 +273,25 @@ func policyOf(q *Policy, p backoff.Policy) (_ backoff.Policy, ok bool) {
 	return p, p.Validate() == nil
 }
 
+// peerScratch is what AppendPeer reads a chain into: every peer of a
+// large capture is read again when written.
+type peerScratch struct {
+	times []time.Time
+	as    []Attempt
+	sc    scratch
+}
+
+var peerPool = sync.Pool{New: func() any { return new(peerScratch) }}
+
 // AppendPeer appends the "inferred" object of chain index (PeerInference's
 // JSON), its fit and its verdict read again from the chain.
 func (r *Reading) AppendPeer(b []byte, index int) []byte {
-	_, times, endings := r.read(index, nil)
-	pi := PeerInference{Fit: FitChain(AttemptsOf(r.policy, r.run, times, endings, nil))}
+	ps := peerPool.Get().(*peerScratch)
+	defer peerPool.Put(ps)
+	_, times, endings := r.read(index, ps.times[:0])
+	ps.times = times
+	ps.as = AttemptsOf(r.policy, r.run, times, endings, ps.as[:0])
+	pi := PeerInference{Fit: fitScratch(ps.as, &ps.sc)}
 	if index < len(r.of) {
 		switch of := r.of[index]; {
 		case of > 0:

@@ -507,13 +507,14 @@ func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, herd *Herd) {
 	d.bw.WriteByte('[')
 	windows := newWindowText(h.Policy)
 	n := ps.Len()
-	err := WritePeers(d.bw, ps, func() struct{} { return struct{}{} }, func(b []byte, _ struct{}, i int, report func() *PeerReport) ([]byte, error) {
+	err := WritePeers(d.bw, ps, func() *[]byte { return new([]byte) }, func(b []byte, inferred *[]byte, i int, report func() *PeerReport) ([]byte, error) {
 		if !d.compact {
 			b = append(b, "\n    "...)
 		}
 		pr := report()
 		if ps.inferred != nil {
-			pr.Inferred = ps.inferred.AppendPeer(nil, int(ps.peers[i].index))
+			*inferred = ps.inferred.AppendPeer((*inferred)[:0], int(ps.peers[i].index))
+			pr.Inferred = *inferred
 		}
 		b, err := appendPeerJSON(b, pr, windows)
 		if err != nil {

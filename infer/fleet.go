@@ -111,10 +111,15 @@ type Chains interface {
 }
 
 // brief is what Cluster keeps of a chain between its passes: how many
-// intervals it has, its largest backoff index, and the bin it seeds in.
+// intervals it has, its largest backoff index, the bin it seeds in, and
+// its first interval (its backoff index, length and the attempt's
+// duration before it), by which a policy rejects most chains it does not
+// explain without reading them again (rejects).
 type brief struct {
 	intervals, maxK int32
 	bin             [2]int32
+	k0              int32
+	ms0, before0    float32
 }
 
 // fleet is the chains Cluster reads and their briefs.
@@ -151,6 +156,10 @@ func Cluster(ch Chains) Fleet {
 			sc.as = ch.Attempts(i, sc.as[:0])
 			f := fitScratch(sc.as, &sc)
 			b := brief{intervals: int32(f.Intervals), maxK: int32(f.maxK)}
+			if len(f.pts) > 0 {
+				pt := f.pts[0]
+				b.k0, b.ms0, b.before0 = pt.k, float32(pt.ms), float32(pt.before)
+			}
 			if f.Intervals >= seedIntervals {
 				b.bin = binOf(&f)
 			}
@@ -288,7 +297,7 @@ func (p *Policy) explained(fl *fleet, taken []bool) []int {
 	each(len(fl.briefs), func(from, to int) {
 		var sc scratch
 		for i := from; i < to; i++ {
-			if !taken[i] && fl.briefs[i].intervals > 0 {
+			if !taken[i] && fl.briefs[i].intervals > 0 && !p.rejects(&fl.briefs[i]) {
 				pts, _ := fl.points(i, &sc)
 				_, ok[i] = p.explains(pts, false)
 			}
@@ -318,6 +327,16 @@ func each(n int, work func(from, to int)) {
 	wg.Wait()
 }
 
+// rejected reports whether every policy rejects the chain of b.
+func (fl *Fleet) rejected(b *brief) bool {
+	for j := range fl.Policies {
+		if !fl.Policies[j].rejects(b) {
+			return false
+		}
+	}
+	return true
+}
+
 // place puts each chain with an interval in the policy that explains it
 // with the most likelihood, the policy's size as found its prior (the log
 // of its peers less the log widths of the windows), estimates each policy
@@ -337,7 +356,7 @@ func (fl *Fleet) place(chains *fleet) {
 		var sc scratch
 		for i := from; i < to; i++ {
 			best[i] = NoPolicy
-			if briefs[i].intervals == 0 {
+			if briefs[i].intervals == 0 || fl.rejected(&briefs[i]) {
 				continue
 			}
 			pts, _ := chains.points(i, &sc)

@@ -357,6 +357,35 @@ func (p *Policy) expectedAt(k int) float64 {
 // 2 % for the error of the policy's own estimate.
 func slack(e float64) float64 { return 0.02*e + min(100, 0.1*e) }
 
+// window is the policy's window for an interval of backoff index k (ms),
+// before, for interval 1, the attempt's duration before it.
+func (p *Policy) window(k int32, before float64) (lo, hi float64) {
+	if k == 1 {
+		j1 := max(p.FirstJitter, noiseFloor)
+		return p.first.Low*(1-j1) - slack(p.first.Low) - before, p.first.High*(1+j1) + slack(p.first.High)
+	}
+	e, j := p.expected(int(k)), p.jitterE
+	return e*(1-j) - slack(e), e*(1+j) + slack(e)
+}
+
+// rejects reports whether p cannot explain the chain of b: its first
+// interval lies outside its window, by more than the rounding of the
+// brief's float32. A chain's first interval has no interval before it
+// that a compounding jitter could be read from, so explains would reject
+// it too.
+func (p *Policy) rejects(b *brief) bool {
+	if !p.Initial.Determined() {
+		return true
+	}
+	if b.intervals == 0 {
+		return false
+	}
+	ms, before := float64(b.ms0), float64(b.before0)
+	lo, hi := p.window(b.k0, before)
+	tol := 1e-6 * (ms + before + 1)
+	return ms < lo-tol || ms > hi+tol
+}
+
 // explains reports whether every interval of a chain, pts, lies within the policy's
 // window for it and, when weigh asks, the sum of the log widths of those
 // windows (the chain's negative log likelihood under the policy's uniform
@@ -375,15 +404,7 @@ func (p *Policy) explains(pts []point, weigh bool) (logWidth float64, ok bool) {
 	// chain rather than one an interval.
 	width := 1.0
 	for i, pt := range pts {
-		var lo, hi float64
-		if pt.k == 1 {
-			j1 := max(p.FirstJitter, noiseFloor)
-			lo = p.first.Low*(1-j1) - slack(p.first.Low) - pt.before
-			hi = p.first.High*(1+j1) + slack(p.first.High)
-		} else {
-			e := p.expected(int(pt.k))
-			lo, hi = e*(1-j)-slack(e), e*(1+j)+slack(e)
-		}
+		lo, hi := p.window(pt.k, pt.before)
 		if pt.ms < lo || pt.ms > hi {
 			if !p.Compounds || i == 0 {
 				return 0, false

@@ -276,20 +276,27 @@ func policyOf(q *Policy, p backoff.Policy) (_ backoff.Policy, ok bool) {
 // peerScratch is what AppendPeer reads a chain into: every peer of a
 // large capture is read again when written.
 type peerScratch struct {
-	times []time.Time
-	as    []Attempt
-	sc    scratch
+	times   []time.Time
+	endings []backoff.Ending
+	as      []Attempt
+	sc      scratch
 }
 
 var peerPool = sync.Pool{New: func() any { return new(peerScratch) }}
 
 // AppendPeer appends the "inferred" object of chain index (PeerInference's
-// JSON), its fit and its verdict read again from the chain.
-func (r *Reading) AppendPeer(b []byte, index int) []byte {
+// JSON): its fit and its verdict against its policy, read from its n
+// attempts, attempt k's time and fate at(k), in time order (the peer's
+// report, written from the chain just read).
+func (r *Reading) AppendPeer(b []byte, index, n int, at func(k int) (time.Time, backoff.Ending)) []byte {
 	ps := peerPool.Get().(*peerScratch)
 	defer peerPool.Put(ps)
-	_, times, endings := r.read(index, ps.times[:0])
-	ps.times = times
+	times, endings := ps.times[:0], ps.endings[:0]
+	for k := range n {
+		t, e := at(k)
+		times, endings = append(times, t), append(endings, e)
+	}
+	ps.times, ps.endings = times, endings
 	ps.as = AttemptsOf(r.policy, r.run, times, endings, ps.as[:0])
 	pi := PeerInference{Fit: fitScratch(ps.as, &ps.sc)}
 	if index < len(r.of) {

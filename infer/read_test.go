@@ -71,6 +71,11 @@ func (s *memSource) Times(i int, buf []time.Time) (netip.Addr, []time.Time, int)
 
 func (s *memSource) Endings(i int, _ []backoff.Ending) []backoff.Ending { return s.endings[i] }
 
+// appendPeer is r's reading of chain i, stored at index.
+func (s *memSource) appendPeer(r *Reading, index, i int) []byte {
+	return r.AppendPeer(nil, index, len(s.chains[i]), func(k int) (time.Time, backoff.Ending) { return s.chains[i][k], s.endings[i][k] })
+}
+
 // threeSchedules is 300 chains of 8 attempts the server closed at once,
 // 100 each of 1 s ×1.6, ×2 and flat, jittered ±10 %.
 func threeSchedules() *memSource {
@@ -116,7 +121,7 @@ func TestRead(t *testing.T) {
 	}
 	peers := make([]string, 300)
 	for i := range peers {
-		peers[i] = string(r.AppendPeer(nil, i))
+		peers[i] = string(src.appendPeer(r, i, i))
 		var in struct {
 			Policy        int
 			AgainstPolicy *PolicyVerdict `json:"against_policy"`
@@ -143,7 +148,7 @@ func TestRead(t *testing.T) {
 		t.Errorf("policies of the chains stored in reverse (-in order +reversed):\n%s", diff)
 	}
 	for i := range peers {
-		if got := string(r2.AppendPeer(nil, 299-i)); got != peers[i] {
+		if got := string(rev.appendPeer(r2, 299-i, 299-i)); got != peers[i] {
 			t.Errorf("peer %d stored in reverse: %s, want %s", i, got, peers[i])
 		}
 	}

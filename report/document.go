@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"time"
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
@@ -513,7 +514,7 @@ func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, herd *Herd) {
 		}
 		pr := report()
 		if ps.inferred != nil {
-			*inferred = ps.inferred.AppendPeer((*inferred)[:0], int(ps.peers[i].index))
+			*inferred = ps.inferred.AppendPeer((*inferred)[:0], int(ps.peers[i].index), len(pr.Attempts), func(k int) (time.Time, backoff.Ending) { return pr.Attempts[k].Time, pr.Attempts[k].Ending })
 			pr.Inferred = *inferred
 		}
 		b, err := appendPeerJSON(b, pr, windows)

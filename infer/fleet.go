@@ -126,7 +126,21 @@ type brief struct {
 type fleet struct {
 	ch     Chains
 	briefs []brief
+	// kept holds the intervals and held attempts of the chains the first
+	// pass read, up to keptPoints of them in all: the later passes read
+	// only the others again.
+	kept map[int32]keptChain
 }
+
+// keptChain is a chain's intervals and held attempts, as pointsOf reads
+// them.
+type keptChain struct{ pts, held []point }
+
+// keptPoints bounds the intervals and held attempts Cluster keeps between
+// its passes, about 32 bytes each: a fleet of up to that many is read
+// once, and a larger one keeps that many and reads the rest again for
+// each pass, its memory bounded whatever the capture.
+const keptPoints = 1 << 18
 
 // scratch is a goroutine's buffers for reading chains.
 type scratch struct {
@@ -137,6 +151,9 @@ type scratch struct {
 // points reads chain i's intervals and the attempts the client gave up
 // on (pointsOf), in sc's buffers.
 func (fl *fleet) points(i int, sc *scratch) (pts, held []point) {
+	if k, ok := fl.kept[int32(i)]; ok {
+		return k.pts, k.held
+	}
 	sc.as = fl.ch.Attempts(i, sc.as[:0])
 	sc.pts, sc.held, _ = pointsOf(sc.as, sc.pts[:0], sc.held[:0])
 	return sc.pts, sc.held
@@ -149,12 +166,23 @@ func (fl *fleet) points(i int, sc *scratch) (pts, held []point) {
 // attempts, in memory a few words a chain.
 func Cluster(ch Chains) Fleet {
 	n := ch.Len()
-	fl := &fleet{ch: ch, briefs: make([]brief, n)}
+	fl := &fleet{ch: ch, briefs: make([]brief, n), kept: map[int32]keptChain{}}
+	var mu sync.Mutex
 	each(n, func(from, to int) {
 		var sc scratch
+		// The points this goroutine keeps, in one array, and where each
+		// chain's are in it.
+		var arena []point
+		type at struct{ i, from, pts, held int32 }
+		var ats []at
+		budget := keptPoints * (to - from) / max(n, 1)
 		for i := from; i < to; i++ {
 			sc.as = ch.Attempts(i, sc.as[:0])
 			f := fitScratch(sc.as, &sc)
+			if m := len(f.pts) + len(f.held); m > 0 && len(arena)+m <= budget {
+				ats = append(ats, at{int32(i), int32(len(arena)), int32(len(f.pts)), int32(len(f.held))})
+				arena = append(append(arena, f.pts...), f.held...)
+			}
 			b := brief{intervals: int32(f.Intervals), maxK: int32(f.maxK)}
 			if len(f.pts) > 0 {
 				pt := f.pts[0]
@@ -164,6 +192,12 @@ func Cluster(ch Chains) Fleet {
 				b.bin = binOf(&f)
 			}
 			fl.briefs[i] = b
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, a := range ats {
+			p := a.from + a.pts
+			fl.kept[a.i] = keptChain{pts: arena[a.from:p:p], held: arena[p : p+a.held : p+a.held]}
 		}
 	})
 	fleet := Fleet{Of: make([]int, n)}

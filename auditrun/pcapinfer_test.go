@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,19 +106,7 @@ func (cs chainList) Attempts(i int, _ []infer.Attempt) []infer.Attempt { return 
 // come out in a policy that reads as compounding. It holds for any run of
 // the capture scripts, not only the committed ones.
 func TestInferRealCaptures(t *testing.T) {
-	b, err := os.ReadFile(fixture("real-fates.ports"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports := map[string]uint16{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		mode, port, _ := strings.Cut(line, " ")
-		n, err := strconv.ParseUint(port, 10, 16)
-		if err != nil {
-			t.Fatalf("real-fates.ports: %s port %q: %v", mode, port, err)
-		}
-		ports[mode] = uint16(n)
-	}
+	ports := realFatesPorts(t)
 	onPort := func(port uint16) FilesConfig { return FilesConfig{Port: port, PortSet: true} }
 	cap2s := infer.Schedule{InitialMS: 1000, Multiplier: 1.6, Jitter: 0.2, MaxBackoffMS: 2000}
 	cap1s := infer.Schedule{InitialMS: 1000, Multiplier: 1.6, Jitter: 0.2, MaxBackoffMS: 1000}

@@ -1,13 +1,9 @@
 package auditrun
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/backoff-audit/audit/backoff"
@@ -21,17 +17,7 @@ import (
 // members added since (-update rewrites them: check that its diff only
 // adds).
 func TestJSONSchema(t *testing.T) {
-	ports := map[string]string{}
-	f, err := os.Open("../testdata/real-fates.ports")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		if mode, port, ok := strings.Cut(sc.Text(), " "); ok {
-			ports[mode] = port
-		}
-	}
-	f.Close()
+	ports := realFatesPorts(t)
 	tests := []struct {
 		golden string
 		files  []string
@@ -42,15 +28,12 @@ func TestJSONSchema(t *testing.T) {
 		{golden: "record-run", files: []string{"../testdata/real-grpc-go.pcap"}, cfg: FilesConfig{Herd: true, Infer: true, Record: "../testdata/real-grpc-go.record.jsonl"}},
 	}
 	for _, mode := range []string{"close", "hang", "refuse"} {
-		port, err := strconv.ParseUint(ports[mode], 10, 16)
-		if err != nil {
-			t.Fatalf("testdata/real-fates.ports: %s: %v", mode, err)
-		}
+		port := ports[mode]
 		tests = append(tests, struct {
 			golden string
 			files  []string
 			cfg    FilesConfig
-		}{golden: "audit-fates-" + mode, files: []string{"../testdata/real-fates.pcap"}, cfg: FilesConfig{Herd: true, Infer: true, Port: uint16(port), PortSet: true}})
+		}{golden: "audit-fates-" + mode, files: []string{"../testdata/real-fates.pcap"}, cfg: FilesConfig{Herd: true, Infer: true, Port: port, PortSet: true}})
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {

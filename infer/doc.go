@@ -12,8 +12,13 @@
 // the estimators, their intervals and when a chain is undetermined are in
 // docs/spec.md §8. Everything is linear in the attempts read.
 //
-// It imports only the standard library, and knows nothing of captures or
-// reports: a chain is its attempts' times and how each ended.
+// The fit and the search (FitChain, Cluster) know nothing of captures or
+// reports: a chain is its attempts' times and how each ended. Read is the
+// bridge to a document's chains: it reads each attempt's end as the
+// verifier classes it (package backoff, the only package of the module
+// infer imports besides internal/text), keeps a word a chain, and writes
+// the JSON and text a report carries (Reading.AppendPeer, Policies,
+// Reading.WriteText), so that package report only calls it.
 //
 // Spec: https://github.com/grpc/grpc/blob/master/doc/connection-backoff.md
 package infer

@@ -84,8 +84,8 @@ func readerOf(src Source) chainReader {
 // Reading is what --infer reads of a document's chains (docs/spec.md §8):
 // the fleet's policies, and of each chain the policy it runs. It keeps a
 // word a chain; a peer's own fit and its verdict against its policy are
-// read again from its chain when the peer is written (AppendPeer), so
-// that a capture's every chain need not be held.
+// read from its attempts when the peer is written (AppendPeer), so that
+// a capture's every chain need not be held.
 type Reading struct {
 	// Policies is the fleet's section (JSON "policies").
 	Policies Policies
@@ -127,10 +127,9 @@ func (c *readChains) Attempts(i int, buf []Attempt) []Attempt {
 
 // Read fits the chains of src that order names (chain indices, in report
 // order: the fleet's policies do not depend on where each chain was
-// stored), finds
-// the fleet's policies (Cluster), and judges each chain against its own
-// policy's windows in run under p's tolerance, reading its fates as the
-// verdicts do (AttemptsOf).
+// stored), finds the fleet's policies (Cluster), and judges each chain
+// against its own policy's windows in run under p's tolerance, reading
+// its fates as the verdicts do (AttemptsOf).
 func Read(order []int32, src Source, p backoff.Policy, run backoff.Run) *Reading {
 	run.Endings = nil
 	read := readerOf(src)

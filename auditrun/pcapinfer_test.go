@@ -31,7 +31,8 @@ func readReport(t *testing.T, r filesRun) report.Report {
 // every peer has its "inferred" reading, and the one policy they run is
 // gRPC's default, its jitter compounding, the grpc-js chains that drift
 // out of its windows named by the signature; the report is the same read
-// whole or as it comes (--port); the text ends with the policies, and the
+// whole or as it comes (--port), and --peer keeps a peer's reading and
+// the policies of every peer; the text ends with the policies, and the
 // page has their table. Sessions of a control port get theirs too.
 func TestPcapInfer(t *testing.T) {
 	file := fixture("real-compound.pcap.gz")
@@ -53,6 +54,17 @@ func TestPcapInfer(t *testing.T) {
 		if err := json.Unmarshal(p.Inferred, &in); err != nil || in.Policy != 1 || in.AgainstPolicy == nil {
 			t.Errorf("peer %s: inferred %s (%v), want its reading in policy 1, judged against it", p.Peer, p.Inferred, err)
 		}
+	}
+	one := rep.Peers[len(rep.Peers)/2]
+	only := readReport(t, auditFiles(t, FilesConfig{JSON: true, Infer: true, Peers: []string{one.Peer.String()}}, file))
+	if len(only.Peers) != 1 {
+		t.Fatalf("--peer %s: %d peers", one.Peer, len(only.Peers))
+	}
+	if got := string(only.Peers[0].Inferred); got != string(one.Inferred) {
+		t.Errorf("--peer %s: inferred %s; want %s", one.Peer, got, one.Inferred)
+	}
+	if diff := cmp.Diff(rep.Policies, only.Policies); diff != "" {
+		t.Errorf("--peer %s: policies (-every peer +one):\n%s", one.Peer, diff)
 	}
 	ps := rep.Policies
 	if ps == nil || len(ps.Policies) != 1 || len(ps.Outliers) != 0 {

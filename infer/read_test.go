@@ -231,3 +231,19 @@ func TestPeerInferenceJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestReadNoChain reads a document without a chain (a record whose
+// sessions the capture misses): no policy, and a text that says so.
+func TestReadNoChain(t *testing.T) {
+	r := Read(nil, &memSource{}, backoff.DefaultPolicy(), backoff.Run{})
+	if diff := cmp.Diff(Policies{Policies: []PolicyReport{}, Outliers: []netip.Addr{}}, r.Policies); diff != "" {
+		t.Errorf("policies (-want +got):\n%s", diff)
+	}
+	var b strings.Builder
+	w := bufio.NewWriter(&b)
+	r.WriteText(w)
+	w.Flush()
+	if want := "\npolicies (--infer, docs/spec.md §8): no policy found in 0 peers\n"; b.String() != want {
+		t.Errorf("text %q, want %q", b.String(), want)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"time"
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
@@ -176,6 +177,7 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	if err := writeHerdText(bw, a.herd); err != nil {
 		return err
 	}
+	a.Peers.inferred.WriteText(bw)
 	return bw.Flush()
 }
 
@@ -307,6 +309,7 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 	if err := writeHerdText(bw, r.herd); err != nil {
 		return err
 	}
+	r.Peers.inferred.WriteText(bw)
 	return bw.Flush()
 }
 
@@ -429,6 +432,7 @@ func (r *RecordRun) WriteText(w io.Writer) error {
 	if err := writeHerdText(bw, r.herd); err != nil {
 		return err
 	}
+	r.Peers.inferred.WriteText(bw)
 	return bw.Flush()
 }
 
@@ -506,11 +510,15 @@ func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, hr *herd.Reading) {
 	d.bw.WriteByte('[')
 	windows := newWindowText(h.Policy)
 	n := ps.Len()
-	err := WritePeers(d.bw, ps, func() struct{} { return struct{}{} }, func(b []byte, _ struct{}, i int, report func() *PeerReport) ([]byte, error) {
+	err := WritePeers(d.bw, ps, func() *[]byte { return new([]byte) }, func(b []byte, inferred *[]byte, i int, report func() *PeerReport) ([]byte, error) {
 		if !d.compact {
 			b = append(b, "\n    "...)
 		}
 		pr := report()
+		if ps.inferred != nil {
+			*inferred = ps.inferred.AppendPeer((*inferred)[:0], int(ps.peers[i].index), len(pr.Attempts), func(k int) (time.Time, backoff.Ending) { return pr.Attempts[k].Time, pr.Attempts[k].Ending })
+			pr.Inferred = *inferred
+		}
 		b, err := appendPeerJSON(b, pr, windows)
 		if err != nil {
 			return b, fmt.Errorf("encode peer %s: %w", pr.Peer, err)
@@ -531,6 +539,9 @@ func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, hr *herd.Reading) {
 	d.member("summary", sum)
 	if hr != nil {
 		d.member("herd", hr)
+	}
+	if ps.inferred != nil {
+		d.member("policies", ps.inferred.Policies)
 	}
 }
 

@@ -89,6 +89,9 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 		b = append(b, `":`...)
 		b = append(b, v...)
 	}
+	if len(p.Inferred) > 0 {
+		b = append(append(b, `,"inferred":`...), p.Inferred...)
+	}
 	return append(b, '}'), nil
 }
 

@@ -46,6 +46,8 @@ type PeerReport struct {
 	// rotated set read alone), and its first interval may then be a
 	// later, longer one.
 	BegunBefore bool `json:"may_have_begun_before_capture,omitempty"`
+	// Inferred is the policy read from the chain (Peers.WithInfer).
+	Inferred json.RawMessage `json:"inferred,omitempty"`
 }
 
 // BegunBeforeNote is what a report says of a chain that may have begun

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/infer"
 	"github.com/backoff-audit/audit/session"
 )
 
@@ -74,6 +75,7 @@ type Peers struct {
 	fits     []backoff.CapRange
 	overflow map[int]string
 	summary  Summary
+	inferred *infer.Reading // WithInfer
 }
 
 // auditPeer is what ordering, counting and a one-line report of a peer
@@ -446,3 +448,20 @@ func WritePeers[S any](w io.Writer, ps *Peers, state func() S, format func(b []b
 			})
 		})
 }
+
+// WithInfer reads from every chain of the section the policy its client
+// runs, and the policies the peers run (infer.Read, docs/spec.md §8), the
+// fates read in mode: each peer's JSON then has "inferred", the document
+// "policies" after the herd, and its text a last section.
+func (ps *Peers) WithInfer(mode backoff.RetryMode) {
+	order := make([]int32, len(ps.peers))
+	for i := range ps.peers {
+		order[i] = ps.peers[i].index
+	}
+	run := ps.run
+	run.Mode = mode
+	ps.inferred = infer.Read(order, ps.chains, ps.policy, run)
+}
+
+// Inferred is the section's WithInfer reading, nil without it.
+func (ps *Peers) Inferred() *infer.Reading { return ps.inferred }

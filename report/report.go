@@ -3,6 +3,7 @@ package report
 import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/infer"
 	"github.com/backoff-audit/audit/report/herd"
 	"github.com/backoff-audit/audit/session"
 )
@@ -67,6 +68,7 @@ import (
 //	    "reconnects": {"per_second", "median_ms", "tight_loop"}
 //	                                       // settings-close, goaway; these three
 //	                                       //   are absent when they do not apply
+//	    "inferred": {…}                    // --infer: the policy read from the chain
 //	  }],
 //	  "summary": {"peers", "passed", "failed", "too_few", "passed_all",
 //	              "fits_cap_ms"}          // audit pcap only, absent when 0
@@ -75,6 +77,7 @@ import (
 // A reading beyond one capture's SYNs adds sections after "summary" (see
 // sections.go); each is absent when the reading has none:
 //
+//	"policies":   infer.Policies: --infer's policies of the peers (after "herd")
 //	"session":    SessionInfo: the session the report judges
 //	"live":       LiveInfo: the live capture and libpcap's counters
 //	"foreign":    [{"addr", "attempts"}]: addresses of the session outside
@@ -97,6 +100,8 @@ type Report struct {
 	// HerdReading is the herd of the peers (WithHerd), written after the
 	// summary in JSON and at the end of the text.
 	HerdReading *herd.Reading `json:"herd,omitempty"`
+	// Policies is the policies the peers run (Peers.WithInfer).
+	Policies *infer.Policies `json:"policies,omitempty"`
 
 	Session    *SessionInfo        `json:"session,omitempty"`
 	Live       *LiveInfo           `json:"live,omitempty"`

@@ -94,6 +94,8 @@ type page struct {
 	Warnings []string
 	Herd     herdView
 	Checks   []checkView
+	// Policies is the policies the peers run, with --infer; nil without.
+	Policies *policiesView
 	// Full counts the peers written in full; the others are rows, or
 	// beyond RowsUpTo of them, Compact lines.
 	Full       int
@@ -136,6 +138,7 @@ func newPage(r *report.Parts, h herd.Reading) *page {
 		}
 	}
 	pg.Herd = newHerdView(h, pg.Anchors)
+	pg.Policies = newPoliciesView(r.Peers.Inferred(), pg.Anchors)
 	pg.Checks = newCheckViews(r, pg)
 	for i := range r.Peers.Len() {
 		if pg.full(i) {

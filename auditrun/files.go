@@ -46,7 +46,10 @@ type FilesConfig struct {
 	// HTML, when set, is a page to write the report to as well.
 	HTML string
 	Herd bool
-	JSON bool
+	// Infer reads each peer's policy from its chain, and the policies the
+	// peers run (report.Peers.WithInfer, docs/spec.md §8).
+	Infer bool
+	JSON  bool
 	// Verbose gives every peer its interval table in the text report.
 	Verbose bool
 	// Stdin is what the file "-" reads (capture.Options.Stdin).
@@ -177,6 +180,9 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 			}
 			return Outcome{}, err
 		}
+		if cfg.Infer {
+			rep.Peers.WithInfer(rep.Mode)
+		}
 		var o Outcome
 		o.Failed, o.Sessions, o.FirstFailure, err = WriteSessions(out, errOut, rep, cfg.JSON, cfg.HTML)
 		return o, err
@@ -224,6 +230,9 @@ func auditStream(ctx context.Context, files []string, cfg FilesConfig, peers []n
 // was judged.
 func writeAudit(aud *report.Audit, inferred bool, cfg FilesConfig, peers []netip.Addr, out io.Writer) (Outcome, error) {
 	port := aud.Port
+	if cfg.Infer { // every peer's chain, whatever Only keeps
+		aud.Peers.WithInfer(aud.Mode)
+	}
 	aud = aud.Only(peers...)
 	aud.ModeInferred = inferred
 	if cfg.Herd {

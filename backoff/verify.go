@@ -32,6 +32,20 @@ const (
 	NotJudged Verdict = "not judged"
 )
 
+// Rank is the order reports list verdicts in: failed first, then too few
+// attempts, any other failing verdict, and passed last.
+func (v Verdict) Rank() int {
+	switch v {
+	case Failed:
+		return 0
+	case TooFew:
+		return 1
+	case Passed:
+		return 3
+	}
+	return 2
+}
+
 // Interval is one gap between consecutive attempts, judged as the reference
 // judges it (docs/spec.md §3).
 type Interval struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/infer"
 	"github.com/backoff-audit/audit/session"
 )
 
@@ -58,6 +59,9 @@ type Peers struct {
 	run    backoff.Run // what every chain is verified in (NewPeers)
 	chains ChainSource
 	peers  []auditPeer // in report order
+	// start is when the capture began, when the section is a capture's
+	// (AuditOf): each report says whether its chain may have begun before.
+	start time.Time
 	// results holds, by chain index, the result of the chains whose
 	// intervals fit keptIntervals, so that writing them does not verify
 	// them again; the others (nil Intervals) are verified again. A
@@ -71,6 +75,7 @@ type Peers struct {
 	fits     []backoff.CapRange
 	overflow map[int]string
 	summary  Summary
+	inferred *infer.Reading // WithInfer
 }
 
 // auditPeer is what ordering, counting and a one-line report of a peer
@@ -394,6 +399,7 @@ func (ps *Peers) Report(i int, buf *[]attempt.Attempt) PeerReport {
 	if reason, ok := ps.overflow[int(p.index)]; ok {
 		pr.Passed, pr.Verdict, pr.Strict, pr.Reason = false, p.Verdict(), p.Strict(), reason
 	}
+	pr.BegunBefore = pr.mayPrecede(ps.start)
 	return pr
 }
 
@@ -442,3 +448,20 @@ func WritePeers[S any](w io.Writer, ps *Peers, state func() S, format func(b []b
 			})
 		})
 }
+
+// WithInfer reads from every chain of the section the policy its client
+// runs, and the policies the peers run (infer.Read, docs/spec.md §8), the
+// fates read in mode: each peer's JSON then has "inferred", the document
+// "policies" after the herd, and its text a last section.
+func (ps *Peers) WithInfer(mode backoff.RetryMode) {
+	order := make([]int32, len(ps.peers))
+	for i := range ps.peers {
+		order[i] = ps.peers[i].index
+	}
+	run := ps.run
+	run.Mode = mode
+	ps.inferred = infer.Read(order, ps.chains, ps.policy, run)
+}
+
+// Inferred is the section's WithInfer reading, nil without it.
+func (ps *Peers) Inferred() *infer.Reading { return ps.inferred }

@@ -86,7 +86,7 @@ func (s *Section) Peers(run backoff.Run) *Peers {
 	// Sort keys rather than entries: report order in three words, the
 	// entry's position beside them.
 	type sortKey struct {
-		rank   uint32 // verdictRank, then IPv6 after IPv4
+		rank   uint32 // Verdict.Rank, then IPv6 after IPv4
 		i      uint32
 		hi, lo uint64
 	}
@@ -96,7 +96,7 @@ func (s *Section) Peers(run backoff.Run) *Peers {
 		if p.flags&apDead != 0 {
 			continue
 		}
-		k := sortKey{rank: uint32(verdictRank(p.Verdict())) << 1, i: uint32(i),
+		k := sortKey{rank: uint32(p.Verdict().Rank()) << 1, i: uint32(i),
 			hi: binary.BigEndian.Uint64(p.addr[:8]), lo: binary.BigEndian.Uint64(p.addr[8:])}
 		if p.flags&apIs4 == 0 {
 			k.rank |= 1

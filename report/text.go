@@ -14,6 +14,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/report/herd"
 )
 
 // writePeersText writes every peer of ps, each after a blank line: its
@@ -52,7 +53,7 @@ func writeSummaryText(bw *bufio.Writer, s Summary) {
 
 // writeHerdText writes the herd reading after a blank line, when there is
 // one.
-func writeHerdText(bw *bufio.Writer, h *Herd) error {
+func writeHerdText(bw *bufio.Writer, h *herd.Reading) error {
 	if h == nil {
 		return nil
 	}
@@ -144,6 +145,9 @@ func appendPeerText(b []byte, p PeerReport, verbose bool) []byte {
 		b = append(b, " from port "...)
 		b = strconv.AppendUint(b, uint64(p.Attempts[0].SrcPort), 10)
 		b = append(b, '\n')
+		if p.BegunBefore {
+			b = append(b, "  note: "+BegunBeforeNote+"\n"...)
+		}
 	}
 	if rc := p.Reconnects; rc != nil {
 		loop := "it kept backing off"

@@ -16,8 +16,12 @@ const module = "github.com/backoff-audit/audit"
 // (backoff and the standard library too); attempt/stream, the chains of
 // one retry port handed over as a capture comes, adds internal/arena and
 // internal/spill; session (the record file, the one Session and
-// Fold, the cross-check) adds attempt; report writes documents from those
-// three, and report/html from report. The server judges its list with
+// Fold, the cross-check) adds attempt; infer, the policy a client runs
+// read from its chain and the policies of a fleet, reads chains with
+// backoff and the standard library only, and holds its own JSON and text
+// section, so that report only calls it; report writes documents from
+// those four, and report/html from report; report/herd, how peers
+// reconnect together, reads only attempt times with backoff. The server judges its list with
 // backoff and session, never report, and builds without libpcap (it never
 // reaches gopacket). The interop client shares only the model and the
 // wire types with the server it judges, and runs where nothing may
@@ -42,9 +46,11 @@ func TestImportGraph(t *testing.T) {
 		onlyStd   bool     // standard library only
 		allowed   []string // with onlyStd unset and forbidden empty: the standard library and these only
 	}{
-		{pkg: "report", allowed: []string{module + "/backoff", module + "/attempt", module + "/attempt/internal/rec", module + "/session", module + "/internal/text", module + "/internal/field", module + "/internal/quote", module + "/internal/arena", module + "/internal/spill"}},
-		{pkg: "report/html", allowed: []string{module + "/backoff", module + "/attempt", module + "/attempt/internal/rec", module + "/session", module + "/report", module + "/internal/text", module + "/internal/field", module + "/internal/quote", module + "/internal/outfile", module + "/internal/arena", module + "/internal/spill"}},
+		{pkg: "infer", allowed: []string{module + "/backoff", module + "/internal/text"}},
+		{pkg: "report", allowed: []string{module + "/backoff", module + "/attempt", module + "/attempt/internal/rec", module + "/session", module + "/report/herd", module + "/infer", module + "/internal/text", module + "/internal/field", module + "/internal/quote", module + "/internal/arena", module + "/internal/spill"}},
+		{pkg: "report/html", allowed: []string{module + "/backoff", module + "/attempt", module + "/attempt/internal/rec", module + "/session", module + "/report", module + "/report/herd", module + "/infer", module + "/internal/text", module + "/internal/field", module + "/internal/quote", module + "/internal/outfile", module + "/internal/arena", module + "/internal/spill"}},
 		{pkg: "backoff", onlyStd: true},
+		{pkg: "report/herd", allowed: []string{module + "/backoff", module + "/internal/text"}},
 		{pkg: "attempt", allowed: []string{module + "/backoff", module + "/attempt/internal/rec", module + "/internal/text", module + "/internal/field"}},
 		{pkg: "attempt/internal/rec", allowed: []string{module + "/backoff"}},
 		{pkg: "attempt/stream", allowed: []string{module + "/backoff", module + "/attempt", module + "/attempt/internal/rec", module + "/internal/text", module + "/internal/field", module + "/internal/arena", module + "/internal/spill"}},

@@ -331,6 +331,9 @@ func termCode(t backoff.Term) int {
 // reconnect rate (docs/spec.md §7.3), as the text report words them.
 func peerNotes(p *report.PeerReport) []string {
 	var out []string
+	if p.BegunBefore {
+		out = append(out, report.BegunBeforeNote)
+	}
 	for _, sg := range p.Signatures {
 		out = append(out, fmt.Sprintf("signature: %s (seen in %s): %s", sg.Name, sg.Seen, sg.Detail))
 	}

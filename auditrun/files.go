@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/attempt/stream"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/field"
@@ -194,12 +194,12 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 }
 
 // auditStream audits the capture files of a known retry port as they are
-// read (attempt.Stream): each chain is judged once the capture is past its
+// read (stream.Stream): each chain is judged once the capture is past its
 // end and set aside in a spill, so that memory follows the peers still
 // retrying, not the length of the capture; the report is written from
 // the spill once the read is done.
 func auditStream(ctx context.Context, files []string, cfg FilesConfig, peers []netip.Addr, out, errOut io.Writer) (Outcome, error) {
-	st := attempt.NewStream(cfg.Port, cfg.Policy, "")
+	st := stream.New(cfg.Port, cfg.Policy, "")
 	defer st.Close()
 	sec := report.NewSection(cfg.Policy, st)
 	st.OnOver = func(from, to int, now time.Time) {

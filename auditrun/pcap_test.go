@@ -150,7 +150,7 @@ func TestPcapGolden(t *testing.T) {
 			}
 			testutil.Golden(t, filepath.Join("testdata", tt.golden), []byte(r.stdout), *update)
 			// The same audit with the retry port given is read as it
-			// comes (attempt.Stream) and writes the same report.
+			// comes (stream.Stream) and writes the same report.
 			var port int
 			if _, err := fmt.Sscanf(r.stdout, "port %d:", &port); err != nil {
 				t.Fatalf("no port in the report's first line: %v", err)

@@ -12,7 +12,7 @@ import (
 )
 
 // Sink is what ReadInto hands a capture's attempts to: a PortTracker, or
-// an attempt.Stream of one port.
+// a stream.Stream of one port.
 type Sink interface {
 	Add(attempt.SYN)
 	AddSegmentView(*attempt.SegmentView)
@@ -53,7 +53,7 @@ func ReadFiles(paths []string, opt Options, progress io.Writer) (*attempt.PortTr
 // well.
 func ReadInto(paths []string, opt Options, sink Sink, progress io.Writer) (info attempt.CaptureInfo, _ error) {
 	info = attempt.CaptureInfo{Skipped: map[string]uint64{}}
-	show := progressTo(progress)
+	show := ProgressTo(progress)
 	var other uint64
 	paths, dups := Distinct(paths)
 	defer func() { NoteDuplicates(info.Files, dups) }()
@@ -109,10 +109,11 @@ func bothProgress(a, b func(done, total int64)) func(done, total int64) {
 	return func(done, total int64) { a(done, total); b(done, total) }
 }
 
-// progressTo returns a per-file progress printer for w, or callbacks that do
-// nothing (nil) when w is not a terminal: a redirected stderr gets no
-// carriage returns.
-func progressTo(w io.Writer) func(path string) func(done, total int64) {
+// ProgressTo returns a per-file progress printer for w (Options.Progress
+// of the file's read), or callbacks that do nothing (nil) when w is not a
+// terminal: a redirected stderr gets no carriage returns. A read that
+// takes more than a second shows the share read and the rate.
+func ProgressTo(w io.Writer) func(path string) func(done, total int64) {
 	f, ok := w.(*os.File)
 	if !ok || f == nil {
 		return func(string) func(int64, int64) { return nil }
@@ -123,7 +124,7 @@ func progressTo(w io.Writer) func(path string) func(done, total int64) {
 	return progressPrinter(f, time.Now)
 }
 
-// progressPrinter is progressTo's printer for a terminal w, on the clock
+// progressPrinter is ProgressTo's printer for a terminal w, on the clock
 // now.
 func progressPrinter(w io.Writer, now func() time.Time) func(path string) func(done, total int64) {
 	return func(path string) func(done, total int64) {
@@ -142,10 +143,11 @@ func progressPrinter(w io.Writer, now func() time.Time) func(path string) func(d
 				return
 			}
 			last = t
+			rate := int64(float64(done>>20) / t.Sub(start).Seconds())
 			if total > 0 {
-				fmt.Fprintf(w, "\r\033[Kreading %s: %3d%% of %d MB", path, done*100/total, total>>20)
+				fmt.Fprintf(w, "\r\033[Kreading %s: %3d%% of %d MB, %d MB/s", path, done*100/total, total>>20, rate)
 			} else {
-				fmt.Fprintf(w, "\r\033[Kreading %s: %d MB", path, done>>20)
+				fmt.Fprintf(w, "\r\033[Kreading %s: %d MB, %d MB/s", path, done>>20, rate)
 			}
 		}
 	}

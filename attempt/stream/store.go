@@ -1,8 +1,10 @@
-package attempt
+package stream
 
 import (
 	"slices"
 	"unsafe"
+
+	"github.com/backoff-audit/audit/attempt/internal/rec"
 
 	"github.com/backoff-audit/audit/internal/arena"
 )
@@ -37,7 +39,7 @@ const (
 var (
 	headSize  = int(unsafe.Sizeof(entryHead{}))
 	recSize   = int(unsafe.Sizeof(streamRec{}))
-	fateSize  = int(unsafe.Sizeof(fateRec{}))
+	fateSize  = int(unsafe.Sizeof(rec.Fate{}))
 	extraSize = int(unsafe.Sizeof(blobExtra{}))
 )
 
@@ -182,7 +184,7 @@ func (s *store) free() {
 type chainBuf struct {
 	head  entryHead
 	recs  []streamRec
-	fates []fateRec // when head.fates
+	fates []rec.Fate // when head.fates
 	xs    []blobExtra
 	ix    *tupleIndex // of a long chain, once needed
 	out   []byte

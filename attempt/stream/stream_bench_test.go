@@ -1,4 +1,4 @@
-package attempt
+package stream
 
 import (
 	"fmt"
@@ -8,18 +8,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt"
+
 	"github.com/backoff-audit/audit/backoff"
 )
 
 // specSYNs are the SYNs of n spec-following peers (the generator's
 // -peers capture, in memory): each starts within a minute and retries
 // for two, the SYNs in time order.
-func specSYNs(n int) []SYN {
+func specSYNs(n int) []attempt.SYN {
 	r := rand.New(rand.NewPCG(1, uint64(n)))
 	base := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 	srv4 := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), 50052)
 	srv6 := netip.AddrPortFrom(netip.MustParseAddr("fd00::1"), 50052)
-	var out []SYN
+	var out []attempt.SYN
 	for i := range n {
 		var src netip.Addr
 		dst := srv4
@@ -33,7 +35,7 @@ func specSYNs(n int) []SYN {
 		e := 1000.0
 		port := uint16(32768 + r.IntN(20000))
 		for k := 0; t.Before(end); k++ {
-			out = append(out, SYN{Time: t, Src: netip.AddrPortFrom(src, port), Dst: dst, Seq: r.Uint32()})
+			out = append(out, attempt.SYN{Time: t, Src: netip.AddrPortFrom(src, port), Dst: dst, Seq: r.Uint32()})
 			g := e
 			if k > 0 {
 				e = min(e*1.6, 120000)
@@ -43,7 +45,7 @@ func specSYNs(n int) []SYN {
 			port++
 		}
 	}
-	slices.SortFunc(out, func(a, b SYN) int { return a.Time.Compare(b.Time) })
+	slices.SortFunc(out, func(a, b attempt.SYN) int { return a.Time.Compare(b.Time) })
 	return out
 }
 
@@ -55,7 +57,7 @@ func BenchmarkStreamAdd(b *testing.B) {
 		syns := specSYNs(n)
 		b.Run(fmt.Sprintf("%dpeers", n), func(b *testing.B) {
 			for b.Loop() {
-				s := NewStream(50052, backoff.DefaultPolicy(), b.TempDir())
+				s := New(50052, backoff.DefaultPolicy(), b.TempDir())
 				for _, syn := range syns {
 					s.Add(syn)
 				}
@@ -64,7 +66,7 @@ func BenchmarkStreamAdd(b *testing.B) {
 				}
 				s.Close()
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(syns)), "ns/SYN")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(syns)), "ns/attempt.SYN")
 		})
 	}
 }

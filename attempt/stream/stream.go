@@ -1,4 +1,4 @@
-package attempt
+package stream
 
 import (
 	"hash/maphash"
@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/attempt/internal/rec"
 
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/arena"
@@ -54,10 +57,10 @@ type Stream struct {
 	// peer's.
 	OnRevive func(chain int)
 
-	base  stamp // the time origin: the first packet's
+	base  rec.Stamp // the time origin: the first packet's
 	based bool
-	last  stamp // the latest packet's time (Last)
-	now   int64 // last, in ns from base
+	last  rec.Stamp // the latest packet's time (Last)
+	now   int64     // last, in ns from base
 	key   [2]uint64
 
 	// pending holds the packets not yet merged, in arrival order; it is
@@ -90,7 +93,7 @@ type Stream struct {
 	lastDst netip.Addr
 	lastID  uint32
 	// The server of the last segment, for the next.
-	segDst addr128
+	segDst rec.Addr128
 	segID  uint32
 	segOK  bool
 	dueAt  []int64 // ChainEnd's offset from the last attempt, by attempts held
@@ -107,9 +110,9 @@ type Stream struct {
 	batch   []byte
 }
 
-// StreamSpillMemory bounds what a Stream's spill holds in memory before
+// SpillMemory bounds what a Stream's spill holds in memory before
 // it writes to a temporary file.
-const StreamSpillMemory = 4 << 20
+const SpillMemory = 4 << 20
 
 const (
 	// streamBatch is how many chains a Stream hands over at a time.
@@ -124,7 +127,7 @@ const (
 	// that).
 	minPending   = 1 << 16
 	maxPending   = 1 << 19
-	pendingBytes = 64
+	pendingBytes = 256
 	// mergeEvery is the span of capture time after which packets are
 	// merged before they are pendMax, when a merge copies no more than
 	// 16 times pendingBytes a packet: a chain is handed over about that
@@ -141,7 +144,7 @@ type blobRef struct {
 type packet struct {
 	h    uint64   // of addr
 	addr [16]byte // the client's, As16
-	t    stamp
+	t    rec.Stamp
 	seq  uint32
 	ack  uint32
 	dst  uint32 // the server's id
@@ -149,7 +152,7 @@ type packet struct {
 	kind uint8
 	// flags and sent are a segment's.
 	flags uint8
-	sent  payloadCode
+	sent  rec.Code
 	// twin is the other reading of a segment between two clients' ports
 	// both the retry port: of the two, only the first that finds its
 	// attempt counts; -1 for every other packet. orig is the packet's
@@ -188,8 +191,8 @@ const (
 // streamExtra is what few attempts need beyond a streamRec.
 type streamExtra struct {
 	retrans int64
-	last    int64 // the latest SYN, Unix ns (stamp.nanos)
-	start   stamp // the exact start, when the record's is clamped
+	last    int64     // the latest SYN, Unix ns (rec.Stamp.nanos)
+	start   rec.Stamp // the exact start, when the record's is clamped
 	dst     uint32
 	far     bool
 }
@@ -202,15 +205,15 @@ type blobExtra struct {
 }
 
 // NewStream returns a Stream of the attempts to port, judged over by p,
-// whose spill keeps its first StreamSpillMemory bytes in memory and the
+// whose spill keeps its first SpillMemory bytes in memory and the
 // rest in a temporary file in dir (os.TempDir when empty).
-func NewStream(port uint16, p backoff.Policy, dir string) *Stream {
+func New(port uint16, p backoff.Policy, dir string) *Stream {
 	seed := maphash.MakeSeed()
 	return &Stream{
 		port: port, policy: p,
 		key:     [2]uint64{maphash.Comparable(seed, 1), maphash.Comparable(seed, 2)},
 		pending: arena.Make[packet](maxPending), sorted: arena.Make[packet](maxPending), pendMin: minPending, pendMax: minPending,
-		dstOf: map[[16]byte]uint32{}, sp: spill.New(dir, StreamSpillMemory),
+		dstOf: map[[16]byte]uint32{}, sp: spill.New(dir, SpillMemory),
 	}
 }
 
@@ -234,10 +237,10 @@ func (s *Stream) PeersSeen() (seen, held int) { return s.count, s.held }
 // Last is the time of the latest SYN or segment of the port: where the
 // capture is known to run to (Tracker.Last).
 func (s *Stream) Last() time.Time {
-	if s.last == (stamp{}) {
+	if s.last == (rec.Stamp{}) {
 		return time.Time{}
 	}
-	return time.Unix(s.last.sec, int64(s.last.nsec)).UTC()
+	return time.Unix(s.last.Sec, int64(s.last.Nsec)).UTC()
 }
 
 // FatesKnown reports what SetFatesKnown set.
@@ -257,24 +260,24 @@ func (s *Stream) SetFatesKnown(known bool) {
 }
 
 // rel is t in ns from base, clamped, and whether it was.
-func (s *Stream) rel(t stamp) (int64, bool) {
+func (s *Stream) rel(t rec.Stamp) (int64, bool) {
 	const maxSec = math.MaxInt64/int64(time.Second) - 1
-	d := t.sec - s.base.sec
+	d := t.Sec - s.base.Sec
 	switch {
 	case d > maxSec:
 		return math.MaxInt64, true
 	case d < -maxSec:
 		return math.MinInt64, true
 	}
-	return d*1e9 + int64(t.nsec-s.base.nsec), false
+	return d*1e9 + int64(t.Nsec-s.base.Nsec), false
 }
 
 // saw notes a packet at t: the capture runs at least until the latest.
-func (s *Stream) saw(t stamp) {
+func (s *Stream) saw(t rec.Stamp) {
 	if !s.based {
 		s.base, s.based = t, true
 	}
-	if s.last == (stamp{}) || s.last.before(t) {
+	if s.last == (rec.Stamp{}) || s.last.Before(t) {
 		s.last = t
 		s.now, _ = s.rel(t)
 	}
@@ -282,8 +285,8 @@ func (s *Stream) saw(t stamp) {
 
 // hash is the hash of an address in As16 form.
 func (s *Stream) hash(a *[16]byte) uint64 {
-	w := words(a)
-	h := (w.lo^s.key[0])*0x9e3779b97f4a7c15 ^ (w.hi^s.key[1])*0xc2b2ae3d27d4eb4f
+	w := rec.Words(a)
+	h := (w.Lo^s.key[0])*0x9e3779b97f4a7c15 ^ (w.Hi^s.key[1])*0xc2b2ae3d27d4eb4f
 	return h ^ h>>29
 }
 
@@ -306,11 +309,11 @@ func (s *Stream) dstID(a netip.Addr) uint32 {
 // knownDst is the id of server address b (4 or 16 bytes), if a SYN went
 // to it.
 func (s *Stream) knownDst(b []byte) (uint32, bool) {
-	k := wordsOfBytes(b)
+	k := rec.WordsOfBytes(b)
 	if k == s.segDst && s.segOK {
 		return s.segID, true
 	}
-	id, ok := s.dstOf[k.bytes()]
+	id, ok := s.dstOf[k.Bytes()]
 	if ok {
 		s.segDst, s.segID, s.segOK = k, id, true
 	}
@@ -332,11 +335,11 @@ func (s *Stream) push(p *packet) {
 }
 
 // Add records one SYN to the port; a SYN to another port is dropped.
-func (s *Stream) Add(syn SYN) {
+func (s *Stream) Add(syn attempt.SYN) {
 	if syn.Dst.Port() != s.port {
 		return
 	}
-	p := packet{addr: syn.Src.Addr().As16(), t: stamp{syn.Time.Unix(), int32(syn.Time.Nanosecond())},
+	p := packet{addr: syn.Src.Addr().As16(), t: rec.Stamp{Sec: syn.Time.Unix(), Nsec: int32(syn.Time.Nanosecond())},
 		seq: syn.Seq, dst: s.dstID(syn.Dst.Addr()), port: syn.Src.Port(), kind: pktSYN, twin: -1}
 	if syn.Src.Addr().Is4() {
 		p.kind |= pktSrc4
@@ -354,14 +357,14 @@ func (s *Stream) Add(syn SYN) {
 // that started no later than it, or an earlier one of the tuple whose
 // ISN its sequence numbers name. A segment of no attempt is dropped. The
 // first segment tells the Stream that the capture shows fates.
-func (s *Stream) AddSegmentView(v *SegmentView) {
+func (s *Stream) AddSegmentView(v *attempt.SegmentView) {
 	if v.DstPort != s.port && v.SrcPort != s.port {
 		return
 	}
-	t := stamp{v.Sec, v.Nsec}
+	t := rec.Stamp{Sec: v.Sec, Nsec: v.Nsec}
 	s.saw(t)
 	s.SetFatesKnown(true)
-	p := packet{t: t, seq: v.Seq, ack: v.Ack, flags: v.Flags, sent: codeOf(v.Sent), twin: -1}
+	p := packet{t: t, seq: v.Seq, ack: v.Ack, flags: v.Flags, sent: rec.CodeOf(v.Sent), twin: -1}
 	// The client is the side away from the port; when both use it,
 	// either side, the first whose attempt it is.
 	first := -1
@@ -378,7 +381,7 @@ func (s *Stream) AddSegmentView(v *SegmentView) {
 			continue
 		}
 		q := p
-		q.addr, q.dst, q.port = wordsOfBytes(client).bytes(), d, port
+		q.addr, q.dst, q.port = rec.WordsOfBytes(client).Bytes(), d, port
 		if fromClient {
 			q.kind = pktFromClient
 		}
@@ -447,7 +450,7 @@ func (s *Stream) sortPending() []packet {
 	for i := range n {
 		s.keys[i] = s.pending[i].h>>32<<32 | uint64(i)
 	}
-	order := sortHigh32(s.keys, s.tmp)
+	order := rec.SortHigh32(s.keys, s.tmp)
 	// The packets themselves in that order, so that the merge reads
 	// them in order: the loads are independent, and overlap.
 	out := s.sorted[:n]
@@ -647,7 +650,7 @@ func (s *Stream) addSYN(cb *chainBuf, p *packet) {
 	pos := uint32(len(cb.recs))
 	if p.dst >= dstExtra || far {
 		meta |= metaXtra
-		x := streamExtra{dst: p.dst, last: p.t.nanos()}
+		x := streamExtra{dst: p.dst, last: p.t.Nanos()}
 		if far {
 			x.start, x.far = p.t, true
 		}
@@ -655,7 +658,7 @@ func (s *Stream) addSYN(cb *chainBuf, p *packet) {
 	}
 	cb.recs = append(cb.recs, streamRec{at: at, seq: p.seq, sport: p.port, meta: meta})
 	if cb.head.fates {
-		cb.fates = append(cb.fates, fateRec{})
+		cb.fates = append(cb.fates, rec.Fate{})
 	}
 	if cb.ix != nil {
 		cb.ix.add(pos, p.port, p.dst)
@@ -668,7 +671,7 @@ func (s *Stream) addSYN(cb *chainBuf, p *packet) {
 
 // retransmit counts a SYN at t again for the attempt at pos
 // (Tracker.retransmit).
-func (s *Stream) retransmit(cb *chainBuf, pos uint32, t stamp) {
+func (s *Stream) retransmit(cb *chainBuf, pos uint32, t rec.Stamp) {
 	r := &cb.recs[pos]
 	j, ok := cb.extraAt(pos)
 	var x streamExtra
@@ -677,10 +680,10 @@ func (s *Stream) retransmit(cb *chainBuf, pos uint32, t stamp) {
 	}
 	start := s.start(r, x)
 	if !ok {
-		x = streamExtra{dst: cb.dst(pos), last: start.nanos()}
+		x = streamExtra{dst: cb.dst(pos), last: start.Nanos()}
 	}
 	x.retrans++
-	if t.before(start) {
+	if t.Before(start) {
 		// Input out of time order: the SYN seen first was the
 		// retransmission, this one opened the attempt.
 		r.at, x.far = s.rel(t)
@@ -690,7 +693,7 @@ func (s *Stream) retransmit(cb *chainBuf, pos uint32, t stamp) {
 			cb.head.last = max(cb.head.last, q.at)
 		}
 	}
-	if at := t.nanos(); at > x.last {
+	if at := t.Nanos(); at > x.last {
 		x.last = at
 	}
 	r.meta |= metaXtra
@@ -702,35 +705,35 @@ func (s *Stream) retransmit(cb *chainBuf, pos uint32, t stamp) {
 }
 
 // start is the exact start of an attempt, x its extra.
-func (s *Stream) start(r *streamRec, x streamExtra) stamp {
+func (s *Stream) start(r *streamRec, x streamExtra) rec.Stamp {
 	if x.far {
 		return x.start
 	}
-	return s.base.plus(r.at)
+	return plus(s.base, r.at)
 }
 
 // plus is s plus d ns.
-func (s stamp) plus(d int64) stamp {
-	sec, nsec := s.sec+d/1e9, int64(s.nsec)+d%1e9
+func plus(s rec.Stamp, d int64) rec.Stamp {
+	sec, nsec := s.Sec+d/1e9, int64(s.Nsec)+d%1e9
 	switch {
 	case nsec >= 1e9:
 		sec, nsec = sec+1, nsec-1e9
 	case nsec < 0:
 		sec, nsec = sec-1, nsec+1e9
 	}
-	return stamp{sec, int32(nsec)}
+	return rec.Stamp{Sec: sec, Nsec: int32(nsec)}
 }
 
 // addSegment reads segment p into the fate of the attempt of cb it
 // belongs to, and reports whether there was one: of the client port and
 // server, the latest that started no later than p, unless one of the
-// lookBack before it is named by p's sequence numbers
+// rec.LookBack before it is named by p's sequence numbers
 // (Tracker.attemptOf).
 func (s *Stream) addSegment(cb *chainBuf, p *packet) bool {
-	startOf := func(q uint32) stamp {
+	startOf := func(q uint32) rec.Stamp {
 		r := &cb.recs[q]
 		if r.meta&metaXtra == 0 {
-			return s.base.plus(r.at)
+			return plus(s.base, r.at)
 		}
 		j, _ := cb.extraAt(q)
 		return s.start(r, cb.xs[j].x)
@@ -739,13 +742,13 @@ func (s *Stream) addSegment(cb *chainBuf, p *packet) bool {
 	cands := buf[:0] // of the tuple, started no later than p
 	if ix := cb.index(); ix != nil {
 		for q := ix.latest[uint32(p.port)|p.dst<<16]; q != 0; q = ix.prev[q-1] {
-			if !p.t.before(startOf(q - 1)) {
+			if !p.t.Before(startOf(q - 1)) {
 				cands = append(cands, q-1)
 			}
 		}
 	} else {
 		for i := len(cb.recs) - 1; i >= 0; i-- {
-			if r := &cb.recs[i]; r.sport == p.port && cb.dst(uint32(i)) == p.dst && !p.t.before(startOf(uint32(i))) {
+			if r := &cb.recs[i]; r.sport == p.port && cb.dst(uint32(i)) == p.dst && !p.t.Before(startOf(uint32(i))) {
 				cands = append(cands, uint32(i))
 			}
 		}
@@ -755,22 +758,20 @@ func (s *Stream) addSegment(cb *chainBuf, p *packet) bool {
 	}
 	if len(cands) > 1 {
 		// Latest first: by start, then by arrival.
-		slices.SortStableFunc(cands, func(x, y uint32) int { return -startOf(x).compare(startOf(y)) })
+		slices.SortStableFunc(cands, func(x, y uint32) int { return -startOf(x).Compare(startOf(y)) })
 	}
 	fromClient := p.kind&pktFromClient != 0
 	pos := cands[0]
-	for _, q := range cands[:min(len(cands), lookBack)] {
-		isn := cb.recs[q].seq
-		answers := !fromClient && p.flags&flagACK != 0 && p.flags&(flagSYN|flagRST) != 0 && p.ack == isn+1
-		if answers || fromClient && p.sent != 0 && p.seq == isn+1 {
+	for _, q := range cands[:min(len(cands), rec.LookBack)] {
+		if rec.Names(fromClient, p.flags, p.seq, p.ack, cb.recs[q].seq, p.sent) {
 			pos = q
 			break
 		}
 	}
 	if !cb.head.fates {
 		cb.head.fates = true
-		cb.fates = append(cb.fates[:0], make([]fateRec, len(cb.recs))...)
+		cb.fates = append(cb.fates[:0], make([]rec.Fate, len(cb.recs))...)
 	}
-	cb.fates[pos].observe(p.t, fromClient, p.flags, p.seq, p.ack, cb.recs[pos].seq, p.sent)
+	cb.fates[pos].Observe(p.t, fromClient, p.flags, p.seq, p.ack, cb.recs[pos].seq, p.sent)
 	return true
 }

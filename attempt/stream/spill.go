@@ -1,4 +1,4 @@
-package attempt
+package stream
 
 import (
 	"cmp"
@@ -6,6 +6,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/attempt/internal/rec"
 
 	"github.com/backoff-audit/audit/backoff"
 )
@@ -83,7 +86,7 @@ type chainView struct {
 	// order is the positions in the chain's time order; start the
 	// attempts' starts, by position.
 	order []int32
-	start []stamp
+	start []rec.Stamp
 }
 
 var viewPool = sync.Pool{New: func() any { return new(chainView) }}
@@ -106,7 +109,7 @@ func (s *Stream) view(i int, v *chainView) error {
 	x := 0
 	for k := range v.cb.recs {
 		r := &v.cb.recs[k]
-		v.start[k] = s.base.plus(r.at)
+		v.start[k] = plus(s.base, r.at)
 		if x < len(v.cb.xs) && v.cb.xs[x].pos == uint32(k) {
 			if v.cb.xs[x].x.far {
 				v.start[k] = v.cb.xs[x].x.start
@@ -114,17 +117,17 @@ func (s *Stream) view(i int, v *chainView) error {
 			x++
 		}
 		v.order[k] = int32(k)
-		if k > 0 && !v.start[k-1].before(v.start[k]) {
+		if k > 0 && !v.start[k-1].Before(v.start[k]) {
 			sorted = false
 		}
 	}
 	if !sorted {
 		// As Tracker.Chains sorts: Compare of the attempts.
-		as := make([]Attempt, n)
+		as := make([]attempt.Attempt, n)
 		for k := range as {
 			as[k] = s.attempt(v, k)
 		}
-		slices.SortFunc(v.order, func(a, b int32) int { return Compare(as[a], as[b]) })
+		slices.SortFunc(v.order, func(a, b int32) int { return attempt.Compare(as[a], as[b]) })
 	}
 	return nil
 }
@@ -144,19 +147,19 @@ func (v *chainView) extra(k int) (streamExtra, bool) {
 // ending is the Ending of the attempt at position k of v.
 func (v *chainView) ending(k int) backoff.Ending {
 	st := v.start[k]
-	last := st.nanos()
+	last := st.Nanos()
 	if x, ok := v.extra(k); ok {
 		last = x.last
 	}
-	var f fateRec
+	var f rec.Fate
 	if v.head.fates {
 		f = v.cb.fates[k]
 	}
-	return f.ending(st, last)
+	return f.Ending(st, last)
 }
 
 // attempt is the attempt at position k of v.
-func (s *Stream) attempt(v *chainView, k int) Attempt {
+func (s *Stream) attempt(v *chainView, k int) attempt.Attempt {
 	r := &v.cb.recs[k]
 	x, _ := v.extra(k)
 	start := v.start[k]
@@ -171,7 +174,7 @@ func (s *Stream) attempt(v *chainView, k int) Attempt {
 	if r.meta&metaDst4 == 0 && srv.Is4() {
 		srv = netip.AddrFrom16(srv.As16())
 	}
-	a := Attempt{Time: time.Unix(start.sec, int64(start.nsec)).UTC(), Src: netip.AddrPortFrom(src, r.sport),
+	a := attempt.Attempt{Time: time.Unix(start.Sec, int64(start.Nsec)).UTC(), Src: netip.AddrPortFrom(src, r.sport),
 		Dst: netip.AddrPortFrom(srv, s.port), Seq: r.seq, Retransmits: int(x.retrans)}
 	if s.fatesKnown {
 		a.Ending = v.ending(k)
@@ -182,17 +185,17 @@ func (s *Stream) attempt(v *chainView, k int) Attempt {
 // Chain returns chain i, its attempts sorted as Tracker.Chains sorts
 // them, built in buf's array when it has room. A chain the spill lost
 // comes back empty: Finish said so.
-func (s *Stream) Chain(i int, buf []Attempt) Chain {
+func (s *Stream) Chain(i int, buf []attempt.Attempt) attempt.Chain {
 	v := viewPool.Get().(*chainView)
 	defer viewPool.Put(v)
 	if s.view(i, v) != nil {
-		return Chain{}
+		return attempt.Chain{}
 	}
 	as := buf[:0]
 	for _, k := range v.order {
 		as = append(as, s.attempt(v, int(k)))
 	}
-	return Chain{Peer: netip.AddrFrom16(v.head.addr).Unmap(), Attempts: as}
+	return attempt.Chain{Peer: netip.AddrFrom16(v.head.addr).Unmap(), Attempts: as}
 }
 
 // Times returns chain i's peer, attempt times in time order (in buf's
@@ -210,7 +213,7 @@ func (s *Stream) Times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 	}
 	for _, k := range v.order {
 		st := v.start[k]
-		buf = append(buf, time.Unix(st.sec, int64(st.nsec)).UTC())
+		buf = append(buf, time.Unix(st.Sec, int64(st.Nsec)).UTC())
 	}
 	return netip.AddrFrom16(v.head.addr).Unmap(), buf, retrans
 }
@@ -233,7 +236,7 @@ func (s *Stream) TimesEndings(i int, buf []time.Time) (netip.Addr, []time.Time, 
 	}
 	for j, k := range v.order {
 		st := v.start[k]
-		buf = append(buf, time.Unix(st.sec, int64(st.nsec)).UTC())
+		buf = append(buf, time.Unix(st.Sec, int64(st.Nsec)).UTC())
 		if es != nil {
 			es[j] = v.ending(int(k))
 		}

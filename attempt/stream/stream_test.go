@@ -1,4 +1,4 @@
-package attempt
+package stream
 
 import (
 	"math/rand/v2"
@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/attempt/internal/rec"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -17,8 +20,8 @@ import (
 
 // event is a SYN or a segment of a made-up capture.
 type event struct {
-	syn *SYN
-	seg *Segment
+	syn *attempt.SYN
+	seg *attempt.Segment
 }
 
 // captureMix is what a made-up capture holds.
@@ -82,7 +85,7 @@ func madeUp(r *rand.Rand, mix captureMix) []event {
 			} else {
 				port++
 			}
-			syn := SYN{Time: t, Src: netip.AddrPortFrom(src, port), Dst: netip.AddrPortFrom(srv, streamPort), Seq: r.Uint32()}
+			syn := attempt.SYN{Time: t, Src: netip.AddrPortFrom(src, port), Dst: netip.AddrPortFrom(srv, streamPort), Seq: r.Uint32()}
 			if mix.far && r.IntN(200) == 0 {
 				syn.Time = syn.Time.AddDate(400, 0, 0)
 			}
@@ -103,17 +106,17 @@ func madeUp(r *rand.Rand, mix captureMix) []event {
 				client, server := syn.Src, syn.Dst
 				switch answer {
 				case 0: // refused
-					add(t.Add(time.Millisecond), event{seg: &Segment{Time: t.Add(time.Millisecond), Src: server, Dst: client, Ack: isn + 1, Flags: flagRST | flagACK}})
+					add(t.Add(time.Millisecond), event{seg: &attempt.Segment{Time: t.Add(time.Millisecond), Src: server, Dst: client, Ack: isn + 1, Flags: rec.FlagRST | rec.FlagACK}})
 				case 1: // closed after a hello
 					ts := []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond}
-					add(t.Add(ts[0]), event{seg: &Segment{Time: t.Add(ts[0]), Src: server, Dst: client, Seq: 77, Ack: isn + 1, Flags: flagSYN | flagACK}})
-					add(t.Add(ts[1]), event{seg: &Segment{Time: t.Add(ts[1]), Src: client, Dst: server, Seq: isn + 1, Ack: 78, Flags: flagACK, Sent: backoff.PayloadTLSClientHello}})
-					add(t.Add(ts[2]), event{seg: &Segment{Time: t.Add(ts[2]), Src: server, Dst: client, Seq: 78, Flags: flagRST | flagACK}})
+					add(t.Add(ts[0]), event{seg: &attempt.Segment{Time: t.Add(ts[0]), Src: server, Dst: client, Seq: 77, Ack: isn + 1, Flags: rec.FlagSYN | rec.FlagACK}})
+					add(t.Add(ts[1]), event{seg: &attempt.Segment{Time: t.Add(ts[1]), Src: client, Dst: server, Seq: isn + 1, Ack: 78, Flags: rec.FlagACK, Sent: backoff.PayloadTLSClientHello}})
+					add(t.Add(ts[2]), event{seg: &attempt.Segment{Time: t.Add(ts[2]), Src: server, Dst: client, Seq: 78, Flags: rec.FlagRST | rec.FlagACK}})
 				case 2: // unanswered
 				case 3: // accepted, abandoned later
-					add(t.Add(time.Millisecond), event{seg: &Segment{Time: t.Add(time.Millisecond), Src: server, Dst: client, Seq: 9, Ack: isn + 1, Flags: flagSYN | flagACK}})
+					add(t.Add(time.Millisecond), event{seg: &attempt.Segment{Time: t.Add(time.Millisecond), Src: server, Dst: client, Seq: 9, Ack: isn + 1, Flags: rec.FlagSYN | rec.FlagACK}})
 					end := t.Add(time.Duration(1+r.IntN(30)) * time.Second)
-					add(end, event{seg: &Segment{Time: end, Src: client, Dst: server, Seq: isn + 1, Flags: flagFIN | flagACK}})
+					add(end, event{seg: &attempt.Segment{Time: end, Src: client, Dst: server, Seq: isn + 1, Flags: rec.FlagFIN | rec.FlagACK}})
 				}
 			}
 			g := e
@@ -138,15 +141,15 @@ func madeUp(r *rand.Rand, mix captureMix) []event {
 		if srv.Is6() {
 			cl = netip.AddrFrom16([16]byte{0: 0xfd, 1: 1, 15: byte(r.IntN(20))})
 		}
-		add(at, event{seg: &Segment{Time: at, Src: netip.AddrPortFrom(cl, uint16(30000+r.IntN(100))), Dst: netip.AddrPortFrom(srv, streamPort),
-			Seq: r.Uint32(), Ack: r.Uint32(), Flags: flagACK, Sent: backoff.PayloadOther}})
+		add(at, event{seg: &attempt.Segment{Time: at, Src: netip.AddrPortFrom(cl, uint16(30000+r.IntN(100))), Dst: netip.AddrPortFrom(srv, streamPort),
+			Seq: r.Uint32(), Ack: r.Uint32(), Flags: rec.FlagACK, Sent: backoff.PayloadOther}})
 	}
 	for range mix.both {
 		at := base.Add(time.Duration(r.Int64N(int64(last.Sub(base)))))
 		a := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, 0, byte(r.IntN(4))}), streamPort)
-		syn := SYN{Time: at, Src: a, Dst: netip.AddrPortFrom(servers[0], streamPort), Seq: r.Uint32()}
+		syn := attempt.SYN{Time: at, Src: a, Dst: netip.AddrPortFrom(servers[0], streamPort), Seq: r.Uint32()}
 		add(at, event{syn: &syn})
-		rst := Segment{Time: at.Add(time.Millisecond), Src: syn.Dst, Dst: a, Ack: syn.Seq + 1, Flags: flagRST | flagACK}
+		rst := attempt.Segment{Time: at.Add(time.Millisecond), Src: syn.Dst, Dst: a, Ack: syn.Seq + 1, Flags: rec.FlagRST | rec.FlagACK}
 		add(rst.Time, event{seg: &rst})
 	}
 	// In time order, but for the late retransmissions, which stay where
@@ -172,9 +175,9 @@ func madeUp(r *rand.Rand, mix captureMix) []event {
 	return out
 }
 
-func viewOf(s *Segment) *SegmentView {
+func viewOf(s *attempt.Segment) *attempt.SegmentView {
 	src, dst := s.Src.Addr().AsSlice(), s.Dst.Addr().AsSlice()
-	return &SegmentView{Src: src, Dst: dst, SrcPort: s.Src.Port(), DstPort: s.Dst.Port(), Seq: s.Seq, Ack: s.Ack,
+	return &attempt.SegmentView{Src: src, Dst: dst, SrcPort: s.Src.Port(), DstPort: s.Dst.Port(), Seq: s.Seq, Ack: s.Ack,
 		Sec: s.Time.Unix(), Nsec: int32(s.Time.Nanosecond()), Flags: s.Flags, Sent: s.Sent}
 }
 
@@ -207,8 +210,8 @@ func TestStreamChains(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			events := madeUp(rand.New(rand.NewPCG(uint64(i), 7)), tt.mix)
-			pt := NewPortTracker()
-			st := NewStream(streamPort, backoff.DefaultPolicy(), t.TempDir())
+			pt := attempt.NewPortTracker()
+			st := New(streamPort, backoff.DefaultPolicy(), t.TempDir())
 			defer st.Close()
 			st.pendMin = tt.pend
 			st.pendMax = tt.pend
@@ -249,13 +252,13 @@ func TestStreamChains(t *testing.T) {
 				t.Fatal(err)
 			}
 			tr := pt.Tracker(streamPort)
-			want := map[netip.Addr]Chain{}
+			want := map[netip.Addr]attempt.Chain{}
 			cs := tr.Chains()
 			for i := range cs.Len() {
 				c := cs.Chain(i, nil)
 				want[c.Peer] = c
 			}
-			got := map[netip.Addr]Chain{}
+			got := map[netip.Addr]attempt.Chain{}
 			for c := range st.Len() {
 				if dead[c] {
 					continue
@@ -268,17 +271,17 @@ func TestStreamChains(t *testing.T) {
 				// Times and Endings are Chain's.
 				_, times, retrans := st.Times(c, nil)
 				if diff := cmp.Diff(ch.Times(), times); diff != "" {
-					t.Errorf("chain %d: Times differ from Chain's (-Chain +Times):\n%s", c, diff)
+					t.Errorf("chain %d: Times differ from attempt.Chain's (-attempt.Chain +Times):\n%s", c, diff)
 				}
 				if retrans != ch.Retransmits() {
-					t.Errorf("chain %d: Times counts %d retransmits, Chain %d", c, retrans, ch.Retransmits())
+					t.Errorf("chain %d: Times counts %d retransmits, attempt.Chain %d", c, retrans, ch.Retransmits())
 				}
 				var wantEnd []backoff.Ending
 				if segs {
 					wantEnd = ch.Endings()
 				}
 				if diff := cmp.Diff(wantEnd, st.Endings(c, nil)); diff != "" {
-					t.Errorf("chain %d: Endings differ from Chain's (-Chain +Endings):\n%s", c, diff)
+					t.Errorf("chain %d: Endings differ from attempt.Chain's (-attempt.Chain +Endings):\n%s", c, diff)
 				}
 				_, times2, retrans2, ends2 := st.TimesEndings(c, nil)
 				if diff := cmp.Diff(wantEnd, ends2); diff != "" || retrans2 != retrans || !slices.Equal(times, times2) {
@@ -286,13 +289,13 @@ func TestStreamChains(t *testing.T) {
 				}
 			}
 			if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{}, netip.AddrPort{})); diff != "" {
-				t.Errorf("chains (-Tracker +Stream):\n%s", diff)
+				t.Errorf("chains (-attempt.Tracker +Stream):\n%s", diff)
 			}
 			if st.SYNs() != tr.SYNs() {
-				t.Errorf("Stream counts %d SYNs, Tracker %d", st.SYNs(), tr.SYNs())
+				t.Errorf("Stream counts %d SYNs, attempt.Tracker %d", st.SYNs(), tr.SYNs())
 			}
 			if !st.Last().Equal(tr.Last()) {
-				t.Errorf("Stream's last packet at %v, Tracker's at %v", st.Last(), tr.Last())
+				t.Errorf("Stream's last packet at %v, attempt.Tracker's at %v", st.Last(), tr.Last())
 			}
 			seen, held := st.PeersSeen()
 			if seen != len(want) || held != 0 {
@@ -308,7 +311,7 @@ func TestStreamChains(t *testing.T) {
 // holds is the peers still retrying.
 func TestStreamHandsOverWhileReading(t *testing.T) {
 	p := backoff.DefaultPolicy()
-	st := NewStream(streamPort, p, t.TempDir())
+	st := New(streamPort, p, t.TempDir())
 	defer st.Close()
 	st.pendMin, st.pendMax = 100, 100
 	base := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
@@ -326,7 +329,7 @@ func TestStreamHandsOverWhileReading(t *testing.T) {
 			src := netip.AddrFrom4([4]byte{10, byte(wave), byte(i >> 8), byte(i)})
 			t0 := base.Add(time.Duration(wave)*10*time.Minute + time.Duration(i)*time.Millisecond)
 			for k, at := range []float64{0, 1000, 2600, 5160} {
-				st.Add(SYN{Time: t0.Add(time.Duration(at * float64(time.Millisecond))), Src: netip.AddrPortFrom(src, uint16(40000+k)),
+				st.Add(attempt.SYN{Time: t0.Add(time.Duration(at * float64(time.Millisecond))), Src: netip.AddrPortFrom(src, uint16(40000+k)),
 					Dst: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), streamPort), Seq: uint32(k)})
 			}
 			_, held := st.PeersSeen()
@@ -365,13 +368,13 @@ func countIf[T any](s []T, f func(T) bool) int {
 // naming where it tried.
 func TestStreamSpillLost(t *testing.T) {
 	dir := t.TempDir() + "/missing"
-	st := NewStream(streamPort, backoff.DefaultPolicy(), dir)
+	st := New(streamPort, backoff.DefaultPolicy(), dir)
 	defer st.Close()
 	st.pendMin, st.pendMax = 5000, 5000
 	st.sp = spill.New(dir, 0)
 	base := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 	for i := range 30000 {
-		st.Add(SYN{Time: base.Add(time.Duration(i) * 10 * time.Millisecond), Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 40000),
+		st.Add(attempt.SYN{Time: base.Add(time.Duration(i) * 10 * time.Millisecond), Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 40000),
 			Dst: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), streamPort), Seq: 1})
 	}
 	err := st.Finish()

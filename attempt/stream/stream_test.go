@@ -91,6 +91,11 @@ func madeUp(r *rand.Rand, mix captureMix) []event {
 			}
 			add(syn.Time, event{syn: &syn})
 			answer := r.IntN(4)
+			if long && answer == 3 {
+				// A port is reused only once its connection is over, as TCP
+				// allows: a tight loop's connections are not held open.
+				answer = r.IntN(3)
+			}
 			// A client retransmits a SYN nothing answered: as TCP does.
 			if r.Float64() < mix.retrans {
 				answer = 2

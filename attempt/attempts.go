@@ -142,10 +142,9 @@ type Tracker struct {
 	attempts blocks[attemptRec]
 	// table finds an attempt by its key: open addressing, linear probing,
 	// at most half full. A slot is the top 32 bits of the key's hash and
-	// the attempt's index + 1; 0 is empty. A map[attemptKey]int32 took
-	// 0.4 µs a SYN on the bench machine (48-byte slots, cache misses while
-	// it grows); this table is 8 bytes a slot and reads an attempt only
-	// when the hashes agree. It holds the first indexed attempts: those
+	// the attempt's index + 1; 0 is empty. A map[attemptKey]int32 has
+	// 48-byte slots and misses the cache while it grows; this table is 8
+	// bytes a slot and reads an attempt only when the hashes agree. It holds the first indexed attempts: those
 	// that settle opens join it when Add next needs it.
 	table   []uint64
 	indexed int
@@ -495,9 +494,8 @@ func (t *Tracker) retransmit(i int, sec int64, nsec int32) {
 // the SYN is kept as it is, and the SYNs pushed are grouped when the
 // tracker is next read, or when pushBatch of them wait. Reading a
 // capture, finding each SYN's attempt in the table was a cache miss or two
-// per SYN while the reader streams 4 MiB chunks through the cache: about
-// 0.5 µs a SYN, half the cost of auditing the 2 M-packet bench capture
-// beyond reading it. Keeping the SYN is a write in order.
+// per SYN while the reader streams 4 MiB chunks through the cache (the
+// 2 M-packet bench, BENCHMARKS.md). Keeping the SYN is a write in order.
 func (t *Tracker) push(s SYN) {
 	if t.pushed.n == t.pushBatch {
 		t.settle()

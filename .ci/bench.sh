@@ -8,7 +8,8 @@
 #   audit pcap FILE --port PORT                 (the headline: the default text report)
 #   audit pcap FILE --port PORT --format json   (the second row: every peer in full)
 #   audit pcap FILE --port 9                    (for comparison: reading and decoding
-#                                                only, as the capture has no SYN to port 9)
+#                                                only, as the capture has no SYN to port 9:
+#                                                it exits 2, nothing judged)
 #   tshark, extracting the SYN fields (once per size: it is slow)
 # and prints a markdown table, the SYN count each tool found, and PASS/MISS
 # per target, for text and for JSON. A MISS is printed, not hidden; the exit
@@ -25,11 +26,12 @@
 #   BENCH_AUDIT [bin/audit]   the binary to measure (built when missing)
 #   BENCH_TSHARK_MAX [120]    seconds: tshark skips a size whose time, extrapolated from the
 #                             smallest size, would exceed this
-#   BENCH_GO [0]              1: also run the Go micro-benchmarks (capture, analyze, server)
+#   BENCH_GO [0]              1: also run the Go micro-benchmarks (capture, attempt, server)
 #   BENCH_STRICT [0]          1: exit 1 when a target is missed
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
+. .ci/benchlib.sh
 
 runs=${BENCH_RUNS:-5}
 sizes=(${BENCH_SIZES:-500000 1000000 2000000})
@@ -75,9 +77,6 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$dir"
 
-# calc EXPR: floating-point arithmetic.
-calc() { awk "BEGIN { printf \"%.6g\", $1 }"; }
-
 # --- Captures: generate once, reuse while generator and parameters match. ---
 gen_id=$(ls capture/internal/gen/*.go | grep -v _test.go | xargs cat go.sum | sha256sum | cut -c1-16)
 declare -A file_of bytes_of syns_of peers_of
@@ -106,29 +105,6 @@ done
 # Warm the page cache (twice: the first read may still be evicting).
 for n in "${sizes[@]}"; do cat "${file_of[$n]}" >/dev/null; cat "${file_of[$n]}" >/dev/null; done
 
-# timed NAME OKCODES OUT CMD...: runs CMD under /usr/bin/time, its output to
-# OUT; appends "wall_s rss_kb" to $tmp/NAME. Wall time comes from the shell clock (µs; time's
-# %e has 10 ms steps, too coarse for cat), peak RSS from time's %M.
-timed() {
-	local name=$1 ok=$2 out=$3 rc=0 t0 t1
-	shift 3
-	t0=$EPOCHREALTIME
-	/usr/bin/time -f '%e %M' -o "$tmp/time" "$@" >"$out" 2>"$tmp/stderr" || rc=$?
-	t1=$EPOCHREALTIME
-	if [[ " $ok " != *" $rc "* ]]; then
-		echo "bench: $name: exit status $rc: $*" >&2
-		tail -5 "$tmp/stderr" >&2
-		exit 2
-	fi
-	echo "$(calc "$t1 - $t0") $(tail -1 "$tmp/time" | cut -d' ' -f2)" >>"$tmp/$name"
-}
-
-# stat NAME: "best median max_rss_kb count" of $tmp/NAME.
-stat_of() {
-	sort -g -k1,1 "$tmp/$1" | awk '{ w[NR] = $1; if ($2 > r) r = $2 }
-		END { m = (NR % 2) ? w[(NR + 1) / 2] : (w[NR / 2] + w[NR / 2 + 1]) / 2; printf "%s %s %d %d\n", w[1], m, r, NR }'
-}
-
 uptime_before=$(uptime)
 echo "bench: $runs runs per tool and size, round-robin; load: $uptime_before" >&2
 tools=(cat tcpdump audit audit-json audit-read)
@@ -143,7 +119,7 @@ for n in "${sizes[@]}"; do
 			tcpdump) timed "$n.tcpdump" 0 /dev/null tcpdump -r "$f" -w /dev/null "$bpf" ;;
 			audit) timed "$n.audit" "0 1" "$tmp/audit.txt" "$audit" pcap "$f" --port "$port" ;;
 			audit-json) timed "$n.audit-json" "0 1" "$tmp/audit.json" "$audit" pcap "$f" --port "$port" --format json ;;
-			audit-read) timed "$n.audit-read" "0 1" /dev/null "$audit" pcap "$f" --port 9 ;;
+			audit-read) timed "$n.audit-read" "0 1 2" /dev/null "$audit" pcap "$f" --port 9 ;;
 			esac
 		done
 	done
@@ -293,8 +269,8 @@ if [ "${BENCH_GO:-0}" = 1 ]; then
 	echo "### Go micro-benchmarks"
 	echo
 	echo '```'
-	echo "\$ go test -run XXX -bench . -benchmem ./capture/ ./analyze/ ./server/"
-	go test -run XXX -bench . -benchmem ./capture/ ./analyze/ ./server/ 2>&1 | grep -E '^(Benchmark|ok|FAIL|goos|cpu)'
+	echo "\$ go test -run XXX -bench . -benchmem ./capture/ ./attempt/ ./server/"
+	go test -run XXX -bench . -benchmem ./capture/ ./attempt/ ./server/ 2>&1 | grep -E '^(Benchmark|ok|FAIL|goos|cpu)'
 	echo '```'
 fi
 

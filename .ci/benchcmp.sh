@@ -8,9 +8,13 @@
 #
 #   .ci/benchcmp.sh 9cc7ee0                     the 2 M-packet bench capture
 #   RUNS=30 .ci/benchcmp.sh HEAD~3 big.pcap     another file, more runs
+#   HEAD_FLAGS=--infer .ci/benchcmp.sh .        what a flag costs: the working
+#                                               tree without it against itself with it
 #
 # FILE defaults to make bench's 2 M-packet capture (made when missing);
-# PORT (default 50052) is the retry port; RUNS (default 20) rounds.
+# PORT (default 50052) is the retry port; RUNS (default 20) rounds. REV "."
+# is the working tree itself (no second build); HEAD_FLAGS are added to the
+# working tree's commands only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:?usage: .ci/benchcmp.sh REV [FILE]}
@@ -26,9 +30,14 @@ fi
 tmp=$(mktemp -d -t audit-benchcmp.XXXXXX)
 wt=$tmp/worktree
 trap 'git worktree remove --force "$wt" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
-git worktree add --detach -q "$wt" "$rev"
-(cd "$wt" && $GO build -o "$tmp/base" ./cmd/audit)
 $GO build -o "$tmp/head" ./cmd/audit
+if [ "$rev" = . ]; then
+	cp "$tmp/head" "$tmp/base"
+else
+	git worktree add --detach -q "$wt" "$rev"
+	(cd "$wt" && $GO build -o "$tmp/base" ./cmd/audit)
+fi
+hflags=${HEAD_FLAGS:-}
 cat "$file" >/dev/null
 cat "$file" >/dev/null
 
@@ -36,12 +45,13 @@ names=(base-text head-text base-json head-json)
 cmd_of() {
 	case $1 in
 	base-text) echo "$tmp/base pcap $file --port $port" ;;
-	head-text) echo "$tmp/head pcap $file --port $port" ;;
+	head-text) echo "$tmp/head pcap $file --port $port $hflags" ;;
 	base-json) echo "$tmp/base pcap $file --port $port --format json" ;;
-	head-json) echo "$tmp/head pcap $file --port $port --format json" ;;
+	head-json) echo "$tmp/head pcap $file --port $port --format json $hflags" ;;
 	esac
 }
-echo "benchcmp: $rev ($(git rev-parse --short "$rev")) against the working tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', modified')), $runs rounds; load: $(uptime)" >&2
+base_rev=$([ "$rev" = . ] && echo "the working tree" || git rev-parse --short "$rev")
+echo "benchcmp: $rev ($base_rev) against the working tree${hflags:+ with $hflags} ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', modified')), $runs rounds; load: $(uptime)" >&2
 for ((i = 0; i <= runs; i++)); do
 	order=("${names[@]}")
 	((i % 2)) && order=(head-json base-json head-text base-text)

@@ -1,12 +1,12 @@
 package attempt
 
 import (
-	"cmp"
 	"hash/maphash"
 	"math"
 	"net/netip"
-	"slices"
 	"time"
+
+	"github.com/backoff-audit/audit/attempt/internal/rec"
 
 	"github.com/backoff-audit/audit/backoff"
 )
@@ -87,13 +87,13 @@ func keyOf(s SYN) attemptKey {
 type attemptRec struct {
 	key attemptKey
 	sec int64 // Time as Unix seconds and nanoseconds: exact for any time
-	// last is the latest SYN's time in Unix nanoseconds (stamp.nanos):
+	// last is the latest SYN's time in Unix nanoseconds (rec.Stamp.nanos):
 	// an unanswered attempt ends there.
 	last int64
 	// fate is what the segments read so far showed of the attempt (see
 	// AddSegment), beside the rest of it: a chain's attempts are read
 	// one by one, and a fate elsewhere was a second cache miss each.
-	fate    fateRec
+	fate    rec.Fate
 	nsec    int32
 	peer    int32 // index into Tracker.peerN, set by Chains
 	retrans int32
@@ -137,15 +137,14 @@ func (r *attemptRec) attempt() Attempt {
 // A Tracker is not safe for concurrent use.
 type Tracker struct {
 	// last is the latest SYN's or segment's time (Last).
-	last stamp
+	last rec.Stamp
 	// attempts in the order they were opened.
 	attempts blocks[attemptRec]
 	// table finds an attempt by its key: open addressing, linear probing,
 	// at most half full. A slot is the top 32 bits of the key's hash and
-	// the attempt's index + 1; 0 is empty. A map[attemptKey]int32 took
-	// 0.4 µs a SYN on the bench machine (48-byte slots, cache misses while
-	// it grows); this table is 8 bytes a slot and reads an attempt only
-	// when the hashes agree. It holds the first indexed attempts: those
+	// the attempt's index + 1; 0 is empty. A map[attemptKey]int32 has
+	// 48-byte slots and misses the cache while it grows; this table is 8
+	// bytes a slot and reads an attempt only when the hashes agree. It holds the first indexed attempts: those
 	// that settle opens join it when Add next needs it.
 	table   []uint64
 	indexed int
@@ -177,7 +176,7 @@ type Tracker struct {
 	watching    bool
 	recent      []recentAttempt
 	seen        []byte
-	pushedFates blocks[fateRec]
+	pushedFates blocks[rec.Fate]
 	late        blocks[segRec]
 	segBatch    int
 	recentMax   int // recentSlots, but in tests
@@ -264,7 +263,7 @@ func (t *Tracker) attempt(i int) Attempt {
 	r := t.rec(i)
 	a := r.attempt()
 	if t.fatesKnown {
-		a.Ending = t.withDecryption(&r.key, stamp{r.sec, r.nsec}, r.fate.ending(stamp{r.sec, r.nsec}, r.last))
+		a.Ending = t.withDecryption(&r.key, rec.Stamp{Sec: r.sec, Nsec: r.nsec}, r.fate.Ending(rec.Stamp{Sec: r.sec, Nsec: r.nsec}, r.last))
 	}
 	return a
 }
@@ -316,32 +315,6 @@ func (t *Tracker) place(s uint64) {
 	t.table[i] = s
 }
 
-// sortHigh32 sorts keys by their top 32 bits, keeping the order of keys
-// whose top bits are equal; tmp is as long as keys, and the result is one
-// of the two. A radix sort, 11 bits a pass: slices.Sort of the 75 000
-// SYNs of the 2 M-packet bench capture took 12 ms, this takes about 1.
-func sortHigh32(keys, tmp []uint64) []uint64 {
-	const bits = 11
-	for shift := 32; shift < 64; shift += bits {
-		var count [1 << bits]int
-		for _, k := range keys {
-			count[k>>shift&(1<<bits-1)]++
-		}
-		sum := 0
-		for d, c := range count {
-			count[d] = sum
-			sum += c
-		}
-		for _, k := range keys {
-			d := k >> shift & (1<<bits - 1)
-			tmp[count[d]] = k
-			count[d]++
-		}
-		keys, tmp = tmp, keys
-	}
-	return keys
-}
-
 // Add records one SYN. It returns the attempt the SYN belongs to, as it
 // stands after this SYN (its Ending aside: that is read when the tracker
 // is), and whether the SYN opened a new attempt (false for a
@@ -356,7 +329,7 @@ func (t *Tracker) Add(s SYN) (a Attempt, isNew bool) {
 	t.syns++
 	k := keyOf(s)
 	sec, nsec := s.Time.Unix(), int32(s.Time.Nanosecond())
-	t.saw(stamp{sec, nsec})
+	t.saw(rec.Stamp{Sec: sec, Nsec: nsec})
 	fp := maphash.Comparable(t.seed, k) >> 32
 	i, slot := t.find(&k, fp)
 	if i >= 0 {
@@ -413,12 +386,12 @@ func (t *Tracker) AddAttempt(a Attempt) {
 	if a.Ending == (backoff.Ending{}) {
 		return
 	}
-	start := stamp{r.sec, r.nsec}
+	start := rec.Stamp{Sec: r.sec, Nsec: r.nsec}
 	if a.Ending.Fate == backoff.FateUnanswered {
-		r.last = start.nanos() + int64(a.Ending.Duration)
+		r.last = start.Nanos() + int64(a.Ending.Duration)
 	}
 	t.readSegments()
-	*t.home(uint32(i + 1)) = fateOf(a.Ending, start)
+	*t.home(uint32(i + 1)) = rec.FateOf(a.Ending, start)
 	if t.recent != nil {
 		if e := t.slot(t.keyHash(&r.key)); e.ref == uint32(i+1) {
 			e.fate, e.homed = r.fate, true
@@ -453,15 +426,15 @@ func (t *Tracker) Find(a Attempt) (Attempt, bool) {
 	// the attempt's fate as it reads on.
 	f := r.fate
 	if t.recent != nil {
-		if e := t.slot(t.keyHash(&r.key)); e.ref == uint32(i+1) && e.fate != (fateRec{}) {
+		if e := t.slot(t.keyHash(&r.key)); e.ref == uint32(i+1) && e.fate != (rec.Fate{}) {
 			if e.homed {
-				f.merge(&e.fate)
+				f.Merge(&e.fate)
 			} else {
 				f = e.fate
 			}
 		}
 	}
-	out.Ending = t.withDecryption(&r.key, stamp{r.sec, r.nsec}, f.ending(stamp{r.sec, r.nsec}, r.last))
+	out.Ending = t.withDecryption(&r.key, rec.Stamp{Sec: r.sec, Nsec: r.nsec}, f.Ending(rec.Stamp{Sec: r.sec, Nsec: r.nsec}, r.last))
 	return out, true
 }
 
@@ -486,7 +459,7 @@ func (t *Tracker) List() []Attempt {
 func (t *Tracker) ClientSent(p backoff.Payload) bool {
 	t.readSegments()
 	for i := range t.attempts.n {
-		if t.rec(i).fate.client.payload() == p {
+		if t.rec(i).fate.ClientSent() == p {
 			return true
 		}
 	}
@@ -499,7 +472,7 @@ func (t *Tracker) open(s *pushedSYN) {
 		panic("analyze: a Tracker holds at most 2^31-1 attempts")
 	}
 	r := t.attempts.next()
-	r.key, r.sec, r.nsec, r.last, r.src4, r.dst4 = s.key, s.sec, s.nsec, stamp{s.sec, s.nsec}.nanos(), s.src4, s.dst4
+	r.key, r.sec, r.nsec, r.last, r.src4, r.dst4 = s.key, s.sec, s.nsec, rec.Stamp{Sec: s.sec, Nsec: s.nsec}.Nanos(), s.src4, s.dst4
 }
 
 // retransmit counts a SYN at sec, nsec again for attempt i.
@@ -512,7 +485,7 @@ func (t *Tracker) retransmit(i int, sec int64, nsec int32) {
 		// retransmission, this one opened the attempt.
 		r.sec, r.nsec = sec, nsec
 	}
-	if at := (stamp{sec, nsec}).nanos(); at > r.last {
+	if at := (rec.Stamp{Sec: sec, Nsec: nsec}).Nanos(); at > r.last {
 		r.last = at
 	}
 }
@@ -521,15 +494,14 @@ func (t *Tracker) retransmit(i int, sec int64, nsec int32) {
 // the SYN is kept as it is, and the SYNs pushed are grouped when the
 // tracker is next read, or when pushBatch of them wait. Reading a
 // capture, finding each SYN's attempt in the table was a cache miss or two
-// per SYN while the reader streams 4 MiB chunks through the cache: about
-// 0.5 µs a SYN, half the cost of auditing the 2 M-packet bench capture
-// beyond reading it. Keeping the SYN is a write in order.
+// per SYN while the reader streams 4 MiB chunks through the cache (the
+// 2 M-packet bench, BENCHMARKS.md). Keeping the SYN is a write in order.
 func (t *Tracker) push(s SYN) {
 	if t.pushed.n == t.pushBatch {
 		t.settle()
 	}
 	t.syns++
-	t.saw(stamp{s.Time.Unix(), int32(s.Time.Nanosecond())})
+	t.saw(rec.Stamp{Sec: s.Time.Unix(), Nsec: int32(s.Time.Nanosecond())})
 	t.pushed.add(pushedOf(s))
 	if t.watching {
 		t.rememberPushed(t.pushed.n - 1)
@@ -562,7 +534,7 @@ func (t *Tracker) settle() {
 			hashed[i] = 7<<32 | uint64(i)
 		}
 	}
-	order := sortHigh32(hashed, make([]uint64, m))
+	order := rec.SortHigh32(hashed, make([]uint64, m))
 	first := make([]int32, m)
 	var firsts []int32 // of the run's tuples
 	for a := 0; a < m; {
@@ -636,201 +608,4 @@ func (t *Tracker) Attempts() int {
 func (t *Tracker) Retransmits() int {
 	t.settle()
 	return t.retrans
-}
-
-// Chains is every peer's chain of a Tracker, ordered as Peers orders them,
-// to be read one at a time: where Peers copies every attempt at once,
-// Chain builds one chain in a buffer the caller may reuse. It reads the
-// tracker as it is, and is valid until the next Add.
-type Chains struct {
-	t     *Tracker
-	addrs []netip.Addr // by chain
-	// recs holds each chain's attempt indices, chain after chain, each in
-	// the order its attempts were opened; chain i ends at end[i]. stamps
-	// holds their times in the same order, so that verifying every chain
-	// reads memory in order rather than an attempt here and there.
-	recs    []int32
-	stamps  []stamp
-	end     []int
-	retrans []int // by chain
-	// endings holds the attempts' Endings in recs' order too, when the
-	// tracker knows fates: every verification reads them (see endings),
-	// and reading each from its attempt's record was a cache miss each,
-	// an allocation a chain besides.
-	ends []backoff.Ending
-}
-
-type stamp struct {
-	sec  int64
-	nsec int32
-}
-
-// Chains groups the attempts by peer, peers ordered by address, without
-// copying an attempt.
-func (t *Tracker) Chains() *Chains {
-	t.readSegments()
-	// As16 makes 127.0.0.1 and ::ffff:127.0.0.1 one peer, and ::1 another
-	// (docs/spec.md §5).
-	for ; t.grouped < t.attempts.n; t.grouped++ {
-		r := t.rec(t.grouped)
-		p, ok := t.peers[r.key.src]
-		if !ok {
-			p = int32(len(t.peerN))
-			t.peers[r.key.src] = p
-			t.peerN = append(t.peerN, 0)
-		}
-		r.peer = p
-		t.peerN[p]++
-	}
-	np := len(t.peerN)
-	byIndex := make([]netip.Addr, np)
-	for b, i := range t.peers {
-		byIndex[i] = netip.AddrFrom16(b).Unmap()
-	}
-	order := make([]int32, np) // peer indices by address
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int { return byIndex[a].Compare(byIndex[b]) })
-	c := &Chains{t: t, addrs: make([]netip.Addr, np), recs: make([]int32, t.attempts.n), stamps: make([]stamp, t.attempts.n),
-		end: make([]int, np), retrans: make([]int, np)}
-	if t.fatesKnown {
-		c.ends = make([]backoff.Ending, t.attempts.n)
-	}
-	// A counting sort of the attempts by peer: next[p] is where peer p's
-	// next attempt goes, and the end of its chain once all are placed.
-	next := make([]int, np)
-	n := 0
-	for _, p := range order {
-		next[p] = n
-		n += int(t.peerN[p])
-	}
-	retrans := make([]int, np) // by peer index
-	for i := range t.attempts.n {
-		r := t.rec(i)
-		j := next[r.peer]
-		c.recs[j] = int32(i)
-		c.stamps[j] = stamp{r.sec, r.nsec}
-		if c.ends != nil {
-			c.ends[j] = t.withDecryption(&r.key, stamp{r.sec, r.nsec}, r.fate.ending(stamp{r.sec, r.nsec}, r.last))
-		}
-		retrans[r.peer] += int(r.retrans)
-		next[r.peer]++
-	}
-	for i, p := range order {
-		c.addrs[i] = byIndex[p]
-		c.end[i] = next[p]
-		c.retrans[i] = retrans[p]
-	}
-	return c
-}
-
-// Times returns chain i's peer, attempt times (sorted, in buf's array)
-// and retransmits, without building its attempts.
-func (c *Chains) Times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
-	from := 0
-	if i > 0 {
-		from = c.end[i-1]
-	}
-	buf = buf[:0]
-	for k, s := range c.stamps[from:c.end[i]] {
-		if k > 0 && !c.stamps[from+k-1].before(s) {
-			// Out of time order, or a tie: sort as Chain does.
-			ch := c.Chain(i, nil)
-			return ch.Peer, ch.Times(), ch.Retransmits()
-		}
-		buf = append(buf, time.Unix(s.sec, int64(s.nsec)).UTC())
-	}
-	return c.addrs[i], buf, c.retrans[i]
-}
-
-// Endings returns chain i's attempts' fates in time order, or nil when
-// the tracker knows none: a slice of the chains' Endings, which the
-// caller may keep, not append to. buf is not used.
-func (c *Chains) Endings(i int, buf []backoff.Ending) []backoff.Ending {
-	if c.ends == nil {
-		return nil
-	}
-	from, to := 0, c.end[i]
-	if i > 0 {
-		from = c.end[i-1]
-	}
-	for k := from + 1; k < to; k++ {
-		if !c.stamps[k-1].before(c.stamps[k]) {
-			return c.Chain(i, nil).Endings() // out of time order: as Chain sorts
-		}
-	}
-	return c.ends[from:to:to]
-}
-
-func (s stamp) before(t stamp) bool { return s.sec < t.sec || s.sec == t.sec && s.nsec < t.nsec }
-
-// Len returns the number of chains (peers).
-func (c *Chains) Len() int { return len(c.addrs) }
-
-// Chain returns chain i (0 ≤ i < Len), its attempts sorted by time, built
-// in buf's array when it has room.
-func (c *Chains) Chain(i int, buf []Attempt) Chain {
-	from := 0
-	if i > 0 {
-		from = c.end[i-1]
-	}
-	as := buf[:0]
-	sorted := true
-	var last *attemptRec
-	for k, j := range c.recs[from:c.end[i]] {
-		r := c.t.rec(int(j))
-		if last != nil && !r.after(last.sec, last.nsec) {
-			sorted = false
-		}
-		if c.ends != nil { // made once, by Chains
-			a := r.attempt()
-			a.Ending = c.ends[from+k]
-			as = append(as, a)
-		} else {
-			as = append(as, c.t.attempt(int(j)))
-		}
-		last = r
-	}
-	// Capture order is time order but for rotated files read out of
-	// order, and for attempts at the same time.
-	if !sorted {
-		slices.SortFunc(as, Compare)
-	}
-	return Chain{Peer: c.addrs[i], Attempts: as}
-}
-
-// Peers returns every peer, ordered by address, with its attempts sorted by
-// time (ties broken by source port, then ISN, so the order never depends on
-// the input's). The chains are copies, in one backing array: adding more
-// SYNs later does not change them.
-func (t *Tracker) Peers() []Chain {
-	c := t.Chains()
-	all := make([]Attempt, t.attempts.n)
-	chains := make([]Chain, c.Len())
-	from := 0
-	for i := range chains {
-		to := c.end[i]
-		chains[i] = c.Chain(i, all[from:to:to]) // capped: appending to one chain copies it
-		from = to
-	}
-	return chains
-}
-
-// Compare orders a chain: by time, then source port, ISN,
-// destination and source address, a total order over distinct attempts.
-func Compare(a, b Attempt) int {
-	if c := a.Time.Compare(b.Time); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.Src.Port(), b.Src.Port()); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.Seq, b.Seq); c != 0 {
-		return c
-	}
-	if c := a.Dst.Compare(b.Dst); c != 0 {
-		return c
-	}
-	return a.Src.Addr().Compare(b.Src.Addr())
 }

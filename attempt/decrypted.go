@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt/internal/rec"
+
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -53,7 +55,7 @@ func (t *Tracker) Decrypt(ds []Decryption) (matched int) {
 
 // withDecryption applies to e, the Ending of the attempt of key k made at
 // start, what Decrypt recorded of it.
-func (t *Tracker) withDecryption(k *attemptKey, start stamp, e backoff.Ending) backoff.Ending {
+func (t *Tracker) withDecryption(k *attemptKey, start rec.Stamp, e backoff.Ending) backoff.Ending {
 	d, ok := t.decrypted[*k]
 	switch {
 	case !ok:
@@ -61,7 +63,7 @@ func (t *Tracker) withDecryption(k *attemptKey, start stamp, e backoff.Ending) b
 		e.NotDecrypted = d.Why
 	case !d.Settings.IsZero():
 		e.Decrypted, e.Ready = true, true
-		e.ReadyAfter = time.Duration(d.Settings.UnixNano() - start.nanos())
+		e.ReadyAfter = time.Duration(d.Settings.UnixNano() - start.Nanos())
 	case d.Why == "":
 		e.Decrypted, e.Ready, e.ReadyAfter = true, false, 0
 	default:

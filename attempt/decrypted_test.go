@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt/internal/rec"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/backoff-audit/audit/backoff"
@@ -16,11 +18,11 @@ import (
 // the fourth flight of data: READY at 3 ms by its flights.
 func TestDecrypt(t *testing.T) {
 	segs := []Segment{synAck(0.02),
-		fateSeg(0.1, true, flagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadTLSClientHello),
-		fateSeg(1, false, flagACK|0x08, fateServerISN+1, fateISN+518, backoff.PayloadTLSServerHello),
-		fateSeg(2, true, flagACK|0x08, fateISN+518, fateServerISN+1500, backoff.PayloadOther),  // its key exchange, Finished
-		fateSeg(3, false, flagACK|0x08, fateServerISN+1500, fateISN+700, backoff.PayloadOther), // the server's Finished
-		fateSeg(4, false, flagFIN|flagACK, fateServerISN+1600, fateISN+700, "")}
+		fateSeg(0.1, true, rec.FlagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadTLSClientHello),
+		fateSeg(1, false, rec.FlagACK|0x08, fateServerISN+1, fateISN+518, backoff.PayloadTLSServerHello),
+		fateSeg(2, true, rec.FlagACK|0x08, fateISN+518, fateServerISN+1500, backoff.PayloadOther),  // its key exchange, Finished
+		fateSeg(3, false, rec.FlagACK|0x08, fateServerISN+1500, fateISN+700, backoff.PayloadOther), // the server's Finished
+		fateSeg(4, false, rec.FlagFIN|rec.FlagACK, fateServerISN+1600, fateISN+700, "")}
 	base := backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(4), ClientSent: backoff.PayloadTLSClientHello,
 		ServerSent: backoff.PayloadTLSServerHello, Ready: true, ReadyAfter: fms(3)}
 	with := func(f func(*backoff.Ending)) backoff.Ending {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt/internal/rec"
+
 	"github.com/backoff-audit/audit/backoff"
 )
 
@@ -31,9 +33,9 @@ func BenchmarkFates(b *testing.B) {
 		evs[i] = ev{
 			syn: SYN{Time: t, Src: cli, Dst: srv, Seq: isn},
 			seg: [3]Segment{
-				{Time: t.Add(20 * time.Microsecond), Src: srv, Dst: cli, Seq: sisn, Ack: isn + 1, Flags: flagSYN | flagACK},
-				{Time: t.Add(120 * time.Microsecond), Src: cli, Dst: srv, Seq: isn + 1, Ack: sisn + 1, Flags: flagACK | 0x08, Sent: backoff.PayloadTLSClientHello},
-				{Time: t.Add(200 * time.Microsecond), Src: srv, Dst: cli, Seq: sisn + 1, Ack: isn + 241, Flags: flagRST | flagACK},
+				{Time: t.Add(20 * time.Microsecond), Src: srv, Dst: cli, Seq: sisn, Ack: isn + 1, Flags: rec.FlagSYN | rec.FlagACK},
+				{Time: t.Add(120 * time.Microsecond), Src: cli, Dst: srv, Seq: isn + 1, Ack: sisn + 1, Flags: rec.FlagACK | 0x08, Sent: backoff.PayloadTLSClientHello},
+				{Time: t.Add(200 * time.Microsecond), Src: srv, Dst: cli, Seq: sisn + 1, Ack: isn + 241, Flags: rec.FlagRST | rec.FlagACK},
 			},
 		}
 		for j, s := range evs[i].seg {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt/internal/rec"
+
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 )
@@ -30,7 +32,7 @@ func fuzzInput(data []byte) (events []any, ordered bool) {
 			events = append(events, SYN{Time: at, Src: c, Dst: fateServer, Seq: seq})
 			continue
 		}
-		s := Segment{Time: at, Src: fateServer, Dst: c, Seq: seq, Ack: ack, Flags: data[9], Sent: payloadNames[int(data[10])%len(payloadNames)]}
+		s := Segment{Time: at, Src: fateServer, Dst: c, Seq: seq, Ack: ack, Flags: data[9], Sent: rec.Code(data[10] % 6).Payload()} // one of the six codes
 		if data[0]&0x40 != 0 {
 			s.Src, s.Dst = s.Dst, s.Src
 		}
@@ -48,11 +50,11 @@ func fuzzInput(data []byte) (events []any, ordered bool) {
 func FuzzFates(f *testing.F) {
 	f.Add([]byte{
 		0x00, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, // SYN, ISN 1
-		0x80, 0, 1, 9, 0, 0, 2, 0, 0, flagSYN | flagACK, 0, 0, // SYN-ACK
-		0xc0, 0, 1, 2, 0, 0, 10, 0, 0, flagACK, 1, 0, // client hello
-		0x80, 0, 1, 10, 0, 0, 2, 0, 0, flagRST | flagACK, 0, 0, // RST from the server
+		0x80, 0, 1, 9, 0, 0, 2, 0, 0, rec.FlagSYN | rec.FlagACK, 0, 0, // SYN-ACK
+		0xc0, 0, 1, 2, 0, 0, 10, 0, 0, rec.FlagACK, 1, 0, // client hello
+		0x80, 0, 1, 10, 0, 0, 2, 0, 0, rec.FlagRST | rec.FlagACK, 0, 0, // RST from the server
 		0x00, 1, 100, 5, 0, 0, 0, 0, 0, 0, 0, 0, // another client's SYN
-		0x80, 1, 1, 0, 0, 0, 6, 0, 0, flagRST | flagACK, 0, 0, // refused
+		0x80, 1, 1, 0, 0, 0, 6, 0, 0, rec.FlagRST | rec.FlagACK, 0, 0, // refused
 		0x00, 0, 50, 1, 0, 0, 0, 0, 0, 0, 0, 0, // a retransmission
 		0x00, 0, 0x80, 7, 0, 0, 0, 0, 0, 0, 0, 0, // back in time: a reused tuple
 	})
@@ -111,7 +113,7 @@ func checkEnding(t *testing.T, e backoff.Ending) {
 	if !e.Fate.Accepted() && e.Accepted != 0 || !e.Fate.Ended() && e.Duration != 0 {
 		t.Fatalf("times the fate does not have: %+v", e)
 	}
-	if codeOf(e.ClientSent).payload() != e.ClientSent || codeOf(e.ServerSent).payload() != e.ServerSent {
+	if rec.CodeOf(e.ClientSent).Payload() != e.ClientSent || rec.CodeOf(e.ServerSent).Payload() != e.ServerSent {
 		t.Fatalf("payload names: %+v", e)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt/internal/rec"
+
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 )
@@ -71,7 +73,7 @@ func fateSeg(ms float64, fromClient bool, flags uint8, seq, ack uint32, sent bac
 }
 
 func synAck(ms float64) Segment {
-	return fateSeg(ms, false, flagSYN|flagACK, fateServerISN, fateISN+1, "")
+	return fateSeg(ms, false, rec.FlagSYN|rec.FlagACK, fateServerISN, fateISN+1, "")
 }
 
 func fms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
@@ -80,7 +82,7 @@ func TestFates(t *testing.T) {
 	syn := func(ms float64) SYN {
 		return SYN{Time: trackStart.Add(time.Duration(ms * float64(time.Millisecond))), Src: fateClient, Dst: fateServer, Seq: fateISN}
 	}
-	hello := fateSeg(0.1, true, flagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadTLSClientHello)
+	hello := fateSeg(0.1, true, rec.FlagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadTLSClientHello)
 	tests := []struct {
 		name string
 		syns []SYN
@@ -90,26 +92,26 @@ func TestFates(t *testing.T) {
 		{
 			name: "another attempt between",
 			syns: []SYN{syn(0)},
-			segs: []Segment{synAck(0.02), {Time: trackAt(1), Src: netip.MustParseAddrPort("10.0.0.1:1"), Dst: fateServer, Flags: flagSYN},
-				fateSeg(2, false, flagRST|flagACK, fateServerISN+1, fateISN+1, "")},
+			segs: []Segment{synAck(0.02), {Time: trackAt(1), Src: netip.MustParseAddrPort("10.0.0.1:1"), Dst: fateServer, Flags: rec.FlagSYN},
+				fateSeg(2, false, rec.FlagRST|rec.FlagACK, fateServerISN+1, fateISN+1, "")},
 			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(2), RST: true},
 		},
 		{
 			name: "refused: RST-ACK answers the SYN",
 			syns: []SYN{syn(0)},
-			segs: []Segment{fateSeg(0.04, false, flagRST|flagACK, 0, fateISN+1, "")},
+			segs: []Segment{fateSeg(0.04, false, rec.FlagRST|rec.FlagACK, 0, fateISN+1, "")},
 			want: backoff.Ending{Fate: backoff.FateRefused, Duration: fms(0.04), RST: true},
 		},
 		{
 			name: "refused after a retransmission",
 			syns: []SYN{syn(0), syn(1000)},
-			segs: []Segment{fateSeg(1000.05, false, flagRST|flagACK, 0, fateISN+1, "")},
+			segs: []Segment{fateSeg(1000.05, false, rec.FlagRST|rec.FlagACK, 0, fateISN+1, "")},
 			want: backoff.Ending{Fate: backoff.FateRefused, Duration: fms(1000.05), RST: true},
 		},
 		{
 			name: "an RST that acknowledges another ISN does not refuse",
 			syns: []SYN{syn(0)},
-			segs: []Segment{fateSeg(0.04, false, flagRST|flagACK, 0, 77, "")},
+			segs: []Segment{fateSeg(0.04, false, rec.FlagRST|rec.FlagACK, 0, 77, "")},
 			want: backoff.Ending{Fate: backoff.FateUnanswered},
 		},
 		{
@@ -120,26 +122,26 @@ func TestFates(t *testing.T) {
 		{
 			name: "closed by server: SYN-ACK, ClientHello, RST from the server",
 			syns: []SYN{syn(0)},
-			segs: []Segment{synAck(0.02), hello, fateSeg(0.2, false, flagRST|flagACK, fateServerISN+1, fateISN+100, "")},
+			segs: []Segment{synAck(0.02), hello, fateSeg(0.2, false, rec.FlagRST|rec.FlagACK, fateServerISN+1, fateISN+100, "")},
 			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(0.2), ClientSent: backoff.PayloadTLSClientHello, RST: true},
 		},
 		{
 			name: "closed by server with a FIN; the client's FIN after it does not change it",
 			syns: []SYN{syn(0)},
-			segs: []Segment{synAck(0.02), fateSeg(0.3, false, flagFIN|flagACK, fateServerISN+1, fateISN+1, ""),
-				fateSeg(0.4, true, flagFIN|flagACK, fateISN+1, fateServerISN+2, "")},
+			segs: []Segment{synAck(0.02), fateSeg(0.3, false, rec.FlagFIN|rec.FlagACK, fateServerISN+1, fateISN+1, ""),
+				fateSeg(0.4, true, rec.FlagFIN|rec.FlagACK, fateISN+1, fateServerISN+2, "")},
 			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(0.3)},
 		},
 		{
 			name: "abandoned by client: its FIN first, at its connect timeout",
 			syns: []SYN{syn(0)},
-			segs: []Segment{synAck(0.02), hello, fateSeg(20000, true, flagFIN|flagACK, fateISN+518, fateServerISN+1, "")},
+			segs: []Segment{synAck(0.02), hello, fateSeg(20000, true, rec.FlagFIN|rec.FlagACK, fateISN+518, fateServerISN+1, "")},
 			want: backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(20000), ClientSent: backoff.PayloadTLSClientHello},
 		},
 		{
 			name: "abandoned by client: its RST answers a late SYN-ACK",
 			syns: []SYN{syn(0)},
-			segs: []Segment{synAck(1500), fateSeg(1500.01, true, flagRST, fateISN+1, 0, "")},
+			segs: []Segment{synAck(1500), fateSeg(1500.01, true, rec.FlagRST, fateISN+1, 0, "")},
 			want: backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(1500), Duration: fms(1500.01), RST: true},
 		},
 		{
@@ -152,17 +154,17 @@ func TestFates(t *testing.T) {
 			name: "both sides' first bytes: TLS, then HTTP/2 settings",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(0.02), hello,
-				fateSeg(1, false, flagACK|0x08, fateServerISN+1, fateISN+518, backoff.PayloadTLSServerHello),
-				fateSeg(2, false, flagACK|0x08, fateServerISN+2000, fateISN+600, backoff.PayloadH2Settings),
-				fateSeg(3, false, flagFIN|flagACK, fateServerISN+2100, fateISN+600, "")},
+				fateSeg(1, false, rec.FlagACK|0x08, fateServerISN+1, fateISN+518, backoff.PayloadTLSServerHello),
+				fateSeg(2, false, rec.FlagACK|0x08, fateServerISN+2000, fateISN+600, backoff.PayloadH2Settings),
+				fateSeg(3, false, rec.FlagFIN|rec.FlagACK, fateServerISN+2100, fateISN+600, "")},
 			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(3), ClientSent: backoff.PayloadTLSClientHello, ServerSent: backoff.PayloadTLSServerHello},
 		},
 		{
 			name: "ready in plaintext: the server's first bytes are its SETTINGS",
 			syns: []SYN{syn(0)},
-			segs: []Segment{synAck(0.02), fateSeg(0.1, true, flagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadH2Preface),
-				fateSeg(0.3, false, flagACK|0x08, fateServerISN+1, fateISN+40, backoff.PayloadH2Settings),
-				fateSeg(600, false, flagFIN|flagACK, fateServerISN+40, fateISN+90, "")},
+			segs: []Segment{synAck(0.02), fateSeg(0.1, true, rec.FlagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadH2Preface),
+				fateSeg(0.3, false, rec.FlagACK|0x08, fateServerISN+1, fateISN+40, backoff.PayloadH2Settings),
+				fateSeg(600, false, rec.FlagFIN|rec.FlagACK, fateServerISN+40, fateISN+90, "")},
 			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(600), ClientSent: backoff.PayloadH2Preface,
 				ServerSent: backoff.PayloadH2Settings, Ready: true, ReadyAfter: fms(0.3)},
 		},
@@ -170,12 +172,12 @@ func TestFates(t *testing.T) {
 			name: "ready inside TLS: the server's data opens the fourth flight",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(0.02), hello,
-				fateSeg(1, false, flagACK|0x08, fateServerISN+1, fateISN+518, backoff.PayloadTLSServerHello),
-				fateSeg(1.1, false, flagACK|0x08, fateServerISN+1100, fateISN+518, backoff.PayloadOther), // the same flight
-				fateSeg(2, true, flagACK|0x08, fateISN+518, fateServerISN+1500, backoff.PayloadOther),
-				fateSeg(2.1, true, flagACK|0x08, fateISN+580, fateServerISN+1500, backoff.PayloadOther),
-				fateSeg(3, false, flagACK|0x08, fateServerISN+1500, fateISN+700, backoff.PayloadOther),
-				fateSeg(4, false, flagRST|flagACK, fateServerISN+1600, fateISN+700, "")},
+				fateSeg(1, false, rec.FlagACK|0x08, fateServerISN+1, fateISN+518, backoff.PayloadTLSServerHello),
+				fateSeg(1.1, false, rec.FlagACK|0x08, fateServerISN+1100, fateISN+518, backoff.PayloadOther), // the same flight
+				fateSeg(2, true, rec.FlagACK|0x08, fateISN+518, fateServerISN+1500, backoff.PayloadOther),
+				fateSeg(2.1, true, rec.FlagACK|0x08, fateISN+580, fateServerISN+1500, backoff.PayloadOther),
+				fateSeg(3, false, rec.FlagACK|0x08, fateServerISN+1500, fateISN+700, backoff.PayloadOther),
+				fateSeg(4, false, rec.FlagRST|rec.FlagACK, fateServerISN+1600, fateISN+700, "")},
 			want: backoff.Ending{Fate: backoff.FateClosed, Accepted: fms(0.02), Duration: fms(4), ClientSent: backoff.PayloadTLSClientHello,
 				ServerSent: backoff.PayloadTLSServerHello, Ready: true, ReadyAfter: fms(3), RST: true},
 		},
@@ -183,30 +185,30 @@ func TestFates(t *testing.T) {
 			name: "not ready: a TLS handshake the client ends after the server's flight",
 			syns: []SYN{syn(0)},
 			segs: []Segment{synAck(0.02), hello,
-				fateSeg(1, false, flagACK|0x08, fateServerISN+1, fateISN+518, backoff.PayloadTLSServerHello),
-				fateSeg(2, true, flagACK|0x08, fateISN+518, fateServerISN+1500, backoff.PayloadOther), // its alert
-				fateSeg(2.1, true, flagFIN|flagACK, fateISN+540, fateServerISN+1500, ""),
-				fateSeg(3, false, flagACK|0x08, fateServerISN+1500, fateISN+541, backoff.PayloadOther)},
+				fateSeg(1, false, rec.FlagACK|0x08, fateServerISN+1, fateISN+518, backoff.PayloadTLSServerHello),
+				fateSeg(2, true, rec.FlagACK|0x08, fateISN+518, fateServerISN+1500, backoff.PayloadOther), // its alert
+				fateSeg(2.1, true, rec.FlagFIN|rec.FlagACK, fateISN+540, fateServerISN+1500, ""),
+				fateSeg(3, false, rec.FlagACK|0x08, fateServerISN+1500, fateISN+541, backoff.PayloadOther)},
 			want: backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(2.1), ClientSent: backoff.PayloadTLSClientHello,
 				ServerSent: backoff.PayloadTLSServerHello},
 		},
 		{
 			name: "a side's bytes not at its ISN+1 are not its first",
 			syns: []SYN{syn(0)},
-			segs: []Segment{synAck(0.02), fateSeg(0.1, true, flagACK|0x08, fateISN+300, fateServerISN+1, backoff.PayloadOther),
-				fateSeg(0.2, false, flagACK|0x08, fateServerISN+9, fateISN+1, backoff.PayloadOther)},
+			segs: []Segment{synAck(0.02), fateSeg(0.1, true, rec.FlagACK|0x08, fateISN+300, fateServerISN+1, backoff.PayloadOther),
+				fateSeg(0.2, false, rec.FlagACK|0x08, fateServerISN+9, fateISN+1, backoff.PayloadOther)},
 			want: backoff.Ending{Fate: backoff.FateOpen, Accepted: fms(0.02)},
 		},
 		{
 			name: "a SYN-ACK that acknowledges another ISN does not accept",
 			syns: []SYN{syn(0)},
-			segs: []Segment{fateSeg(0.02, false, flagSYN|flagACK, fateServerISN, 4242, "")},
+			segs: []Segment{fateSeg(0.02, false, rec.FlagSYN|rec.FlagACK, fateServerISN, 4242, "")},
 			want: backoff.Ending{Fate: backoff.FateUnanswered},
 		},
 		{
 			name: "segments before the SYN belong to no attempt",
 			syns: []SYN{syn(10)},
-			segs: []Segment{synAck(5), fateSeg(6, false, flagRST|flagACK, 0, fateISN+1, "")},
+			segs: []Segment{synAck(5), fateSeg(6, false, rec.FlagRST|rec.FlagACK, 0, fateISN+1, "")},
 			want: backoff.Ending{Fate: backoff.FateUnanswered},
 		},
 	}
@@ -222,7 +224,7 @@ func TestFates(t *testing.T) {
 					tr.Add(s)
 				}
 				for _, s := range tt.segs {
-					if s.Flags == flagSYN {
+					if s.Flags == rec.FlagSYN {
 						tr.Add(SYN{Time: s.Time, Src: s.Src, Dst: s.Dst, Seq: s.Seq})
 						continue
 					}
@@ -263,7 +265,7 @@ func TestFatesSegmentsBeforeTheirSYN(t *testing.T) {
 		if viaPortTracker {
 			add = func(s Segment) { pt.AddSegment(&s) }
 		}
-		add(fateSeg(0.2, false, flagRST|flagACK, fateServerISN+1, fateISN+1, ""))
+		add(fateSeg(0.2, false, rec.FlagRST|rec.FlagACK, fateServerISN+1, fateISN+1, ""))
 		add(synAck(0.02))
 		if viaPortTracker {
 			pt.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
@@ -302,14 +304,14 @@ func testFatesReusedTuple(t *testing.T, slots int) {
 	at := func(ms float64) time.Time { return trackStart.Add(time.Duration(ms * float64(time.Millisecond))) }
 	for _, s := range []Segment{
 		// The first is refused, late: its RST comes after the second SYN.
-		{Time: at(1000.5), Src: fateServer, Dst: fateClient, Ack: 101, Flags: flagRST | flagACK},
+		{Time: at(1000.5), Src: fateServer, Dst: fateClient, Ack: 101, Flags: rec.FlagRST | rec.FlagACK},
 		// The second is accepted and closed by the server.
-		{Time: at(1000.1), Src: fateServer, Dst: fateClient, Seq: 7, Ack: 901, Flags: flagSYN | flagACK},
-		{Time: at(1000.3), Src: fateServer, Dst: fateClient, Seq: 8, Ack: 901, Flags: flagFIN | flagACK},
+		{Time: at(1000.1), Src: fateServer, Dst: fateClient, Seq: 7, Ack: 901, Flags: rec.FlagSYN | rec.FlagACK},
+		{Time: at(1000.3), Src: fateServer, Dst: fateClient, Seq: 8, Ack: 901, Flags: rec.FlagFIN | rec.FlagACK},
 		// The third: its client bytes and FIN, after a SYN-ACK.
-		{Time: at(2600.1), Src: fateServer, Dst: fateClient, Seq: 50, Ack: 1701, Flags: flagSYN | flagACK},
-		{Time: at(2600.2), Src: fateClient, Dst: fateServer, Seq: 1701, Ack: 51, Flags: flagACK, Sent: backoff.PayloadH2Preface},
-		{Time: at(2700), Src: fateClient, Dst: fateServer, Seq: 1730, Ack: 51, Flags: flagFIN | flagACK},
+		{Time: at(2600.1), Src: fateServer, Dst: fateClient, Seq: 50, Ack: 1701, Flags: rec.FlagSYN | rec.FlagACK},
+		{Time: at(2600.2), Src: fateClient, Dst: fateServer, Seq: 1701, Ack: 51, Flags: rec.FlagACK, Sent: backoff.PayloadH2Preface},
+		{Time: at(2700), Src: fateClient, Dst: fateServer, Seq: 1730, Ack: 51, Flags: rec.FlagFIN | rec.FlagACK},
 	} {
 		tr.AddSegment(&s)
 	}
@@ -356,7 +358,7 @@ func TestFatesAddAttempt(t *testing.T) {
 	tr.SetFatesKnown(true)
 	tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
 	tr.addSeg(synAck(0.02))
-	tr.addSeg(fateSeg(0.1, true, flagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadTLSClientHello))
+	tr.addSeg(fateSeg(0.1, true, rec.FlagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadTLSClientHello))
 	held := tr.List()
 	tr2 := NewTracker()
 	tr2.SetFatesKnown(true)
@@ -366,7 +368,7 @@ func TestFatesAddAttempt(t *testing.T) {
 	if diff := cmp.Diff(held, tr2.List(), netipOpt); diff != "" {
 		t.Errorf("AddAttempt(List()) changed the attempts (-before +after):\n%s", diff)
 	}
-	tr2.addSeg(fateSeg(20000, true, flagFIN|flagACK, fateISN+518, fateServerISN+1, ""))
+	tr2.addSeg(fateSeg(20000, true, rec.FlagFIN|rec.FlagACK, fateISN+518, fateServerISN+1, ""))
 	want := backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(20000), ClientSent: backoff.PayloadTLSClientHello}
 	if got := tr2.List()[0].Ending; got != want {
 		t.Errorf("after its FIN: Ending = %+v, want %+v", got, want)
@@ -400,9 +402,9 @@ func TestFatesSegmentsBounded(t *testing.T) {
 	tr.addSeg(synAck(0.02))
 	other := netip.MustParseAddrPort("10.0.0.1:1")
 	for i := range 100_000 {
-		tr.addSeg(fateSeg(1+float64(i), i%2 == 0, flagRST|flagACK, fateISN+1, fateServerISN+1, ""))
+		tr.addSeg(fateSeg(1+float64(i), i%2 == 0, rec.FlagRST|rec.FlagACK, fateISN+1, fateServerISN+1, ""))
 		// Segments of no attempt wait to be matched, a batch at most.
-		tr.addSeg(Segment{Time: trackAt(i), Src: other, Dst: fateServer, Flags: flagRST})
+		tr.addSeg(Segment{Time: trackAt(i), Src: other, Dst: fateServer, Flags: rec.FlagRST})
 		if tr.late.n > tr.segBatch {
 			t.Fatalf("after %d segments, %d wait; the bound is %d", 2*i+3, tr.late.n, tr.segBatch)
 		}
@@ -428,8 +430,8 @@ func TestFatesPushed(t *testing.T) {
 	// A retransmission of the first, then its end.
 	pt.Add(SYN{Time: trackAt(2), Src: fateClient, Dst: fateServer, Seq: fateISN})
 	pt.addSeg(synAck(2.01)) // the server answers it again
-	pt.addSeg(fateSeg(3, true, flagFIN|flagACK, fateISN+1, fateServerISN+1, ""))
-	pt.addSeg(Segment{Time: trackAt(4), Src: fateServer, Dst: other, Ack: 10, Flags: flagRST | flagACK})
+	pt.addSeg(fateSeg(3, true, rec.FlagFIN|rec.FlagACK, fateISN+1, fateServerISN+1, ""))
+	pt.addSeg(Segment{Time: trackAt(4), Src: fateServer, Dst: other, Ack: 10, Flags: rec.FlagRST | rec.FlagACK})
 	var got []backoff.Ending
 	for _, a := range pt.Tracker(50052).Peers()[0].Attempts {
 		got = append(got, a.Ending)
@@ -450,13 +452,13 @@ func TestFatesLateOfPushed(t *testing.T) {
 	tr.pushBatch, tr.segBatch, tr.recentMax = 100, 2, 1
 	other := netip.MustParseAddrPort("127.0.0.1:40001")
 	tr.push(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
-	tr.push(SYN{Time: trackAt(1), Src: other, Dst: fateServer, Seq: 9}) // takes the slot
-	tr.addSeg(fateSeg(2, false, flagRST|flagACK, 0, fateISN+1, ""))     // waits
-	tr.addSeg(fateSeg(3, false, flagACK|0x08, 7, fateISN+1, backoff.PayloadOther))
+	tr.push(SYN{Time: trackAt(1), Src: other, Dst: fateServer, Seq: 9})     // takes the slot
+	tr.addSeg(fateSeg(2, false, rec.FlagRST|rec.FlagACK, 0, fateISN+1, "")) // waits
+	tr.addSeg(fateSeg(3, false, rec.FlagACK|0x08, 7, fateISN+1, backoff.PayloadOther))
 	if tr.pushed.n != 2 || tr.late.n != 2 {
 		t.Fatalf("%d SYNs and %d segments wait, want 2 and 2", tr.pushed.n, tr.late.n)
 	}
-	tr.addSeg(fateSeg(4, true, flagFIN|flagACK, fateISN+1, 0, "")) // the list is full
+	tr.addSeg(fateSeg(4, true, rec.FlagFIN|rec.FlagACK, fateISN+1, 0, "")) // the list is full
 	if tr.pushed.n != 0 {
 		t.Errorf("%d SYNs still wait once the segments were read", tr.pushed.n)
 	}
@@ -477,7 +479,7 @@ func TestPortTrackerSegments(t *testing.T) {
 	pt.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
 	pt.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: netip.MustParseAddrPort("127.0.0.1:443"), Seq: 1})
 	pt.addSeg(synAck(0.02))
-	pt.addSeg(fateSeg(0.1, true, flagFIN|flagACK, fateISN+1, fateServerISN+1, ""))
+	pt.addSeg(fateSeg(0.1, true, rec.FlagFIN|rec.FlagACK, fateISN+1, fateServerISN+1, ""))
 	pt.SetFatesKnown(true)
 	want := backoff.Ending{Fate: backoff.FateAbandoned, Accepted: fms(0.02), Duration: fms(0.1)}
 	if got := pt.Tracker(50052).List()[0].Ending; got != want {
@@ -508,42 +510,13 @@ func TestFateAcceptedEnded(t *testing.T) {
 func (t *Tracker) addSeg(s Segment)      { t.AddSegment(&s) }
 func (pt *PortTracker) addSeg(s Segment) { pt.AddSegment(&s) }
 
-func TestPayloadCodes(t *testing.T) {
-	for i, p := range payloadNames {
-		if c := codeOf(p); int(c) != i || c.payload() != p {
-			t.Errorf("codeOf(%q) = %d (%q), want %d", p, c, c.payload(), i)
-		}
-	}
-	for _, p := range []backoff.Payload{"tls xxxxxx hello", "something else", "PRI * HTTP/2.1", "x"} {
-		if c := codeOf(p); c.payload() != backoff.PayloadOther {
-			t.Errorf("codeOf(%q) = %q, want data", p, c.payload())
-		}
-	}
-}
-
-func TestWordsOf(t *testing.T) {
-	for _, s := range []string{"10.1.2.3", "::ffff:10.1.2.3", "fd00::1:2", "::1", "fe80::1%eth0", "255.255.255.255"} {
-		a := netip.MustParseAddr(s)
-		b := a.As16()
-		if got, want := wordsOf(a), words(&b); got != want {
-			t.Errorf("wordsOf(%s) = %x, want %x", s, got, want)
-		}
-		if got := wordsOf(a).bytes(); got != b {
-			t.Errorf("bytes of wordsOf(%s) = %x, want %x", s, got, b)
-		}
-	}
-	if wordsOf(netip.Addr{}) != (addr128{}) {
-		t.Error("the zero Addr is not zero")
-	}
-}
-
 // The table of recent attempts and the set of tuples start small and grow
 // with the attempts, powers of two, up to their bounds; what the table
 // held keeps its fate.
 func TestFatesTablesGrow(t *testing.T) {
 	tr := NewTracker()
 	tr.SetFatesKnown(true)
-	tr.AddSegment(&Segment{Time: trackAt(0), Src: fateServer, Dst: fateClient, Flags: flagRST}) // before any SYN: dropped
+	tr.AddSegment(&Segment{Time: trackAt(0), Src: fateServer, Dst: fateClient, Flags: rec.FlagRST}) // before any SYN: dropped
 	tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
 	tr.addSeg(synAck(0.02))
 	if len(tr.recent) != minRecent || len(tr.seen) != minSeen {
@@ -570,17 +543,17 @@ func TestFatesTablesGrow(t *testing.T) {
 // int64 holds clamp, never wrap.
 func TestStampNanos(t *testing.T) {
 	for _, tt := range []struct {
-		s    stamp
+		s    rec.Stamp
 		want int64
 	}{
-		{stamp{1, 5}, 1e9 + 5},
-		{stamp{-1, 5}, -1e9 + 5},
-		{stamp{1 << 40, 0}, math.MaxInt64},
-		{stamp{-1 << 40, 0}, math.MinInt64},
-		{stamp{math.MaxInt64, 999999999}, math.MaxInt64},
+		{rec.Stamp{Sec: 1, Nsec: 5}, 1e9 + 5},
+		{rec.Stamp{Sec: -1, Nsec: 5}, -1e9 + 5},
+		{rec.Stamp{Sec: 1 << 40, Nsec: 0}, math.MaxInt64},
+		{rec.Stamp{Sec: -1 << 40, Nsec: 0}, math.MinInt64},
+		{rec.Stamp{Sec: math.MaxInt64, Nsec: 999999999}, math.MaxInt64},
 	} {
-		if got := tt.s.nanos(); got != tt.want {
-			t.Errorf("%+v.nanos() = %d, want %d", tt.s, got, tt.want)
+		if got := tt.s.Nanos(); got != tt.want {
+			t.Errorf("%+v.Nanos() = %d, want %d", tt.s, got, tt.want)
 		}
 	}
 }
@@ -604,7 +577,7 @@ func TestSegmentView(t *testing.T) {
 				tr.Add(SYN{Time: trackAt(0), Src: fateClient, Dst: fateServer, Seq: fateISN})
 			}
 			v := SegmentView{Src: tt.dst, Dst: tt.src, SrcPort: fateServer.Port(), DstPort: fateClient.Port(),
-				Seq: fateServerISN, Ack: fateISN + 1, Sec: trackStart.Unix(), Nsec: 20000, Flags: flagSYN | flagACK}
+				Seq: fateServerISN, Ack: fateISN + 1, Sec: trackStart.Unix(), Nsec: 20000, Flags: rec.FlagSYN | rec.FlagACK}
 			s := v.Segment()
 			if s.Src != fateServer || s.Dst != fateClient || !s.Time.Equal(trackStart.Add(20*time.Microsecond)) {
 				t.Errorf("Segment() = %+v", s)
@@ -621,7 +594,7 @@ func TestSegmentView(t *testing.T) {
 		t.Errorf("a 3-byte address reads as %v, want the zero Addr", got)
 	}
 	v6 := netip.MustParseAddr("fd00::1").As16()
-	if got, want := wordsOfBytes(v6[:]), wordsOf(netip.MustParseAddr("fd00::1")); got != want {
+	if got, want := rec.WordsOfBytes(v6[:]), rec.WordsOf(netip.MustParseAddr("fd00::1")); got != want {
 		t.Errorf("wordsOfBytes = %x, want %x", got, want)
 	}
 }
@@ -647,12 +620,12 @@ func TestChainsEndings(t *testing.T) {
 		port uint16
 		segs []seg
 	}{
-		{0, "10.0.0.1", 40000, []seg{{2, false, flagRST | flagACK, 0, 101, ""}}},
-		{10, "10.0.0.2", 40001, []seg{{12, false, flagSYN | flagACK, 7, 101, ""}}},
-		{20, "10.0.0.1", 40002, []seg{{22, false, flagSYN | flagACK, 7, 101, ""}, {23, false, flagACK | 0x08, 8, 101, backoff.PayloadH2Settings},
-			{25, false, flagRST | flagACK, 30, 101, ""}}},
-		{5, "10.0.0.2", 40003, []seg{{6, false, flagSYN | flagACK, 7, 101, ""}, {7, true, flagACK | 0x08, 101, 8, backoff.PayloadTLSClientHello},
-			{9, true, flagFIN | flagACK, 400, 8, ""}}},
+		{0, "10.0.0.1", 40000, []seg{{2, false, rec.FlagRST | rec.FlagACK, 0, 101, ""}}},
+		{10, "10.0.0.2", 40001, []seg{{12, false, rec.FlagSYN | rec.FlagACK, 7, 101, ""}}},
+		{20, "10.0.0.1", 40002, []seg{{22, false, rec.FlagSYN | rec.FlagACK, 7, 101, ""}, {23, false, rec.FlagACK | 0x08, 8, 101, backoff.PayloadH2Settings},
+			{25, false, rec.FlagRST | rec.FlagACK, 30, 101, ""}}},
+		{5, "10.0.0.2", 40003, []seg{{6, false, rec.FlagSYN | rec.FlagACK, 7, 101, ""}, {7, true, rec.FlagACK | 0x08, 101, 8, backoff.PayloadTLSClientHello},
+			{9, true, rec.FlagFIN | rec.FlagACK, 400, 8, ""}}},
 		{30, "10.0.0.1", 40004, nil},
 	}
 	for _, known := range []bool{true, false} {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/attempt/internal/rec"
+
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
 )
@@ -19,11 +21,11 @@ func TestFind(t *testing.T) {
 	tr := NewTracker()
 	tr.SetFatesKnown(true)
 	tr.Add(SYN{Time: t0, Src: cli(40000), Dst: srv, Seq: 10})
-	tr.AddSegment(&Segment{Time: t0.Add(time.Millisecond), Src: srv, Dst: cli(40000), Seq: 99, Ack: 11, Flags: flagSYN | flagACK})
+	tr.AddSegment(&Segment{Time: t0.Add(time.Millisecond), Src: srv, Dst: cli(40000), Seq: 99, Ack: 11, Flags: rec.FlagSYN | rec.FlagACK})
 	tr.Add(SYN{Time: t0.Add(time.Second), Src: cli(40001), Dst: srv, Seq: 20})
 	tr.Retransmit(SYN{Time: t0.Add(2 * time.Second), Src: cli(40001), Dst: srv, Seq: 20})
-	tr.AddSegment(&Segment{Time: t0.Add(2001 * time.Millisecond), Src: srv, Dst: cli(40001), Ack: 21, Flags: flagRST | flagACK})
-	tr.AddSegment(&Segment{Time: t0.Add(3 * time.Millisecond), Src: srv, Dst: cli(40000), Seq: 100, Ack: 11, Flags: flagACK, Sent: backoff.PayloadH2Settings})
+	tr.AddSegment(&Segment{Time: t0.Add(2001 * time.Millisecond), Src: srv, Dst: cli(40001), Ack: 21, Flags: rec.FlagRST | rec.FlagACK})
+	tr.AddSegment(&Segment{Time: t0.Add(3 * time.Millisecond), Src: srv, Dst: cli(40000), Seq: 100, Ack: 11, Flags: rec.FlagACK, Sent: backoff.PayloadH2Settings})
 	tests := []struct {
 		name  string
 		a     Attempt

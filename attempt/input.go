@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // CaptureInfo describes the input of a report.
@@ -35,6 +36,9 @@ type FileInfo struct {
 	// Skipped counts frames and blocks that could not be examined, by
 	// reason: a capture.Decoder skip reason, "link type N", or a record problem.
 	Skipped map[string]uint64 `json:"skipped"`
+	// First is the time of the file's first packet record, zero when it
+	// has none: where the capture began.
+	First time.Time `json:"-"`
 	// Truncated is set when the file ends inside a record or block: what
 	// came before it was analysed.
 	Truncated bool `json:"truncated"`
@@ -59,6 +63,18 @@ func (f FileInfo) MarshalJSON() ([]byte, error) {
 		f.Warnings = []string{}
 	}
 	return json.Marshal(plain(f))
+}
+
+// Start is when the capture began: the earliest of its files' first
+// packets, zero when none had one.
+func (c CaptureInfo) Start() time.Time {
+	var t time.Time
+	for _, f := range c.Files {
+		if !f.First.IsZero() && (t.IsZero() || f.First.Before(t)) {
+			t = f.First
+		}
+	}
+	return t
 }
 
 // SkippedLines returns one warning line per skip reason, sorted by reason.

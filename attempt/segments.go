@@ -1,12 +1,12 @@
 package attempt
 
 import (
-	"encoding/binary"
-	"math"
 	"math/bits"
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/backoff-audit/audit/attempt/internal/rec"
 
 	"github.com/backoff-audit/audit/backoff"
 )
@@ -67,61 +67,20 @@ func addrOfBytes(b []byte) netip.Addr {
 	return netip.Addr{}
 }
 
-// wordsOfBytes is the addr128 of a 4- or 16-byte address, as wordsOf
-// gives that of the netip.Addr.
-func wordsOfBytes(b []byte) addr128 {
-	switch len(b) {
-	case 4:
-		return addr128{0, 0xffff<<32 | uint64(binary.BigEndian.Uint32(b))}
-	case 16:
-		return addr128{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
-	}
-	return addr128{}
-}
-
 // segRec is a Segment as a Tracker keeps it when it cannot read it at
 // once: no pointers, so the collector never scans them, and no
 // allocation each.
 type segRec struct {
-	src, dst     addr128
+	src, dst     rec.Addr128
 	sport, dport uint16
 	seq, ack     uint32
 	sec          int64
 	nsec         int32
 	flags        uint8
-	sent         payloadCode
+	sent         rec.Code
 }
 
-func (r *segRec) at() stamp { return stamp{r.sec, r.nsec} }
-
-// addr128 is an address as As16 spells it (IPv4 mapped), in two words,
-// compared and hashed a word at a time.
-type addr128 struct{ hi, lo uint64 }
-
-func words(b *[16]byte) addr128 {
-	return addr128{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
-}
-
-// wordsOf is words(a.As16()) in 4 ns instead of 11: As16's result was
-// copied aside whole and read back a word at a time, a store forwarding
-// stall, where AppendBinary's bytes are read as they were written.
-func wordsOf(a netip.Addr) addr128 {
-	var buf [16]byte
-	b, _ := a.AppendBinary(buf[:0])
-	switch {
-	case len(b) == 4:
-		return addr128{0, 0xffff<<32 | uint64(binary.BigEndian.Uint32(b))}
-	case len(b) >= 16: // a zone follows; a segment has none
-		return addr128{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:16])}
-	}
-	return addr128{} // the zero Addr
-}
-
-func (a addr128) bytes() (b [16]byte) {
-	binary.BigEndian.PutUint64(b[:8], a.hi)
-	binary.BigEndian.PutUint64(b[8:], a.lo)
-	return b
-}
+func (r *segRec) at() rec.Stamp { return rec.Stamp{Sec: r.sec, Nsec: r.nsec} }
 
 // segBatch bounds the segments that wait to be read (64 bytes each while
 // they do): memory follows the attempts, not the packets.
@@ -160,8 +119,8 @@ const pendingRef = 1 << 31
 // for an empty slot). No pointers.
 type recentAttempt struct {
 	key   attemptKey
-	start stamp
-	fate  fateRec
+	start rec.Stamp
+	fate  rec.Fate
 	h     uint64 // the tuple's hash
 	ref   uint32
 	// homed says the home may hold part of the fate already (the slot's
@@ -175,9 +134,9 @@ type recentAttempt struct {
 // leave stores the slot's fate at its attempt's home.
 func (t *Tracker) leave(e *recentAttempt) {
 	switch {
-	case e.fate == (fateRec{}):
+	case e.fate == (rec.Fate{}):
 	case e.homed:
-		t.home(e.ref).merge(&e.fate)
+		t.home(e.ref).Merge(&e.fate)
 	default:
 		*t.home(e.ref) = e.fate
 	}
@@ -210,9 +169,9 @@ func (t *Tracker) AddSegment(s *Segment) {
 	// Field by field: a composite literal was built aside and copied,
 	// a stall on every segment.
 	var r segRec
-	r.src, r.dst = wordsOf(s.Src.Addr()), wordsOf(s.Dst.Addr())
+	r.src, r.dst = rec.WordsOf(s.Src.Addr()), rec.WordsOf(s.Dst.Addr())
 	r.sport, r.dport = s.Src.Port(), s.Dst.Port()
-	r.seq, r.ack, r.flags, r.sent = s.Seq, s.Ack, s.Flags, codeOf(s.Sent)
+	r.seq, r.ack, r.flags, r.sent = s.Seq, s.Ack, s.Flags, rec.CodeOf(s.Sent)
 	r.sec, r.nsec = s.Time.Unix(), int32(s.Time.Nanosecond())
 	t.saw(r.at())
 	t.readSegment(&r)
@@ -224,9 +183,9 @@ func (t *Tracker) AddSegmentView(v *SegmentView) {
 		t.watch()
 	}
 	var r segRec
-	r.src, r.dst = wordsOfBytes(v.Src), wordsOfBytes(v.Dst)
+	r.src, r.dst = rec.WordsOfBytes(v.Src), rec.WordsOfBytes(v.Dst)
 	r.sport, r.dport = v.SrcPort, v.DstPort
-	r.seq, r.ack, r.flags, r.sent = v.Seq, v.Ack, v.Flags, codeOf(v.Sent)
+	r.seq, r.ack, r.flags, r.sent = v.Seq, v.Ack, v.Flags, rec.CodeOf(v.Sent)
 	r.sec, r.nsec = v.Sec, v.Nsec
 	t.saw(r.at())
 	t.readSegment(&r)
@@ -234,8 +193,8 @@ func (t *Tracker) AddSegmentView(v *SegmentView) {
 
 // saw notes a packet of the port at at: the capture runs at least until
 // the latest (Last).
-func (t *Tracker) saw(at stamp) {
-	if t.last.before(at) {
+func (t *Tracker) saw(at rec.Stamp) {
+	if t.last.Before(at) {
 		t.last = at
 	}
 }
@@ -244,10 +203,10 @@ func (t *Tracker) saw(at stamp) {
 // read: where the capture is known to run to, for an attempt still open
 // there (backoff.Run.End); zero before any.
 func (t *Tracker) Last() time.Time {
-	if t.last == (stamp{}) {
+	if t.last == (rec.Stamp{}) {
 		return time.Time{}
 	}
-	return time.Unix(t.last.sec, int64(t.last.nsec)).UTC()
+	return time.Unix(t.last.Sec, int64(t.last.Nsec)).UTC()
 }
 
 // watch starts the table of recent attempts, with the SYNs that wait,
@@ -335,18 +294,18 @@ type endpoint struct {
 // the low half picks the bit of the set of tuples. An input can make
 // tuples collide (the hash is linear in XOR, whatever the seed): that
 // costs only time, as a slot and a run of readLate compare whole tuples.
-func (t *Tracker) tupleHash(a addr128, ap uint16, b addr128, bp uint16) uint64 {
-	h := (a.lo^b.lo^t.key[0])*0x9e3779b97f4a7c15 ^ (a.hi^b.hi^t.key[1])*0xc2b2ae3d27d4eb4f ^
+func (t *Tracker) tupleHash(a rec.Addr128, ap uint16, b rec.Addr128, bp uint16) uint64 {
+	h := (a.Lo^b.Lo^t.key[0])*0x9e3779b97f4a7c15 ^ (a.Hi^b.Hi^t.key[1])*0xc2b2ae3d27d4eb4f ^
 		(uint64(ap^bp)^t.key[2])*0x165667b19e3779f9
 	return h ^ h>>32
 }
 
 func (t *Tracker) keyHash(k *attemptKey) uint64 {
-	return t.tupleHash(words(&k.src), k.sport, words(&k.dst), k.dport)
+	return t.tupleHash(rec.Words(&k.src), k.sport, rec.Words(&k.dst), k.dport)
 }
 
 // home is where the fate of the attempt of ref lives outside the table.
-func (t *Tracker) home(ref uint32) *fateRec {
+func (t *Tracker) home(ref uint32) *rec.Fate {
 	i := int(ref&^pendingRef) - 1
 	if ref&pendingRef != 0 {
 		return t.pushedFates.at(i)
@@ -360,11 +319,11 @@ func (t *Tracker) home(ref uint32) *fateRec {
 //
 // An attempt whose SYN comes again (a retransmission) after it left the
 // table takes a slot anew: its fate is then read in two parts, merged,
-// the earlier accept and end winning (fateRec.merge). Only what depends on
+// the earlier accept and end winning (rec.Fate.merge). Only what depends on
 // the part before is lost, and TCP sends none of it: a client retransmits
 // its SYN because no SYN-ACK came, and a SYN-ACK answers it anew. Both
 // ways into a tracker (Add, push) split alike, so they read alike.
-func (t *Tracker) install(h uint64, k *attemptKey, start stamp, ref uint32) *recentAttempt {
+func (t *Tracker) install(h uint64, k *attemptKey, start rec.Stamp, ref uint32) *recentAttempt {
 	if len(t.recent) < t.recentMax && t.syns > len(t.recent) || t.recent == nil {
 		t.growRecent()
 	}
@@ -378,9 +337,9 @@ func (t *Tracker) install(h uint64, k *attemptKey, start stamp, ref uint32) *rec
 	}
 	// Field by field: a composite literal was built aside and copied, a
 	// store forwarding stall on every SYN. A pushed SYN's home is new.
-	e.key, e.start, e.fate, e.h, e.ref, e.homed = *k, start, fateRec{}, h, ref, false
+	e.key, e.start, e.fate, e.h, e.ref, e.homed = *k, start, rec.Fate{}, h, ref, false
 	if ref&pendingRef == 0 {
-		e.homed = *t.home(ref) != (fateRec{})
+		e.homed = *t.home(ref) != (rec.Fate{})
 	}
 	return e
 }
@@ -388,7 +347,7 @@ func (t *Tracker) install(h uint64, k *attemptKey, start stamp, ref uint32) *rec
 // remember makes attempt i its tuple's latest in the table.
 func (t *Tracker) remember(i int) {
 	r := t.rec(i)
-	t.install(t.keyHash(&r.key), &r.key, stamp{r.sec, r.nsec}, uint32(i+1))
+	t.install(t.keyHash(&r.key), &r.key, rec.Stamp{Sec: r.sec, Nsec: r.nsec}, uint32(i+1))
 }
 
 // rememberPushed makes the attempt that pushed SYN i opens its tuple's
@@ -396,10 +355,10 @@ func (t *Tracker) remember(i int) {
 // leaves the table before the SYNs are grouped.
 func (t *Tracker) rememberPushed(i int) {
 	for t.pushedFates.n <= i {
-		t.pushedFates.add(fateRec{})
+		t.pushedFates.add(rec.Fate{})
 	}
 	p := t.pushed.at(i)
-	t.install(t.keyHash(&p.key), &p.key, stamp{p.sec, p.nsec}, pendingRef|uint32(i+1))
+	t.install(t.keyHash(&p.key), &p.key, rec.Stamp{Sec: p.sec, Nsec: p.nsec}, pendingRef|uint32(i+1))
 }
 
 // settleFates moves the fates of the pushed SYNs to their attempts, and
@@ -411,8 +370,8 @@ func (t *Tracker) settleFates(attempt []int32) {
 		}
 	}
 	for i := range t.pushedFates.n {
-		if f := t.pushedFates.at(i); *f != (fateRec{}) {
-			t.rec(int(attempt[i])).fate.merge(f)
+		if f := t.pushedFates.at(i); *f != (rec.Fate{}) {
+			t.rec(int(attempt[i])).fate.Merge(f)
 		}
 	}
 	for i := range t.recent {
@@ -421,7 +380,7 @@ func (t *Tracker) settleFates(attempt []int32) {
 			e.fate, e.homed = t.rec(int(e.ref-1)).fate, true
 		}
 	}
-	t.pushedFates = blocks[fateRec]{}
+	t.pushedFates = blocks[rec.Fate]{}
 }
 
 // readSegment reads r into its attempt's slot of the table, or leaves it
@@ -432,8 +391,8 @@ func (t *Tracker) readSegment(r *segRec) {
 	}
 	h := t.tupleHash(r.src, r.sport, r.dst, r.dport)
 	if e := t.slot(h); e.ref != 0 && e.h == h {
-		if fromClient, ok := owns(&e.key, &e.fate, r); ok && !r.at().before(e.start) {
-			e.fate.observe(r.at(), fromClient, r.flags, r.seq, r.ack, e.key.seq, r.sent)
+		if fromClient, ok := owns(&e.key, &e.fate, r); ok && !r.at().Before(e.start) {
+			e.fate.Observe(r.at(), fromClient, r.flags, r.seq, r.ack, e.key.seq, r.sent)
 			return
 		}
 	}
@@ -453,14 +412,14 @@ func (t *Tracker) readSegment(r *segRec) {
 // latest of its tuple, and which way it went: it is of the tuple, and does
 // not acknowledge another ISN where an answer to this one's SYN would (an
 // earlier attempt of the tuple may own it: readLate decides).
-func owns(k *attemptKey, f *fateRec, r *segRec) (fromClient, ok bool) {
-	ksrc, kdst := words(&k.src), words(&k.dst)
+func owns(k *attemptKey, f *rec.Fate, r *segRec) (fromClient, ok bool) {
+	ksrc, kdst := rec.Words(&k.src), rec.Words(&k.dst)
 	fromClient = r.sport == k.sport && r.dport == k.dport && r.src == ksrc && r.dst == kdst
 	if !fromClient && !(r.sport == k.dport && r.dport == k.sport && r.src == kdst && r.dst == ksrc) {
 		return false, false
 	}
-	if !fromClient && r.flags&flagACK != 0 && r.ack != k.seq+1 &&
-		(r.flags&flagSYN != 0 || r.flags&flagRST != 0 && f.state&fateAccepted == 0) {
+	if !fromClient && r.flags&rec.FlagACK != 0 && r.ack != k.seq+1 &&
+		(r.flags&rec.FlagSYN != 0 || r.flags&rec.FlagRST != 0 && !f.Accepted()) {
 		return false, false
 	}
 	return fromClient, true
@@ -469,7 +428,7 @@ func owns(k *attemptKey, f *fateRec, r *segRec) (fromClient, ok bool) {
 // observe reads r, which went the way fromClient says, into attempt i's
 // fate at home.
 func (t *Tracker) observe(i int, r *segRec, fromClient bool) {
-	t.home(uint32(i+1)).observe(r.at(), fromClient, r.flags, r.seq, r.ack, t.rec(i).key.seq, r.sent)
+	t.home(uint32(i+1)).Observe(r.at(), fromClient, r.flags, r.seq, r.ack, t.rec(i).key.seq, r.sent)
 }
 
 // readSegments reads every segment that waits: the SYNs are grouped, the
@@ -528,7 +487,7 @@ func (t *Tracker) readLate() {
 		ports.add(r.sport)
 		ports.add(r.dport)
 	}
-	sk = sortHigh32(sk, make([]uint64, m))
+	sk = rec.SortHigh32(sk, make([]uint64, m))
 	var ak []uint64
 	for i := range t.attempts.n {
 		r := t.rec(i)
@@ -540,7 +499,7 @@ func (t *Tracker) readLate() {
 		}
 	}
 	n := len(ak)
-	ak = sortHigh32(ak, make([]uint64, n))
+	ak = rec.SortHigh32(ak, make([]uint64, n))
 	var as, ss []int32
 	for a, s := 0, 0; a < n && s < m; {
 		ha, hs := ak[a]>>32, sk[s]>>32
@@ -597,16 +556,16 @@ func (t *Tracker) matchRun(as, ss []int32) {
 				return c
 			}
 			rx, ry := t.rec(int(x)), t.rec(int(y))
-			return stamp{rx.sec, rx.nsec}.compare(stamp{ry.sec, ry.nsec})
+			return rec.Stamp{Sec: rx.sec, Nsec: rx.nsec}.Compare(rec.Stamp{Sec: ry.sec, Nsec: ry.nsec})
 		})
 	}
-	order := func(x, y int32) int { return t.late.at(int(x)).at().compare(t.late.at(int(y)).at()) }
+	order := func(x, y int32) int { return t.late.at(int(x)).at().Compare(t.late.at(int(y)).at()) }
 	if !slices.IsSortedFunc(ss, order) {
 		slices.SortStableFunc(ss, order)
 	}
 	for _, si := range ss {
 		r := t.late.at(int(si))
-		k := tupleOf(r.src.bytes(), r.sport, r.dst.bytes(), r.dport)
+		k := tupleOf(r.src.Bytes(), r.sport, r.dst.Bytes(), r.dport)
 		lo, _ := slices.BinarySearchFunc(as, k, func(i int32, k tupleKey) int { return compareTuple(tupleAt(i), k) })
 		hi := lo
 		for hi < len(as) && tupleAt(as[hi]) == k {
@@ -614,34 +573,27 @@ func (t *Tracker) matchRun(as, ss []int32) {
 		}
 		if i := t.attemptOf(as[lo:hi], r); i >= 0 {
 			a := t.rec(int(i))
-			t.observe(int(i), r, r.sport == a.key.sport && r.src == words(&a.key.src))
+			t.observe(int(i), r, r.sport == a.key.sport && r.src == rec.Words(&a.key.src))
 		}
 	}
 }
-
-// lookBack bounds how many earlier attempts of a tuple a segment's
-// sequence numbers are checked against: a tuple reused within one
-// attempt's life is rare, and a flood of attempts on one tuple must not
-// make matching quadratic.
-const lookBack = 4
 
 // attemptOf returns the attempt of one tuple's attempts as (sorted by
 // start) that segment r belongs to, or -1.
 func (t *Tracker) attemptOf(as []int32, r *segRec) int32 {
 	at := r.at()
 	// The latest attempt that started no later than the segment.
-	n, _ := slices.BinarySearchFunc(as, at, func(i int32, at stamp) int {
+	n, _ := slices.BinarySearchFunc(as, at, func(i int32, at rec.Stamp) int {
 		a := t.rec(int(i))
-		if (stamp{a.sec, a.nsec}).compare(at) <= 0 {
+		if (rec.Stamp{Sec: a.sec, Nsec: a.nsec}).Compare(at) <= 0 {
 			return -1
 		}
 		return 1
 	})
-	for j := n - 1; j >= 0 && j >= n-lookBack; j-- {
+	for j := n - 1; j >= 0 && j >= n-rec.LookBack; j-- {
 		a := t.rec(int(as[j]))
-		fromClient := r.sport == a.key.sport && r.src == words(&a.key.src)
-		answers := !fromClient && r.flags&flagACK != 0 && r.flags&(flagSYN|flagRST) != 0 && r.ack == a.key.seq+1
-		if answers || fromClient && r.sent != 0 && r.seq == a.key.seq+1 {
+		fromClient := r.sport == a.key.sport && r.src == rec.Words(&a.key.src)
+		if rec.Names(fromClient, r.flags, r.seq, r.ack, a.key.seq, r.sent) {
 			return as[j]
 		}
 	}
@@ -671,28 +623,4 @@ func compareEndpoint(a, b endpoint) int {
 		return -1
 	}
 	return 1
-}
-
-func (s stamp) compare(u stamp) int {
-	switch {
-	case s.before(u):
-		return -1
-	case u.before(s):
-		return 1
-	}
-	return 0
-}
-
-// nanos is s in Unix nanoseconds, clamped to the years 1678–2262 that an
-// int64 holds: a fate's times beyond them (a capture file's hostile
-// timestamps) come out wrong, but never wrap around.
-func (s stamp) nanos() int64 {
-	const maxSec = math.MaxInt64/int64(time.Second) - 1
-	switch {
-	case s.sec > maxSec:
-		return math.MaxInt64
-	case s.sec < -maxSec:
-		return math.MinInt64
-	}
-	return s.sec*1e9 + int64(s.nsec)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/control"
 	"github.com/backoff-audit/audit/flows"
@@ -36,10 +35,11 @@ type controlFeed struct {
 }
 
 // openControl opens the capture of the control port on iface; file, when
-// set, is the --write file it shares with the retry port's capture; mode
-// is the retry mode the server runs, which its calls do not say.
-func openControl(iface string, port uint16, mode backoff.RetryMode, file *capture.LiveFile, push func(session.RecordEvent), warn func(string)) (*controlFeed, error) {
-	c := &controlFeed{port: port, push: push, warn: warn, sessions: control.Sessions{Mode: mode}}
+// set, is the --write file it shares with the retry port's capture;
+// sessions say what the server's calls do not: its retry mode and connect
+// timeout.
+func openControl(iface string, port uint16, sessions control.Sessions, file *capture.LiveFile, push func(session.RecordEvent), warn func(string)) (*controlFeed, error) {
+	c := &controlFeed{port: port, push: push, warn: warn, sessions: sessions}
 	c.asm = flows.NewAssembler(flows.Options{Ports: []uint16{port}, Opened: c.opened, StreamEnd: c.streamEnd}, nil)
 	var err error
 	c.live, err = capture.OpenLive(capture.LiveConfig{Iface: iface, Port: port, Whole: true, Segments: c.asm.Add, File: file})

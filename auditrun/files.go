@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/backoff-audit/audit/attempt/stream"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/field"
@@ -44,7 +46,10 @@ type FilesConfig struct {
 	// HTML, when set, is a page to write the report to as well.
 	HTML string
 	Herd bool
-	JSON bool
+	// Infer reads each peer's policy from its chain, and the policies the
+	// peers run (report.Peers.WithInfer, docs/spec.md §8).
+	Infer bool
+	JSON  bool
 	// Verbose gives every peer its interval table in the text report.
 	Verbose bool
 	// Stdin is what the file "-" reads (capture.Options.Stdin).
@@ -105,6 +110,9 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 	peers, err := cfg.validate(files)
 	if err != nil {
 		return Outcome{}, err
+	}
+	if cfg.PortSet && cfg.Record == "" && cfg.Control == 0 {
+		return auditStream(ctx, files, cfg, peers, out, errOut)
 	}
 	pt, info, err := capture.ReadFiles(files, capture.Options{Port: cfg.Port, Done: ctx.Done(), Stdin: cfg.Stdin}, errOut)
 	if err != nil {
@@ -172,13 +180,60 @@ func AuditFiles(ctx context.Context, files []string, cfg FilesConfig, out, errOu
 			}
 			return Outcome{}, err
 		}
+		if cfg.Infer {
+			rep.Peers.WithInfer(rep.Mode)
+		}
 		var o Outcome
 		o.Failed, o.Sessions, o.FirstFailure, err = WriteSessions(out, errOut, rep, cfg.JSON, cfg.HTML)
 		return o, err
 	}
 	// The capture runs at least to its last packet of the port: an
 	// attempt still held there is judged against its connect deadline.
-	aud := report.NewAudit(port, cfg.Policy, backoff.Run{Mode: cfg.Mode, End: tr.Last()}, cs, info).Only(peers...)
+	aud := report.NewAudit(port, cfg.Policy, backoff.Run{Mode: cfg.Mode, End: tr.Last()}, cs, info)
+	return writeAudit(aud, inferred, cfg, peers, out)
+}
+
+// auditStream audits the capture files of a known retry port as they are
+// read (stream.Stream): each chain is judged once the capture is past its
+// end and set aside in a spill, so that memory follows the peers still
+// retrying, not the length of the capture; the report is written from
+// the spill once the read is done.
+func auditStream(ctx context.Context, files []string, cfg FilesConfig, peers []netip.Addr, out, errOut io.Writer) (Outcome, error) {
+	st := stream.New(cfg.Port, cfg.Policy, "")
+	defer st.Close()
+	sec := report.NewSection(cfg.Policy, st)
+	st.OnOver = func(from, to int, now time.Time) {
+		sec.Add(from, to, backoff.Run{Mode: cfg.Mode, End: now})
+	}
+	st.OnRevive = sec.Drop
+	info, err := capture.ReadInto(files, capture.Options{Port: cfg.Port, Done: ctx.Done(), Stdin: cfg.Stdin}, st, errOut)
+	if err != nil {
+		return Outcome{}, err
+	}
+	for _, w := range info.Warnings() {
+		fmt.Fprintf(errOut, "audit: warning: %s\n", w)
+	}
+	if err := st.Finish(); err != nil {
+		return Outcome{}, err
+	}
+	info.SYNs = uint64(st.SYNs())
+	inferred := false
+	if !cfg.ModeSet {
+		cfg.Mode, inferred = sec.Mode()
+	}
+	run := backoff.Run{Mode: cfg.Mode, End: st.Last()}
+	return writeAudit(report.AuditOf(cfg.Port, cfg.Mode, sec.Peers(run), info), inferred, cfg, peers, out)
+}
+
+// writeAudit writes the audit of every peer (of peers, when given) as cfg
+// asks: text or JSON to out, the page to cfg.HTML; the Outcome says what
+// was judged.
+func writeAudit(aud *report.Audit, inferred bool, cfg FilesConfig, peers []netip.Addr, out io.Writer) (Outcome, error) {
+	port := aud.Port
+	if cfg.Infer { // every peer's chain, whatever Only keeps
+		aud.Peers.WithInfer(aud.Mode)
+	}
+	aud = aud.Only(peers...)
 	aud.ModeInferred = inferred
 	if cfg.Herd {
 		aud = aud.WithHerd()

@@ -21,19 +21,25 @@ const recordPoll = 100 * time.Millisecond
 const recordChunk = 4 << 20
 
 // tailRecord follows a record file written by `audit server --record`:
-// first the session still open in it, if any, then every event appended
-// after, until ctx ends (with one last read). A missing file is waited
-// for. A file that shrinks (truncated) or is replaced (rotated) is read
-// again from its start, and warn says so, as it says of a torn line
-// skipped (session.ScanRecord). A line longer than session.MaxRecordLine
-// is an error naming its offset.
+// first the session still open in what the file held when it was first
+// read, if any, then every event appended after, until ctx ends (with one
+// last read). A missing or empty file is waited for, and all that is
+// written to it is new: a session that starts and ends between two reads
+// is followed too. A file that shrinks (truncated) or is replaced
+// (rotated) is read again from its start, and warn says so, as it says of
+// a torn line skipped (session.ScanRecord). A line longer than
+// session.MaxRecordLine is an error naming its offset.
 func tailRecord(ctx context.Context, path string, push func(session.RecordEvent), warn func(string)) error {
 	var (
 		off     int64 // bytes of the file taken
 		partial []byte
 		line    = 1 // number of the line partial starts
-		first   = true
 		last    os.FileInfo
+		// first is set while what the file held at the first read is
+		// read, chunk by chunk; history keeps its events from its last
+		// start on.
+		first   = true
+		history []session.RecordEvent
 	)
 	t := time.NewTicker(recordPoll)
 	defer t.Stop()
@@ -76,10 +82,13 @@ func tailRecord(ctx context.Context, path string, push func(session.RecordEvent)
 		}
 		line += bytes.Count(partial[:n], []byte{'\n'})
 		partial = append(partial[:0], partial[n:]...)
-		if first && len(b) > 0 {
-			events = openSession(events)
+		if first {
+			history = lastSession(append(history, events...))
+			if len(b) == recordChunk && !done {
+				continue // more of what was there: read on
+			}
+			events, history, first = openSession(history), nil, false
 		}
-		first = first && len(b) == 0
 		for _, e := range events {
 			push(e)
 		}
@@ -96,9 +105,9 @@ func tailRecord(ctx context.Context, path string, push func(session.RecordEvent)
 	}
 }
 
-// openSession keeps, of the events already in a record file, those of its
-// last session if that session is still open.
-func openSession(events []session.RecordEvent) []session.RecordEvent {
+// lastSession keeps, of events, those from the last start on; none
+// when there is no start.
+func lastSession(events []session.RecordEvent) []session.RecordEvent {
 	last := -1
 	for i, e := range events {
 		if e.Event == session.EventStart {
@@ -106,14 +115,24 @@ func openSession(events []session.RecordEvent) []session.RecordEvent {
 		}
 	}
 	if last < 0 {
+		return events[:0]
+	}
+	return events[last:]
+}
+
+// openSession keeps, of the events already in a record file, those of its
+// last session if that session is still open.
+func openSession(events []session.RecordEvent) []session.RecordEvent {
+	events = lastSession(events)
+	if len(events) == 0 {
 		return nil
 	}
 	var out []session.RecordEvent
-	for _, e := range events[last:] {
+	for _, e := range events {
 		if e.Event == session.EventStop || e.Event == session.EventExpire {
 			return nil
 		}
-		if e.Session == events[last].Session {
+		if e.Session == events[0].Session {
 			out = append(out, e)
 		}
 	}

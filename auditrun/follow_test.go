@@ -14,6 +14,7 @@ import (
 
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/session"
+	"github.com/google/go-cmp/cmp"
 )
 
 // The record follower notices a file truncated or replaced under it and
@@ -93,6 +94,106 @@ func TestTailRecordReopens(t *testing.T) {
 	err := tailRecord(ctx, "/dev/zero", push, warn)
 	if err == nil || !strings.Contains(err.Error(), "line 1 at offset 0 is longer than") {
 		t.Errorf("tailRecord(/dev/zero) = %v; want a line-length error", err)
+	}
+}
+
+// The record follower hands on every session written after it first read
+// the file, a session that starts and ends between two of its reads
+// included, and of what the file held then only the session still open.
+func TestTailRecordFollowsNewSessions(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	peer := netip.MustParseAddrPort("127.0.0.1:40000")
+	ev := func(kind session.EventKind, n int) session.RecordEvent {
+		e := session.RecordEvent{Event: kind, Time: at, Session: n, Peer: peer}
+		switch kind {
+		case session.EventStart:
+			e.Params = &session.SessionParams{Policy: backoff.DefaultPolicy()}
+		case session.EventStop:
+			e.End = &session.SessionEnd{Cause: session.CauseStop, Verdict: backoff.Passed, Passed: true, BackoffMS: []int32{}}
+		}
+		return e
+	}
+	lines := func(events ...session.RecordEvent) []byte {
+		var b bytes.Buffer
+		for _, e := range events {
+			if err := session.WriteRecordEvent(&b, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b.Bytes()
+	}
+	start, accept, stop := session.EventStart, session.EventAccept, session.EventStop
+	tests := []struct {
+		name string
+		// before is the file when the follower starts (nil: no file),
+		// after what is appended at once, between two of its reads.
+		before, after []byte
+		want          []string
+	}{
+		{
+			name:  "a whole session into a missing file",
+			after: lines(ev(start, 1), ev(accept, 1), ev(stop, 1)),
+			want:  []string{"start 1", "accept 1", "stop 1"},
+		},
+		{
+			name:   "a whole session into an empty file",
+			before: []byte{},
+			after:  lines(ev(start, 1), ev(accept, 1), ev(stop, 1)),
+			want:   []string{"start 1", "accept 1", "stop 1"},
+		},
+		{
+			name:   "after a session that had ended",
+			before: lines(ev(start, 1), ev(accept, 1), ev(stop, 1)),
+			after:  lines(ev(start, 2), ev(stop, 2)),
+			want:   []string{"start 2", "stop 2"},
+		},
+		{
+			name:   "the end of a session still open",
+			before: lines(ev(start, 1), ev(stop, 1), ev(start, 2), ev(accept, 2)),
+			after:  lines(ev(accept, 2), ev(stop, 2)),
+			want:   []string{"start 2", "accept 2", "accept 2", "stop 2"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "run.jsonl")
+			if tt.before != nil {
+				if err := os.WriteFile(path, tt.before, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mu sync.Mutex
+			var got []string
+			push := func(e session.RecordEvent) {
+				mu.Lock()
+				got = append(got, fmt.Sprintf("%s %d", e.Event, e.Session))
+				mu.Unlock()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- tailRecord(ctx, path, push, func(string) {}) }()
+			time.Sleep(3 * recordPoll) // its first read, and one more
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(tt.after); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			cancel() // its last read takes what was appended
+			if err := <-done; err != nil {
+				t.Fatalf("tailRecord: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("events followed (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/backoff-audit/audit/backoff"
-	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/herd"
 )
 
 // FilesConfig.HTML writes one page that opens from disk: the report's
@@ -47,27 +47,27 @@ func TestPcapHTML(t *testing.T) {
 // FilesConfig.Herd ends both reports with the herd reading; without it
 // neither has one.
 func TestPcapHerd(t *testing.T) {
-	for _, herd := range []bool{false, true} {
-		r := auditFiles(t, FilesConfig{JSON: true, Herd: herd}, fixture("mixed.pcapng"))
+	for _, withHerd := range []bool{false, true} {
+		r := auditFiles(t, FilesConfig{JSON: true, Herd: withHerd}, fixture("mixed.pcapng"))
 		var doc struct {
-			Herd *report.Herd `json:"herd"`
+			Herd *herd.Reading `json:"herd"`
 		}
 		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 			t.Fatal(err)
 		}
-		if (doc.Herd != nil) != herd || herd && (doc.Herd.Peers != 3 || doc.Herd.Attempts != 11) {
-			t.Errorf("herd %v: herd %+v; want 3 peers and 11 attempts only with the herd", herd, doc.Herd)
+		if (doc.Herd != nil) != withHerd || withHerd && (doc.Herd.Peers != 3 || doc.Herd.Attempts != 11) {
+			t.Errorf("herd %v: herd %+v; want 3 peers and 11 attempts only with the herd", withHerd, doc.Herd)
 		}
-		text := auditFiles(t, FilesConfig{Herd: herd}, fixture("mixed.pcapng")).stdout
-		if got := strings.Contains(text, "herd: 3 peers, 11 attempts"); got != herd {
-			t.Errorf("herd %v: text has the herd line: %v", herd, got)
+		text := auditFiles(t, FilesConfig{Herd: withHerd}, fixture("mixed.pcapng")).stdout
+		if got := strings.Contains(text, "herd: 3 peers, 11 attempts"); got != withHerd {
+			t.Errorf("herd %v: text has the herd line: %v", withHerd, got)
 		}
 	}
 	// With a record, the herd is that of every chain of the capture.
 	const record, capFile = "../testdata/real-grpc-go.record.jsonl", "../testdata/real-grpc-go.pcap"
 	r := auditFiles(t, FilesConfig{Herd: true, JSON: true, Record: record}, capFile)
 	var doc struct {
-		Herd *report.Herd `json:"herd"`
+		Herd *herd.Reading `json:"herd"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.Herd == nil || doc.Herd.Peers != 1 || doc.Herd.Attempts != 5 {
 		t.Errorf("record and herd: herd %+v (%v); want 1 peer, 5 attempts\n%s", doc.Herd, err, r.stderr)

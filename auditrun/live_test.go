@@ -34,6 +34,7 @@ import (
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/interop"
 	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/herd"
 	"github.com/backoff-audit/audit/server"
 	"github.com/backoff-audit/audit/session"
 )
@@ -206,7 +207,7 @@ type liveJSON struct {
 	Foreign    []session.PeerCount   `json:"foreign"`
 	Server     *report.ServerVerdict `json:"server"`
 	CrossCheck *session.CrossCheck   `json:"crosscheck"`
-	Herd       *report.Herd          `json:"herd"`
+	Herd       *herd.Reading         `json:"herd"`
 }
 
 func parseLiveReports(t *testing.T, lines []string) ([]liveJSON, []map[string]json.RawMessage) {

@@ -34,6 +34,20 @@ func controlClient(t *testing.T, r *liveRun) pb.ReconnectServiceClient {
 	return pb.NewReconnectServiceClient(cc)
 }
 
+// startSession calls Start on a live run's control port, with the short
+// cap, and returns its ReconnectService and a context for the session's
+// calls.
+func startSession(t *testing.T, r *liveRun) (pb.ReconnectServiceClient, context.Context) {
+	t.Helper()
+	rpc := controlClient(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	if _, err := rpc.Start(ctx, &pb.ReconnectParams{MaxReconnectBackoffMs: liveMaxMS}); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return rpc, ctx
+}
+
 // A client with no connect timeout (grpc-js) connects once to a port that
 // hangs and waits for ever: both verdicts fail it, never a vacuous pass.
 func TestLiveHangNeverGaveUp(t *testing.T) {
@@ -42,12 +56,7 @@ func TestLiveHangNeverGaveUp(t *testing.T) {
 	cfg.Server.Mode = backoff.RetryMode{Kind: backoff.ModeHang}
 	cfg.Server.MinConnectTimeout = time.Second
 	r := startLive(t, cfg)
-	rpc := controlClient(t, r)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := rpc.Start(ctx, &pb.ReconnectParams{MaxReconnectBackoffMs: liveMaxMS}); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	rpc, ctx := startSession(t, r)
 	c, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", r.retry))
 	if err != nil {
 		t.Fatal(err)
@@ -90,12 +99,7 @@ func TestLiveRefuseJudgedByKernel(t *testing.T) {
 	cfg := Config{HTML: filepath.Join(t.TempDir(), "session.html")}
 	cfg.Server.Mode = backoff.RetryMode{Kind: backoff.ModeRefuse}
 	r := startLive(t, cfg)
-	rpc := controlClient(t, r)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := rpc.Start(ctx, &pb.ReconnectParams{MaxReconnectBackoffMs: liveMaxMS}); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	rpc, ctx := startSession(t, r)
 	// Attempts 1000 ms apart: the spec's first backoff, then the 1 s cap.
 	t0 := time.Now()
 	for i := range 3 {

@@ -90,6 +90,12 @@ func capped(d time.Duration) FilesConfig {
 	return FilesConfig{Policy: p, PolicySet: true}
 }
 
+// inferred is cfg with --infer.
+func inferred(cfg FilesConfig) FilesConfig {
+	cfg.Infer = true
+	return cfg
+}
+
 // TestPcapGolden pins the text report of every fixture; -update rewrites.
 func TestPcapGolden(t *testing.T) {
 	tests := []struct {
@@ -120,11 +126,18 @@ func TestPcapGolden(t *testing.T) {
 		// The same run judged against the default cap fails, and names the
 		// 2 s cap the client ran with.
 		{"real-grpc-go-default-cap.txt", FilesConfig{}, []string{"real-grpc-go.pcap"}},
+		// --infer: two peers of one policy and one without an interval;
+		// the grpc-go run, its 2 s cap read from its chain.
+		{"mixed-infer.txt", FilesConfig{Infer: true}, []string{"mixed.pcapng"}},
+		{"real-grpc-go-infer.txt", inferred(capped(2 * time.Second)), []string{"real-grpc-go.pcap"}},
 	}
 	for _, tt := range tests {
 		name := strings.Join(tt.files, " ")
 		if tt.cfg.PolicySet {
 			name = "cap " + tt.cfg.Policy.MaxDelay.String() + " " + name
+		}
+		if tt.cfg.Infer {
+			name = "infer " + name
 		}
 		t.Run(name, func(t *testing.T) {
 			var files []string
@@ -136,6 +149,22 @@ func TestPcapGolden(t *testing.T) {
 				t.Fatalf("no report (%v); stderr:\n%s", r.err, r.stderr)
 			}
 			testutil.Golden(t, filepath.Join("testdata", tt.golden), []byte(r.stdout), *update)
+			// The same audit with the retry port given is read as it
+			// comes (stream.Stream) and writes the same report.
+			var port int
+			if _, err := fmt.Sscanf(r.stdout, "port %d:", &port); err != nil {
+				t.Fatalf("no port in the report's first line: %v", err)
+			}
+			cfg := tt.cfg
+			cfg.Port, cfg.PortSet = uint16(port), true
+			for _, asJSON := range []bool{false, true} {
+				cfg.JSON = asJSON
+				tt.cfg.JSON = asJSON
+				want, got := auditFiles(t, tt.cfg, files...), auditFiles(t, cfg, files...)
+				if diff := cmp.Diff(want.stdout, got.stdout); diff != "" {
+					t.Errorf("--port %d, JSON %v: the report differs (-read whole +read as it comes):\n%s", port, asJSON, diff)
+				}
+			}
 		})
 	}
 }

@@ -14,21 +14,33 @@ import (
 	"github.com/backoff-audit/audit/report"
 )
 
+// realFatesPorts reads testdata/real-fates.ports: the retry port of each
+// mode of testdata/real-fates.pcap's runs.
+func realFatesPorts(t *testing.T) map[string]uint16 {
+	t.Helper()
+	b, err := os.ReadFile(fixture("real-fates.ports"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[string]uint16{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		mode, port, _ := strings.Cut(line, " ")
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			t.Fatalf("real-fates.ports: %s port %q: %v", mode, port, err)
+		}
+		ports[mode] = uint16(n)
+	}
+	return ports
+}
+
 // TestPcapRealFates reads testdata/real-fates.pcap, a real grpc-go client
 // on lo trying a port that accepts and closes, one that refuses and one
 // that accepts and never answers (testdata/make-fates-capture.sh), and
 // checks each port's fates; its text reports are golden (-update rewrites
 // them after the capture is remade).
 func TestPcapRealFates(t *testing.T) {
-	b, err := os.ReadFile(fixture("real-fates.ports"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		what, port, _ := strings.Cut(line, " ")
-		ports[what] = port
-	}
+	ports := realFatesPorts(t)
 	tests := []struct {
 		what  string
 		check func(t *testing.T, i, n int, e backoff.Ending)
@@ -60,15 +72,11 @@ func TestPcapRealFates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.what, func(t *testing.T) {
 			port := ports[tt.what]
-			if port == "" {
+			if port == 0 {
 				t.Fatalf("real-fates.ports names no %s port", tt.what)
 			}
 			cfg := capped(time.Second)
-			n, err := strconv.ParseUint(port, 10, 16)
-			if err != nil {
-				t.Fatalf("real-fates.ports: %s port %q: %v", tt.what, port, err)
-			}
-			cfg.Port, cfg.PortSet, cfg.JSON = uint16(n), true, true
+			cfg.Port, cfg.PortSet, cfg.JSON = port, true, true
 			r := auditFiles(t, cfg, fixture("real-fates.pcap"))
 			var rep report.Report
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {

@@ -1,13 +1,9 @@
 package auditrun
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/backoff-audit/audit/backoff"
@@ -17,38 +13,27 @@ import (
 // TestJSONSchema holds every document `audit pcap` writes to the members
 // programs read (testdata/schema/*.paths): a document may gain members,
 // never lose or rename one. The files list the members of those documents
-// as the tool wrote them before they had one builder each.
+// as the tool wrote them before they had one builder each, and the
+// members added since (-update rewrites them: check that its diff only
+// adds).
 func TestJSONSchema(t *testing.T) {
-	ports := map[string]string{}
-	f, err := os.Open("../testdata/real-fates.ports")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		if mode, port, ok := strings.Cut(sc.Text(), " "); ok {
-			ports[mode] = port
-		}
-	}
-	f.Close()
+	ports := realFatesPorts(t)
 	tests := []struct {
 		golden string
 		files  []string
 		cfg    FilesConfig
 	}{
-		{golden: "audit-compound", files: []string{"../testdata/real-compound.pcap.gz"}, cfg: FilesConfig{Herd: true}},
-		{golden: "record-run-control", files: []string{"../testdata/control-audit.pcap"}},
-		{golden: "record-run", files: []string{"../testdata/real-grpc-go.pcap"}, cfg: FilesConfig{Herd: true, Record: "../testdata/real-grpc-go.record.jsonl"}},
+		{golden: "audit-compound", files: []string{"../testdata/real-compound.pcap.gz"}, cfg: FilesConfig{Herd: true, Infer: true}},
+		{golden: "record-run-control", files: []string{"../testdata/control-audit.pcap"}, cfg: FilesConfig{Infer: true}},
+		{golden: "record-run", files: []string{"../testdata/real-grpc-go.pcap"}, cfg: FilesConfig{Herd: true, Infer: true, Record: "../testdata/real-grpc-go.record.jsonl"}},
 	}
 	for _, mode := range []string{"close", "hang", "refuse"} {
-		port, err := strconv.ParseUint(ports[mode], 10, 16)
-		if err != nil {
-			t.Fatalf("testdata/real-fates.ports: %s: %v", mode, err)
-		}
+		port := ports[mode]
 		tests = append(tests, struct {
 			golden string
 			files  []string
 			cfg    FilesConfig
-		}{golden: "audit-fates-" + mode, files: []string{"../testdata/real-fates.pcap"}, cfg: FilesConfig{Herd: true, Port: uint16(port), PortSet: true}})
+		}{golden: "audit-fates-" + mode, files: []string{"../testdata/real-fates.pcap"}, cfg: FilesConfig{Herd: true, Infer: true, Port: port, PortSet: true}})
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -57,7 +42,7 @@ func TestJSONSchema(t *testing.T) {
 			if _, err := AuditFiles(context.Background(), tt.files, tt.cfg, &out, &errOut); err != nil {
 				t.Fatalf("%v\n%s", err, errOut.String())
 			}
-			testutil.RequirePaths(t, filepath.Join("testdata", "schema", tt.golden+".paths"), out.Bytes(), false)
+			testutil.RequirePaths(t, filepath.Join("testdata", "schema", tt.golden+".paths"), out.Bytes(), *update)
 		})
 	}
 }

@@ -131,6 +131,32 @@ func (m RetryMode) Succeeds() bool {
 	return m.Kind == ModeSettingsClose || m.Kind == ModeGoaway || m.Kind == ModeOutage
 }
 
+// Schedule is when the retry port of a session that started at start
+// goes down and comes back in m, as the server's timers run it: in
+// ModeOutage down Serve after the start and back Down after that, in
+// ModeRestart (down from the start) back Down after it. A time the mode
+// does not have, or that falls after end (the session ended first; a zero
+// end is a session still open), is zero. A reader that knows the mode but
+// not the server's events (a control port's sessions) places the port's
+// phases by it, a scheduler's delay early.
+func (m RetryMode) Schedule(start, end time.Time) (down, back time.Time) {
+	switch m.Kind {
+	case ModeRestart:
+		back = start.Add(m.Down)
+	case ModeOutage:
+		down = start.Add(m.Serve)
+		back = down.Add(m.Down)
+	}
+	after := func(t time.Time) bool { return !end.IsZero() && t.After(end) }
+	if after(down) {
+		down = time.Time{}
+	}
+	if after(back) {
+		back = time.Time{}
+	}
+	return down, back
+}
+
 // MarshalText writes m as String does.
 func (m RetryMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 

@@ -310,6 +310,7 @@ func (p Policy) tail(times []time.Time, run Run, e float64) string {
 // recovery finds the first attempt after back and what the backoff owed
 // then: interval k's expected time, counted from back.
 func (p Policy) recovery(times []time.Time, endings []Ending, back time.Time, ivs []Interval) *Recovery {
+	back = evidentBack(times, endings, back)
 	i, _ := slices.BinarySearchFunc(times, back, func(t, b time.Time) int { return t.Compare(b) })
 	if i == 0 || i == len(times) {
 		return nil
@@ -329,6 +330,30 @@ func (p Policy) recovery(times []time.Time, endings []Ending, back time.Time, iv
 		rc.ReadyMS = &v
 	}
 	return rc
+}
+
+// evidentBack is back, when the retry port came back, where the attempts'
+// fates place it: after the RST of every refused attempt from back on,
+// and at the latest at the first attempt accepted after the last refused
+// one. A return the server read from its clock lies there already; one a
+// mode's schedule placed (RetryMode.Schedule: a control port's session,
+// whose server's timers fire late under load) is moved there.
+func evidentBack(times []time.Time, endings []Ending, back time.Time) time.Time {
+	if len(endings) != len(times) {
+		return back
+	}
+	i, _ := slices.BinarySearchFunc(times, back, func(t, b time.Time) int { return t.Compare(b) })
+	for ; i < len(times) && endings[i].Fate == FateRefused; i++ {
+		back = times[i].Add(endings[i].Duration)
+	}
+	j := i - 1
+	for j >= 0 && endings[j].Fate.Accepted() {
+		j--
+	}
+	if j >= 0 && j < i-1 && endings[j].Fate == FateRefused {
+		back = times[j+1]
+	}
+	return back
 }
 
 // reconnects measures how fast the client came back after its

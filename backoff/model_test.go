@@ -3,6 +3,7 @@ package backoff
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -365,5 +366,74 @@ func TestStates(t *testing.T) {
 		"CONNECTING 1107", "TRANSIENT_FAILURE 1908", "CONNECTING 1908", "READY 1910"}
 	if !slices.Equal(got, want) {
 		t.Errorf("states %v\nwant %v", got, want)
+	}
+}
+
+// TestRecoveryWhereTheFatesShowIt: a port's return placed by a mode's
+// schedule rather than the server's clock (a control port's session) is
+// moved to where the fates show the port was back: after every refusal,
+// at the latest at the first accepted attempt after them. Without fates
+// it stays where it was placed.
+func TestRecoveryWhereTheFatesShowIt(t *testing.T) {
+	// An outage: READY, three attempts refused while the port was down
+	// (from 3 s to 7 s), then READY again.
+	ts := []time.Time{t0, t0.Add(3000 * time.Millisecond), t0.Add(4000 * time.Millisecond), t0.Add(5600 * time.Millisecond), t0.Add(7600 * time.Millisecond)}
+	ready := Ending{Fate: FateOpen, Ready: true}
+	refused := Ending{Fate: FateRefused, Duration: time.Millisecond}
+	endings := []Ending{ready, refused, refused, refused, ready}
+	tests := []struct {
+		name    string
+		back    time.Time
+		endings []Ending
+		// wantAttempt is the recovery's attempt (from 0), wantAfter the ms
+		// from the return to it.
+		wantAttempt int
+		wantAfter   float64
+	}{
+		{name: "the server's clock", back: t0.Add(7000 * time.Millisecond), endings: endings, wantAttempt: 4, wantAfter: 600},
+		{name: "placed before the last refusal", back: t0.Add(5000 * time.Millisecond), endings: endings, wantAttempt: 4, wantAfter: 1999},
+		{name: "placed between two refusals", back: t0.Add(3500 * time.Millisecond), endings: endings, wantAttempt: 4, wantAfter: 1999},
+		{name: "placed after the return", back: t0.Add(8000 * time.Millisecond), endings: endings, wantAttempt: 4, wantAfter: 0},
+		{name: "no fates", back: t0.Add(5000 * time.Millisecond), wantAttempt: 3, wantAfter: 600},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run := Run{Mode: RetryMode{Kind: ModeOutage, Serve: 3 * time.Second, Down: 4 * time.Second}, Endings: tt.endings, Back: tt.back}
+			rc := VerifyRun(DefaultPolicy(), ts, run).Recovery
+			if rc == nil || rc.Attempt != tt.wantAttempt || math.Abs(rc.AfterMS-tt.wantAfter) > 1e-9 {
+				t.Errorf("recovery %+v; want attempt %d, %v ms after the return", rc, tt.wantAttempt+1, tt.wantAfter)
+			}
+		})
+	}
+}
+
+// TestSchedule: the port's phases a mode's timers place from a session's
+// start, as a reader that knows the mode but not the server's events
+// places them; what the session's end comes before is not there.
+func TestSchedule(t *testing.T) {
+	outage := RetryMode{Kind: ModeOutage, Serve: 3 * time.Second, Down: 4 * time.Second}
+	restart := RetryMode{Kind: ModeRestart, Down: 3 * time.Second}
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	tests := []struct {
+		name           string
+		mode           RetryMode
+		end            time.Time
+		wantDown, back time.Time
+	}{
+		{name: "outage", mode: outage, end: at(10), wantDown: at(3), back: at(7)},
+		{name: "outage, open", mode: outage, wantDown: at(3), back: at(7)},
+		{name: "outage, ended while down", mode: outage, end: at(5), wantDown: at(3)},
+		{name: "outage, ended while serving", mode: outage, end: at(2)},
+		{name: "restart", mode: restart, end: at(10), back: at(3)},
+		{name: "restart, ended while down", mode: restart, end: at(2)},
+		{name: "close", mode: RetryMode{}, end: at(10)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			down, back := tt.mode.Schedule(t0, tt.end)
+			if !down.Equal(tt.wantDown) || !back.Equal(tt.back) {
+				t.Errorf("Schedule = %v, %v; want %v, %v", down, back, tt.wantDown, tt.back)
+			}
+		})
 	}
 }

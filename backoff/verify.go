@@ -32,6 +32,20 @@ const (
 	NotJudged Verdict = "not judged"
 )
 
+// Rank is the order reports list verdicts in: failed first, then too few
+// attempts, any other failing verdict, and passed last.
+func (v Verdict) Rank() int {
+	switch v {
+	case Failed:
+		return 0
+	case TooFew:
+		return 1
+	case Passed:
+		return 3
+	}
+	return 2
+}
+
 // Interval is one gap between consecutive attempts, judged as the reference
 // judges it (docs/spec.md §3).
 type Interval struct {
@@ -282,6 +296,15 @@ func (iv Interval) LogLine() string {
 // not see every attempt (ServerSeesAll) the list is not the chain, and
 // the result is NotJudged, its reason saying why.
 func VerifyBackoff(p Policy, backoffMS []int32, mode RetryMode) Result {
+	return Run{Mode: mode}.VerifyBackoff(p, backoffMS)
+}
+
+// VerifyBackoff is the package's VerifyBackoff with what r knows of the
+// list's attempts beside its mode: their fates (r.Endings, one per
+// attempt of the list, as a capture of them or the client's own account
+// shows them), which decide where they show how an attempt ended (a TLS
+// handshake that failed in a mode whose connections succeed).
+func (r Run) VerifyBackoff(p Policy, backoffMS []int32) Result {
 	times := make([]time.Time, len(backoffMS)+1)
 	t := time.Unix(0, 0).UTC()
 	times[0] = t
@@ -289,7 +312,36 @@ func VerifyBackoff(p Policy, backoffMS []int32, mode RetryMode) Result {
 		t = t.Add(time.Duration(b) * time.Millisecond)
 		times[i+1] = t
 	}
-	r := VerifyRun(p, times, Run{Mode: mode})
+	if len(r.Endings) != len(times) {
+		r.Endings = nil
+	}
+	r.End, r.Down, r.Back = time.Time{}, time.Time{}, time.Time{}
+	return VerifyRun(p, times, r).ServerList(r.Mode)
+}
+
+// NoneReady is r for a client that saw none of its n attempts reach READY
+// (its channel never was): in a mode whose connections succeed
+// (RetryMode.Succeeds), each failed instead; in the others r is as it
+// was. A client's own check of a server's list knows that much of the
+// fates, and a list read as resets would pass a client that retried a
+// failed TLS handshake at once.
+func (r Run) NoneReady(n int) Run {
+	if !r.Mode.Succeeds() {
+		return r
+	}
+	r.Endings = make([]Ending, n)
+	for i := range r.Endings {
+		r.Endings[i] = Ending{Fate: FateClosed}
+	}
+	return r
+}
+
+// ServerList is r, the reading of a server's list (VerifyRun over its
+// accept times, VerifyBackoff over its backoff_ms), as a verdict on the
+// chain: in a mode where the server does not see every attempt
+// (ServerSeesAll) its list is not the chain, and r is NotJudged, Skipped
+// saying why.
+func (r Result) ServerList(mode RetryMode) Result {
 	if !mode.ServerSeesAll() {
 		r.Reference, r.Strict = Reading{Verdict: NotJudged}, Reading{Verdict: NotJudged}
 		r.Skipped = fmt.Sprintf("in %v mode the server's list holds only the attempts it accepted, not those refused while its port was down; the kernel's SYNs judge the chain", mode)

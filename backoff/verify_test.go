@@ -365,6 +365,56 @@ func FuzzVerify(f *testing.F) {
 	})
 }
 
+// TestServerList: a server's list is a verdict on the chain only where
+// the server sees every attempt; elsewhere it is not judged, and says why.
+func TestServerList(t *testing.T) {
+	failing := Verify(DefaultPolicy(), chainAt(t0, 300))
+	for _, tt := range []struct {
+		mode RetryMode
+		want Verdict
+	}{
+		{RetryMode{}, Failed},
+		{RetryMode{Kind: ModeHang}, Failed},
+		{RetryMode{Kind: ModeSettingsClose}, Failed},
+		{RetryMode{Kind: ModeRefuse}, NotJudged},
+		{RetryMode{Kind: ModeRestart, Down: time.Second}, NotJudged},
+		{RetryMode{Kind: ModeOutage, Serve: time.Second, Down: time.Second}, NotJudged},
+	} {
+		r := failing.ServerList(tt.mode)
+		if r.Reference.Verdict != tt.want || r.Strict.Verdict != tt.want || (tt.want == NotJudged) != (r.Reason() == r.Skipped && r.Skipped != "") {
+			t.Errorf("%v: %s, strict %s, reason %q; want %s", tt.mode, r.Reference.Verdict, r.Strict.Verdict, r.Reason(), tt.want)
+		}
+	}
+}
+
+// TestNoneReady: a client whose channel was never READY judges a server's
+// list in a mode whose connections succeed as failed attempts, by the
+// backoff; in the other modes the mode alone says how each ended.
+func TestNoneReady(t *testing.T) {
+	backoffMS := []int32{1000, 300}
+	for _, tt := range []struct {
+		mode RetryMode
+		want Verdict
+	}{
+		{RetryMode{Kind: ModeSettingsClose}, Failed},
+		{RetryMode{Kind: ModeGoaway}, Failed},
+		{RetryMode{}, Failed},
+		{RetryMode{Kind: ModeHang}, Failed},
+	} {
+		none := Run{Mode: tt.mode}.NoneReady(len(backoffMS)+1).VerifyBackoff(DefaultPolicy(), backoffMS)
+		if none.Reference.Verdict != tt.want {
+			t.Errorf("%v, never READY: %s, want %s", tt.mode, none.Reference.Verdict, tt.want)
+		}
+		if want := VerifyBackoff(DefaultPolicy(), backoffMS, tt.mode); !tt.mode.Succeeds() && !reflect.DeepEqual(none, want) {
+			t.Errorf("%v, never READY: %+v; want the mode's own reading %+v", tt.mode, none, want)
+		}
+	}
+	// READY or not, as the mode says, a storm's list is resets.
+	if r := VerifyBackoff(DefaultPolicy(), backoffMS, RetryMode{Kind: ModeSettingsClose}); r.Reference.Verdict != Passed {
+		t.Errorf("settings-close by the mode: %s, want passed (resets)", r.Reference.Verdict)
+	}
+}
+
 // A reset interval owes no backoff: its line says so instead of a jitter
 // divided by zero.
 func TestLogLineReset(t *testing.T) {

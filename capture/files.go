@@ -11,17 +11,38 @@ import (
 	"github.com/backoff-audit/audit/internal/text"
 )
 
-// ReadFiles reads every file with ReadFile, SYNs to opt.Port only (any
-// port when 0), grouped by destination port, with the segments their
-// fates are read from (Options.Segments; docs/spec.md §7.2). Files may
-// come in any order (a rotated tcpdump -C set): the trackers sort by time;
-// but an attempt split between two files given out of time order loses
-// the segments read before any SYN of its tuple
-// (attempt.Tracker.AddSegment). info lists each file as ReadFile found
-// it, in the order given, with their packets and skips summed; its SYNs
-// are left to the caller, who knows the port. When no file holds a TCP
-// segment other than a SYN, info.SYNOnly is set and the trackers give no
-// fates; otherwise they do (Tracker.SetFatesKnown).
+// Sink is what ReadInto hands a capture's attempts to: a PortTracker, or
+// a stream.Stream of one port.
+type Sink interface {
+	Add(attempt.SYN)
+	AddSegmentView(*attempt.SegmentView)
+	// SetFatesKnown is told whether the capture can show fates
+	// (attempt.Tracker.SetFatesKnown): true as soon as a TCP segment
+	// other than a SYN is seen, and finally what the whole read found.
+	SetFatesKnown(bool)
+}
+
+// ReadFiles reads the files into a PortTracker (ReadInto).
+func ReadFiles(paths []string, opt Options, progress io.Writer) (*attempt.PortTracker, attempt.CaptureInfo, error) {
+	pt := attempt.NewPortTracker()
+	info, err := ReadInto(paths, opt, pt, progress)
+	if err != nil {
+		return nil, info, err
+	}
+	return pt, info, nil
+}
+
+// ReadInto reads every file with ReadFile into sink, SYNs to opt.Port
+// only (any port when 0), with the segments their fates are read from
+// (Options.Segments; docs/spec.md §7.2). Files may come in any order (a
+// rotated tcpdump -C set): the trackers sort by time; but an attempt
+// split between two files given out of time order loses the segments
+// read before any SYN of its tuple (attempt.Tracker.AddSegment). info
+// lists each file as ReadFile found it, in the order given, with their
+// packets and skips summed; its SYNs are left to the caller, who knows
+// the port. When no file holds a TCP segment other than a SYN,
+// info.SYNOnly is set and the sink is told the capture gives no fates;
+// otherwise that it does.
 //
 // A file named twice (Distinct) is read once, with a warning. The first
 // file that cannot be read stops the read with ReadFile's error, which
@@ -30,10 +51,9 @@ import (
 // (StopBefore). When progress is a terminal, a read that takes more than a
 // second shows its progress there; opt.Progress, when set, is called as
 // well.
-func ReadFiles(paths []string, opt Options, progress io.Writer) (_ *attempt.PortTracker, info attempt.CaptureInfo, _ error) {
-	pt := attempt.NewPortTracker()
+func ReadInto(paths []string, opt Options, sink Sink, progress io.Writer) (info attempt.CaptureInfo, _ error) {
 	info = attempt.CaptureInfo{Skipped: map[string]uint64{}}
-	show := progressTo(progress)
+	show := ProgressTo(progress)
 	var other uint64
 	paths, dups := Distinct(paths)
 	defer func() { NoteDuplicates(info.Files, dups) }()
@@ -43,10 +63,13 @@ func ReadFiles(paths []string, opt Options, progress io.Writer) (_ *attempt.Port
 		}
 		o := opt
 		o.Progress = bothProgress(opt.Progress, show(path))
-		o.Segments = pt.AddSegmentView
-		st, err := ReadFile(path, o, pt.Add)
+		o.Segments = sink.AddSegmentView
+		if other == 0 {
+			o.otherTCP = func() { sink.SetFatesKnown(true) }
+		}
+		st, err := ReadFile(path, o, sink.Add)
 		if err != nil {
-			return nil, info, err
+			return info, err
 		}
 		info.Packets += st.Packets
 		for reason, n := range st.Skipped {
@@ -56,8 +79,8 @@ func ReadFiles(paths []string, opt Options, progress io.Writer) (_ *attempt.Port
 		other += st.OtherTCP
 	}
 	info.SYNOnly = other == 0
-	pt.SetFatesKnown(!info.SYNOnly)
-	return pt, info, nil
+	sink.SetFatesKnown(!info.SYNOnly)
+	return info, nil
 }
 
 // StopBefore ends a read of several files that Options.Done interrupted
@@ -86,10 +109,11 @@ func bothProgress(a, b func(done, total int64)) func(done, total int64) {
 	return func(done, total int64) { a(done, total); b(done, total) }
 }
 
-// progressTo returns a per-file progress printer for w, or callbacks that do
-// nothing (nil) when w is not a terminal: a redirected stderr gets no
-// carriage returns.
-func progressTo(w io.Writer) func(path string) func(done, total int64) {
+// ProgressTo returns a per-file progress printer for w (Options.Progress
+// of the file's read), or callbacks that do nothing (nil) when w is not a
+// terminal: a redirected stderr gets no carriage returns. A read that
+// takes more than a second shows the share read and the rate.
+func ProgressTo(w io.Writer) func(path string) func(done, total int64) {
 	f, ok := w.(*os.File)
 	if !ok || f == nil {
 		return func(string) func(int64, int64) { return nil }
@@ -100,7 +124,7 @@ func progressTo(w io.Writer) func(path string) func(done, total int64) {
 	return progressPrinter(f, time.Now)
 }
 
-// progressPrinter is progressTo's printer for a terminal w, on the clock
+// progressPrinter is ProgressTo's printer for a terminal w, on the clock
 // now.
 func progressPrinter(w io.Writer, now func() time.Time) func(path string) func(done, total int64) {
 	return func(path string) func(done, total int64) {
@@ -119,10 +143,11 @@ func progressPrinter(w io.Writer, now func() time.Time) func(path string) func(d
 				return
 			}
 			last = t
+			rate := int64(float64(done>>20) / t.Sub(start).Seconds())
 			if total > 0 {
-				fmt.Fprintf(w, "\r\033[Kreading %s: %3d%% of %d MB", path, done*100/total, total>>20)
+				fmt.Fprintf(w, "\r\033[Kreading %s: %3d%% of %d MB, %d MB/s", path, done*100/total, total>>20, rate)
 			} else {
-				fmt.Fprintf(w, "\r\033[Kreading %s: %d MB", path, done>>20)
+				fmt.Fprintf(w, "\r\033[Kreading %s: %d MB, %d MB/s", path, done>>20, rate)
 			}
 		}
 	}

@@ -125,9 +125,9 @@ func TestProgressPrinter(t *testing.T) {
 			{1200 * time.Millisecond, 2*mb + 1, 4 * mb}, // too soon after the last
 			{1400 * time.Millisecond, 3 * mb, 4 * mb},
 			{1500 * time.Millisecond, 4 * mb, 4 * mb},
-		}, want: "\r\033[Kreading x.pcap:  50% of 4 MB\r\033[Kreading x.pcap:  75% of 4 MB\r\033[K"},
+		}, want: "\r\033[Kreading x.pcap:  50% of 4 MB, 1 MB/s\r\033[Kreading x.pcap:  75% of 4 MB, 2 MB/s\r\033[K"},
 		{name: "size unknown", calls: []call{{1100 * time.Millisecond, 3 * mb, -1}},
-			want: "\r\033[Kreading x.pcap: 3 MB"},
+			want: "\r\033[Kreading x.pcap: 3 MB, 2 MB/s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,10 +145,10 @@ func TestProgressPrinter(t *testing.T) {
 		})
 	}
 	// Anything but a terminal gets no progress at all.
-	if cb := progressTo(&bytes.Buffer{})("x.pcap"); cb != nil {
+	if cb := ProgressTo(&bytes.Buffer{})("x.pcap"); cb != nil {
 		t.Error("progress callbacks for a buffer, want none")
 	}
-	if cb := progressTo(nil)("x.pcap"); cb != nil {
+	if cb := ProgressTo(nil)("x.pcap"); cb != nil {
 		t.Error("progress callbacks for no writer, want none")
 	}
 	f, err := os.Create(filepath.Join(t.TempDir(), "progress"))
@@ -156,7 +156,7 @@ func TestProgressPrinter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if cb := progressTo(f)("x.pcap"); cb != nil {
+	if cb := ProgressTo(f)("x.pcap"); cb != nil {
 		t.Error("progress callbacks for a regular file, want none")
 	}
 }

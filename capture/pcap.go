@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"time"
 
 	"github.com/gopacket/gopacket/layers"
 )
@@ -45,6 +46,10 @@ func (rd *reader) pcap(o order, nano bool) error {
 		mult = 1
 	}
 	b.advance(24)
+	if b.fill(16) {
+		r := b.bytes()
+		rd.st.First = time.Unix(int64(o.u32(r)), int64(o.u32(r[4:]))*mult).UTC()
+	}
 
 	fast := lt == layers.LinkTypeEthernet && unknownLT == ""
 	pay := rd.pay != nil && unknownLT == ""
@@ -87,6 +92,7 @@ func (rd *reader) pcap(o order, nano bool) error {
 		}
 		rd.st.Packets += packets
 		rd.dec.other += others
+		rd.sawOther()
 		b.advance(i)
 
 		// The next record is not wholly buffered: make it so (the loop

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"time"
 
 	"github.com/gopacket/gopacket/layers"
 )
@@ -237,6 +238,9 @@ func (rd *reader) packet(o order, typ uint32, section *ngSection, body []byte, o
 		rd.warnf("%s at offset %d: timestamp %d (%d units a second, offset %d s) is outside 1970–2262; packet skipped",
 			blockName(typ), off, ts, ifc.units, ifc.offset)
 		return
+	}
+	if rd.st.First.IsZero() {
+		rd.st.First = time.Unix(normalNsec(sec, nsec)).UTC()
 	}
 	if rd.pay != nil {
 		rd.payload(ifc.lt, body[20:20+caplen], sec, nsec)

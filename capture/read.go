@@ -44,6 +44,10 @@ type Options struct {
 	Done <-chan struct{}
 	// Stdin is what the path "-" reads: os.Stdin when nil.
 	Stdin io.Reader
+	// otherTCP, when set, is called once, when the read first sees a
+	// TCP segment other than a SYN (FileInfo.OtherTCP), at the latest by
+	// the end of the chunk it is in.
+	otherTCP func()
 }
 
 // Stdin is the path that names standard input.
@@ -176,7 +180,7 @@ func readSource(name string, r io.Reader, size int64, opt Options, fn func(attem
 	if opt.Progress != nil {
 		b.progress = func() { opt.Progress(cr.n.Load(), size) }
 	}
-	rd := &reader{name: name, b: b, st: &st, port: opt.Port, fn: fn, dec: NewDecoder(), segFn: opt.Segments}
+	rd := &reader{name: name, b: b, st: &st, port: opt.Port, fn: fn, dec: NewDecoder(), segFn: opt.Segments, otherTCP: opt.otherTCP}
 	if rd.segFn != nil {
 		rd.dec.ports = new(portSet)
 		if rd.port != 0 {
@@ -224,6 +228,17 @@ type reader struct {
 	payPorts *portSet
 	pdec     *Decoder
 	pview    attempt.SegmentView
+	// otherTCP is Options.otherTCP, until it is called.
+	otherTCP func()
+}
+
+// sawOther calls otherTCP once the decoder has counted a segment other
+// than a SYN.
+func (rd *reader) sawOther() {
+	if rd.otherTCP != nil && rd.dec.other > 0 {
+		rd.otherTCP()
+		rd.otherTCP = nil
+	}
 }
 
 const (
@@ -328,6 +343,7 @@ func (rd *reader) frame(lt layers.LinkType, data []byte, sec, nsec int64) {
 	if rd.segFn != nil && rd.port == 0 {
 		rd.dec.watch(dport)
 	}
+	rd.sawOther()
 	rd.fn(syn)
 }
 

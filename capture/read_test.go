@@ -156,7 +156,7 @@ func TestReadFormats(t *testing.T) {
 			if wantSt.Skipped == nil {
 				wantSt.Skipped = map[string]uint64{}
 			}
-			if diff := cmp.Diff(wantSt, st, cmpopts.IgnoreFields(attempt.FileInfo{}, "Bytes", "Warnings", "OtherTCP")); diff != "" {
+			if diff := cmp.Diff(wantSt, st, cmpopts.IgnoreFields(attempt.FileInfo{}, "Bytes", "Warnings", "OtherTCP", "First")); diff != "" {
 				t.Errorf("FileInfo (-want +got):\n%s", diff)
 			}
 		})
@@ -341,5 +341,33 @@ func TestReadHugeBlockBoundedMemory(t *testing.T) {
 	}
 	if alloc := afterStats.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
 		t.Errorf("reading past a %d MiB block allocated %d MiB", blockLen>>20, alloc>>20)
+	}
+}
+
+// FileInfo.First is the time of a file's first packet record, in pcap
+// and pcapng alike; CaptureInfo.Start the earliest of a set's.
+func TestFirstPacket(t *testing.T) {
+	for _, tt := range []struct {
+		file string
+		want time.Time
+	}{
+		{"rotated.pcap1", time.Date(2025, 3, 14, 15, 9, 31, 394459000, time.UTC)},
+		{"rotated.pcap", time.Date(2025, 3, 14, 15, 9, 26, 535897000, time.UTC)},
+		{"mixed.pcapng", time.Date(2025, 3, 14, 15, 9, 26, 535897000, time.UTC)},
+	} {
+		st, err := ReadFile(filepath.Join("..", "testdata", tt.file), Options{Port: 50052}, func(attempt.SYN) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.First.Equal(tt.want) {
+			t.Errorf("%s: first packet at %v, want %v", tt.file, st.First, tt.want)
+		}
+	}
+	_, info, err := ReadFiles([]string{"../testdata/rotated.pcap1", "../testdata/rotated.pcap"}, Options{Port: 50052}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Date(2025, 3, 14, 15, 9, 26, 535897000, time.UTC); !info.Start().Equal(want) {
+		t.Errorf("capture start %v, want %v", info.Start(), want)
 	}
 }

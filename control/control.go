@@ -36,8 +36,11 @@ const (
 // Call is one ReconnectService call of the control port.
 type Call struct {
 	Kind CallKind
-	// Time is when the request's HEADERS crossed the interface: the
-	// session starts (Start) or ends (Stop) on the server a moment later.
+	// Time is when the server's answer ended (its END_STREAM crossed the
+	// interface): the server began (Start) or ended (Stop) the session a
+	// moment before, and the client, which waits for Start's answer, made
+	// no attempt in between. A call the capture saw no answer to has the
+	// time of its request's HEADERS.
 	Time time.Time
 	// Caller is the client end of the call's connection.
 	Caller netip.AddrPort
@@ -77,7 +80,10 @@ func Calls(conns []*h2.Report) []Call {
 // for a stream that calls neither Start nor Stop. A live reader takes
 // each stream as it ends (flows.Options.StreamEnd).
 func CallOf(r *h2.Report, s *h2.Stream) (c Call, ok bool) {
-	c = Call{Time: s.Start, Caller: r.Client, Status: s.GRPCStatus}
+	c = Call{Time: s.ResponseEnd, Caller: r.Client, Status: s.GRPCStatus}
+	if c.Time.IsZero() {
+		c.Time = s.Start
+	}
 	switch s.Method {
 	case StartMethod:
 		c.Kind = Start
@@ -105,8 +111,12 @@ type Sessions struct {
 	// caller does (--retry_mode, or the mode read from the fates); the zero
 	// Mode is the interop test's.
 	Mode backoff.RetryMode
-	n    int
-	open bool
+	// MinConnectTimeout is the connect timeout the sessions are judged
+	// with, which the calls do not say either (--min_connect_timeout); 0
+	// is the spec's.
+	MinConnectTimeout time.Duration
+	n                 int
+	open              bool
 	// policy is the open session's, for the reason of a failed Stop.
 	policy backoff.Policy
 }
@@ -118,8 +128,11 @@ func (s *Sessions) Event(c Call) (e session.RecordEvent, ok bool) {
 	case c.Kind == Start && (c.Status == "" || c.Status == "OK"):
 		s.n++
 		s.open, s.policy = true, backoff.ReferencePolicy(c.MaxMS)
+		if s.MinConnectTimeout > 0 {
+			s.policy.MinConnectTimeout = s.MinConnectTimeout
+		}
 		return session.RecordEvent{Event: session.EventStart, Time: c.Time, Session: s.n, Peer: c.Caller,
-			Params: &session.SessionParams{MaxReconnectBackoffMS: c.MaxMS, Policy: backoff.ReferencePolicy(c.MaxMS), Mode: s.Mode}}, true
+			Params: &session.SessionParams{MaxReconnectBackoffMS: c.MaxMS, Policy: s.policy, Mode: s.Mode}}, true
 	case c.Kind == Stop && s.open && c.Status == "OK" && c.Info != nil:
 		s.open = false
 		return session.RecordEvent{Event: session.EventStop, Time: c.Time, Session: s.n, Peer: c.Caller, End: End(c.Info, s.policy, s.Mode)}, true

@@ -19,7 +19,8 @@ import (
 
 // TestEventsOfRecording reads the sessions of a real grpc-go client's Start
 // and Stop on `audit server` (testdata/h2/start-stop-gzip, as the decoder
-// reports it): one session, its cap, its caller, Stop's answer.
+// reports it): one session, from the end of Start's answer to the end of
+// Stop's, its cap, its caller, Stop's answer.
 func TestEventsOfRecording(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "testdata", "h2", "start-stop-gzip.golden.json"))
 	if err != nil {
@@ -35,8 +36,8 @@ func TestEventsOfRecording(t *testing.T) {
 		t.Errorf("IsControl = false for a connection calling Start and Stop")
 	}
 	caller := netip.MustParseAddrPort("127.0.0.1:44964")
-	start := time.Date(2026, 12, 1, 18, 13, 43, 118080272, time.UTC)
-	stop := time.Date(2026, 12, 1, 18, 13, 43, 118724925, time.UTC)
+	start := time.Date(2026, 12, 1, 18, 13, 43, 118363302, time.UTC) // the answers' END_STREAM
+	stop := time.Date(2026, 12, 1, 18, 13, 43, 119397550, time.UTC)
 	want := []session.Session{{
 		Number: 1, Start: start, Peer: caller, EndTime: stop, BackoffOnly: true,
 		Params: session.SessionParams{MaxReconnectBackoffMS: 2000, Policy: backoff.ReferencePolicy(2000)},
@@ -77,6 +78,32 @@ func TestSessionsRules(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSessionsTakeWhatTheCallsDoNotSay: the retry mode and the connect
+// timeout are the caller's to give; each session's policy is its Start's
+// cap with that connect timeout, or the spec's without one.
+func TestSessionsTakeWhatTheCallsDoNotSay(t *testing.T) {
+	t0 := time.Date(2025, 1, 2, 15, 4, 5, 0, time.UTC)
+	hang := backoff.RetryMode{Kind: backoff.ModeHang}
+	start := control.Call{Kind: control.Start, Time: t0, Status: "OK", MaxMS: 2000}
+	for _, tt := range []struct {
+		name    string
+		s       control.Sessions
+		wantMin time.Duration
+	}{
+		{"given", control.Sessions{Mode: hang, MinConnectTimeout: 3 * time.Second}, 3 * time.Second},
+		{"the spec's", control.Sessions{Mode: hang}, backoff.DefaultMinConnectTimeout},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, ok := tt.s.Event(start)
+			want := backoff.ReferencePolicy(2000)
+			want.MinConnectTimeout = tt.wantMin
+			if !ok || e.Params == nil || e.Params.Policy != want || e.Params.Mode != hang {
+				t.Errorf("Event(Start) = %+v, %v; want a start with policy %v in %v", e.Params, ok, want, hang)
 			}
 		})
 	}

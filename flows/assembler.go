@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"time"
@@ -47,6 +48,9 @@ type Options struct {
 	// Done, when closed, stops ReadFiles where it is reading
 	// (capture.Options.Done): the connections read so far are reported.
 	Done <-chan struct{}
+	// Progress, when a terminal, shows ReadFiles' progress through each
+	// file that takes more than a second (capture.ProgressTo).
+	Progress io.Writer
 	// Opened, when set, is called when a connection's decoding starts,
 	// before any of its bytes are decoded. Conn.SYN false means the
 	// connection was open before the input began (joined mid-stream): its

@@ -3,6 +3,7 @@ package flows
 import (
 	"cmp"
 	"errors"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -52,14 +53,28 @@ func (r *Result) Problems() int {
 // read stops the read with capture.ReadFile's error, which names the file
 // and the offset.
 func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, error) {
+	return readFiles(paths, opt, diag, false)
+}
+
+// readFiles is ReadFiles; with slim, the connections' reports keep no
+// SETTINGS or SETTINGS ACK events: what Audit reads of a connection once
+// it ended (the findings, the timeline) never looks at them, and with many
+// short connections they were most of what the reports held.
+func readFiles(paths []string, opt Options, diag h2.DiagnoseOptions, slim bool) (*Result, error) {
 	res := &Result{Conns: []Conn{}}
-	a := NewAssembler(opt, func(c Conn) { res.Conns = append(res.Conns, c) })
+	a := NewAssembler(opt, func(c Conn) {
+		if slim {
+			c.Report.Events = withoutSettings(c.Report.Events)
+		}
+		res.Conns = append(res.Conns, c)
+	})
 	paths, dups := capture.Distinct(paths)
+	show := capture.ProgressTo(opt.Progress)
 	for i, path := range paths {
 		if capture.StopBefore(opt.Done, res.Files, paths[i:]) {
 			break
 		}
-		st, err := capture.ReadFile(path, capture.Options{Payloads: a.Add, PayloadPorts: opt.Ports, Done: opt.Done}, func(attempt.SYN) {})
+		st, err := capture.ReadFile(path, capture.Options{Payloads: a.Add, PayloadPorts: opt.Ports, Done: opt.Done, Progress: show(path)}, func(attempt.SYN) {})
 		if err != nil {
 			return nil, err
 		}
@@ -95,6 +110,9 @@ type AuditOptions struct {
 	KeyLog string
 	// Done stops the read (Options.Done).
 	Done <-chan struct{}
+	// Progress shows the read's progress when it is a terminal
+	// (Options.Progress).
+	Progress io.Writer
 }
 
 // ErrNoConnection is Audit's error when, without --port, the files hold no
@@ -134,13 +152,14 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 			return nil, field.Errorf("KeyLog", nil, "%w", err)
 		}
 	}
-	res, err := ReadFiles(files, Options{Ports: ps, Done: opt.Done, KeyLog: keys}, diag)
+	res, err := readFiles(files, Options{Ports: ps, Done: opt.Done, KeyLog: keys, Progress: opt.Progress}, diag, true)
 	if err != nil {
 		return nil, err
 	}
+	chains := h2.RetryChains(res.Reports())
 	rep := NewReport(files, res)
 	rep.KeyLog = keys
-	for _, ch := range h2.RetryChains(res.Reports()) {
+	for _, ch := range chains {
 		r := Retry{RetryChain: ch}
 		if opt.Retry != nil {
 			c := h2.CheckRetries(ch, *opt.Retry, diag.Tolerance)
@@ -172,4 +191,23 @@ func checkRetry(p h2.RetryPolicy) error {
 		errs = append(errs, field.Errorf("Retry.BackoffMultiplier", p.BackoffMultiplier, "must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// withoutSettings is es without its SETTINGS and SETTINGS ACK events, in a
+// slice of its own length.
+func withoutSettings(es []h2.Event) []h2.Event {
+	settings := func(e h2.Event) bool { return e.Kind == h2.KindSettings || e.Kind == h2.KindSettingsAck }
+	n := 0
+	for _, e := range es {
+		if !settings(e) {
+			n++
+		}
+	}
+	out := make([]h2.Event, 0, n)
+	for _, e := range es {
+		if !settings(e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

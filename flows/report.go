@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -161,17 +162,41 @@ type Next struct {
 	Delay time.Duration `json:"delay_ns,omitempty"`
 }
 
-// NewReport builds the report of what ReadFiles found in files.
+// NewReport builds the report of what ReadFiles found in files. It takes
+// res's reports: each connection's Report is let go (set to nil) once its
+// timeline is built, so that the two are not held at once.
 func NewReport(files []string, res *Result) *Report {
-	rep := &Report{Files: files, Connections: []Timeline{}, Findings: res.Findings, Problems: res.Problems(),
+	rep := &Report{Files: files, Connections: make([]Timeline, 0, len(res.Conns)), Findings: res.Findings, Problems: res.Problems(),
 		Warnings: attempt.CaptureInfo{Files: res.Files}.Warnings()}
+	idx, starts := clientsOf(res.Conns)
 	for i, c := range res.Conns {
-		rep.Connections = append(rep.Connections, timeline(i, c, res.Conns))
+		rep.Connections = append(rep.Connections, timeline(i, c, starts, idx))
+		res.Conns[i].Report = nil
 	}
 	return rep
 }
 
-func timeline(i int, c Conn, all []Conn) Timeline {
+// clientKey is a client address and the server it connects to.
+type clientKey struct {
+	client netip.Addr
+	server netip.AddrPort
+}
+
+// clientsOf indexes connections, in order of start, by client address and
+// server (each key's connections, in the same order), and lists their
+// starts.
+func clientsOf(all []Conn) (map[clientKey][]int, []time.Time) {
+	idx := map[clientKey][]int{}
+	starts := make([]time.Time, len(all))
+	for i, c := range all {
+		k := clientKey{c.Report.Client.Addr(), c.Report.Server}
+		idx[k] = append(idx[k], i)
+		starts[i] = c.Report.Start
+	}
+	return idx, starts
+}
+
+func timeline(i int, c Conn, starts []time.Time, idx map[clientKey][]int) Timeline {
 	r := c.Report
 	tl := Timeline{Conn: i, Client: r.Client, Server: r.Server, Start: r.Start, End: r.End, SYN: c.SYN, Ended: c.Ended,
 		Encrypted: r.Encrypted, TLS: c.TLS, Damaged: r.Damaged, Warnings: r.Warnings, Streams: []MethodCount{}, Dropped: r.Dropped}
@@ -204,14 +229,15 @@ func timeline(i int, c Conn, all []Conn) Timeline {
 	for _, f := range h2.RefusedAfterGoAway(r) {
 		tl.Refused = append(tl.Refused, Refused{Stream: f.Stream, Method: f.Method, Outcome: f.Outcome})
 	}
-	tl.Next = next(i, goaway, c, all)
+	tl.Next = next(i, goaway, c, starts, idx[clientKey{r.Client.Addr(), r.Server}])
 	return tl
 }
 
 // next finds the same client address's first connection to the same
 // server that started at or after the server's GOAWAY on all[i] (when
-// goaway is set), else after its end.
-func next(i int, goaway time.Time, c Conn, all []Conn) *Next {
+// goaway is set), else after its end; same are the indices of that
+// client's connections to that server, in order of start (starts).
+func next(i int, goaway time.Time, c Conn, starts []time.Time, same []int) *Next {
 	n := &Next{After: "goaway", At: goaway, Conn: -1}
 	if goaway.IsZero() {
 		if c.Ended == EndedOpen {
@@ -219,17 +245,20 @@ func next(i int, goaway time.Time, c Conn, all []Conn) *Next {
 		}
 		n.After, n.At = "close", c.Report.End
 	}
-	r := c.Report
-	for j, o := range all {
-		if j == i || o.Report.Client.Addr() != r.Client.Addr() || o.Report.Server != r.Server || o.Report.Start.Before(n.At) {
-			continue
+	k, _ := slices.BinarySearchFunc(same, n.At, func(j int, at time.Time) int {
+		if starts[j].Before(at) {
+			return -1
 		}
-		if n.Conn < 0 || o.Report.Start.Before(all[n.Conn].Report.Start) {
-			n.Conn = j
+		return 1
+	})
+	for ; k < len(same); k++ {
+		if same[k] != i {
+			n.Conn = same[k]
+			break
 		}
 	}
 	if n.Conn >= 0 {
-		n.Start = all[n.Conn].Report.Start
+		n.Start = starts[n.Conn]
 		n.Delay = n.Start.Sub(n.At)
 	}
 	return n
@@ -248,17 +277,87 @@ func (rep *Report) Write(w io.Writer, format string) error {
 }
 
 // WriteJSON writes the report as one indented JSON document.
+//
+// The connections are encoded one at a time, as they are written: the
+// document of 100 000 connections is tens of MB, which encoding the
+// report whole held in memory at once. The bytes are encoding/json's of
+// the whole report, indented by two spaces (TestWriteJSONAsEncoder).
 func (rep *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
+	b := bufio.NewWriterSize(w, 64<<10)
+	members := []struct {
+		name string
+		v    any
+		omit bool
+	}{
+		{"files", rep.Files, false},
+		{"connections", nil, false},
+		{"findings", rep.Findings, false},
+		{"retries", rep.Retries, len(rep.Retries) == 0},
+		{"problems", rep.Problems, false},
+		{"warnings", rep.Warnings, len(rep.Warnings) == 0},
+		{"keylog", rep.KeyLog, rep.KeyLog == nil},
+		{"ports", rep.Ports, len(rep.Ports) == 0},
+	}
+	b.WriteString("{")
+	first := true
+	for _, m := range members {
+		if m.omit {
+			continue
+		}
+		if !first {
+			b.WriteString(",")
+		}
+		first = false
+		fmt.Fprintf(b, "\n  %q: ", m.name)
+		if m.name == "connections" {
+			if err := rep.writeConnectionsJSON(b); err != nil {
+				return err
+			}
+			continue
+		}
+		v, err := json.MarshalIndent(m.v, "  ", "  ")
+		if err != nil {
+			return err
+		}
+		b.Write(v)
+	}
+	b.WriteString("\n}\n")
+	return b.Flush()
+}
+
+// writeConnectionsJSON writes the connections as an array member of the
+// report, one element at a time.
+func (rep *Report) writeConnectionsJSON(b *bufio.Writer) error {
+	switch {
+	case rep.Connections == nil:
+		b.WriteString("null")
+		return nil
+	case len(rep.Connections) == 0:
+		b.WriteString("[]")
+		return nil
+	}
+	b.WriteString("[")
+	for i := range rep.Connections {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		v, err := json.MarshalIndent(&rep.Connections[i], "    ", "  ")
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n    ")
+		b.Write(v)
+	}
+	b.WriteString("\n  ]")
+	return nil
 }
 
 // WriteText writes the report for people: a block per connection, then
 // the findings and the verdict. Every string that came from the capture
 // (methods, warnings, findings) goes through quote.Text.
 func (rep *Report) WriteText(w io.Writer) error {
-	var b strings.Builder
+	// Written as it goes: the text of 100 000 connections is tens of MB.
+	b := bufio.NewWriterSize(w, 64<<10)
 	enc, dam, dec := 0, 0, 0
 	for _, tl := range rep.Connections {
 		if tl.Encrypted {
@@ -275,13 +374,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if rep.KeyLog != nil {
 		decrypted = fmt.Sprintf("%d decrypted with the key log, ", dec)
 	}
-	fmt.Fprintf(&b, "%s in %s: %s%d encrypted, %d damaged\n", text.Plural(len(rep.Connections), "connection"),
+	fmt.Fprintf(b, "%s in %s: %s%d encrypted, %d damaged\n", text.Plural(len(rep.Connections), "connection"),
 		strings.Join(rep.Files, ", "), decrypted, enc, dam)
 	if rep.KeyLog != nil {
-		fmt.Fprintf(&b, "key log %s\n", rep.KeyLog.Summary())
+		fmt.Fprintf(b, "key log %s\n", rep.KeyLog.Summary())
 	}
 	for _, tl := range rep.Connections {
-		tl.writeText(&b)
+		tl.writeText(b)
 	}
 	b.WriteString("\nfindings:\n")
 	if len(rep.Findings) == 0 {
@@ -296,21 +395,20 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if f.Conn >= 0 {
 			conn = fmt.Sprintf("#%d", f.Conn)
 		}
-		fmt.Fprintf(&b, "%s %-20s %-4s %s\n", mark, f.Kind, conn, quote.Text(f.Text))
+		fmt.Fprintf(b, "%s %-20s %-4s %s\n", mark, f.Kind, conn, quote.Text(f.Text))
 	}
 	switch v := rep.Verdict(); {
 	case rep.Nothing() != "":
-		fmt.Fprintf(&b, "\nverdict: nothing judged: %s\n", rep.Nothing())
+		fmt.Fprintf(b, "\nverdict: nothing judged: %s\n", rep.Nothing())
 	case v == "":
 		b.WriteString("\nverdict: no problem found\n")
 	default:
-		fmt.Fprintf(&b, "\nverdict: %s (marked !)\n", text.Plural(rep.Problems, "problem"))
+		fmt.Fprintf(b, "\nverdict: %s (marked !)\n", text.Plural(rep.Problems, "problem"))
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.Flush()
 }
 
-func (tl Timeline) writeText(b *strings.Builder) {
+func (tl Timeline) writeText(b *bufio.Writer) {
 	syn := "SYN captured"
 	if !tl.SYN {
 		syn = "no SYN: began before the capture"

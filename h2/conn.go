@@ -118,7 +118,9 @@ type Options struct {
 // order, interleaved as captured; Gap where the capture lost bytes; End
 // when the connection ends. A Conn is not safe for concurrent use.
 type Conn struct {
-	r      Report
+	// r is on its own, so that a Report kept after End does not keep
+	// the decoders.
+	r      *Report
 	lim    Limits
 	halves [2]half
 	// open holds the state of the streams not yet ended, by id.
@@ -198,7 +200,7 @@ func (r *frameReader) Read(p []byte) (int, error) {
 // NewConn returns the decoder of one connection from client to server.
 func NewConn(client, server netip.AddrPort, opts Options) *Conn {
 	c := &Conn{
-		r: Report{
+		r: &Report{
 			Client:  client,
 			Server:  server,
 			Start:   opts.Start,
@@ -236,7 +238,7 @@ func (h *half) newFramer(allowIllegal bool) *http2.Framer {
 
 // Report returns the decoded connection so far. It is owned by the Conn:
 // later calls change it (open streams in place), and it is final after End.
-func (c *Conn) Report() *Report { return &c.r }
+func (c *Conn) Report() *Report { return c.r }
 
 // Feed decodes b, the next bytes of direction dir, captured at t. Feed
 // after End, or with a direction that is neither, does nothing.

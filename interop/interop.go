@@ -147,11 +147,17 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// policy is the policy the server holds this session to: the spec's, with
-// the cap sent in Start. The client's own check uses it, never the
-// (possibly deliberately wrong) policy grpc-go was given.
+// policy is the policy the session is held to: the spec's, with the cap
+// sent in Start and the connect timeout the client was given, which sets
+// the windows after an attempt that hung (docs/spec.md §7.3). The client's
+// own check uses it, never the (possibly deliberately wrong) backoff
+// grpc-go was given.
 func (c Config) policy() backoff.Policy {
-	return backoff.ReferencePolicy(c.MaxReconnectBackoffMS)
+	p := backoff.ReferencePolicy(c.MaxReconnectBackoffMS)
+	if c.MinConnectTimeoutMS > 0 {
+		p.MinConnectTimeout = time.Duration(c.MinConnectTimeoutMS) * time.Millisecond
+	}
+	return p
 }
 
 // connectParams is the grpc-go backoff of the retry channel. Every field is
@@ -160,10 +166,6 @@ func (c Config) policy() backoff.Policy {
 // and a zero MinConnectTimeout.
 func (c Config) connectParams() grpc.ConnectParams {
 	ref := c.policy()
-	minConnect := ref.MinConnectTimeout
-	if c.MinConnectTimeoutMS > 0 {
-		minConnect = time.Duration(c.MinConnectTimeoutMS) * time.Millisecond
-	}
 	return grpc.ConnectParams{
 		Backoff: grpcbackoff.Config{
 			BaseDelay:  time.Duration(c.InitialBackoffMS) * time.Millisecond,
@@ -171,7 +173,7 @@ func (c Config) connectParams() grpc.ConnectParams {
 			Jitter:     ref.Jitter,
 			MaxDelay:   ref.MaxDelay, // never zero: ReferencePolicy maps 0 to 120 s
 		},
-		MinConnectTimeout: minConnect,
+		MinConnectTimeout: ref.MinConnectTimeout,
 	}
 }
 
@@ -256,7 +258,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Steps 4 and 5.
 	rep.Server = info
-	rep.Own = backoff.VerifyBackoff(cfg.policy(), info.GetBackoffMs(), cfg.Mode)
+	run := backoff.Run{Mode: cfg.Mode}
+	if !rep.Retry.Ready() {
+		run = run.NoneReady(len(info.GetBackoffMs()) + 1)
+	}
+	rep.Own = run.VerifyBackoff(cfg.policy(), info.GetBackoffMs())
 	return rep, nil
 }
 
@@ -281,6 +287,12 @@ type RetryOutcome struct {
 	// it, the first MaxKept of them. A state held only a moment may be
 	// missing: grpc-go reports changes, not every state it passed through.
 	States []StateChange
+}
+
+// Ready reports whether the retry channel was READY at some point of the
+// retry RPCs: none of its connections succeeded if it never was.
+func (o RetryOutcome) Ready() bool {
+	return slices.ContainsFunc(o.States, func(s StateChange) bool { return s.State == connectivity.Ready })
 }
 
 // MaxKept bounds RetryOutcome's lists: a channel whose connections succeed

@@ -399,3 +399,24 @@ func TestOwnCheckModes(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnCheckTakesTheConnectTimeout: in hang mode each interval is the
+// connect timeout the client was given (docs/spec.md §7.3), and the own
+// check judges them with it, as audit live does; with the spec's 20 s a
+// client that gave up at 3 s would fail it.
+func TestOwnCheckTakesTheConnectTimeout(t *testing.T) {
+	hang := backoff.RetryMode{Kind: backoff.ModeHang}
+	backoffMS := []int32{3002, 3001, 3003}
+	for _, tt := range []struct {
+		minConnectMS int32
+		want         backoff.Verdict
+	}{{3000, backoff.Passed}, {0, backoff.Failed}} {
+		cfg := Config{MaxReconnectBackoffMS: 2000, MinConnectTimeoutMS: tt.minConnectMS}
+		if got := backoff.VerifyBackoff(cfg.policy(), backoffMS, hang).Reference.Verdict; got != tt.want {
+			t.Errorf("--min_connect_timeout_ms=%d: own check %s, want %s", tt.minConnectMS, got, tt.want)
+		}
+		if got := cfg.connectParams().MinConnectTimeout; got != cfg.policy().MinConnectTimeout {
+			t.Errorf("--min_connect_timeout_ms=%d: grpc-go's MinConnectTimeout %v, the check's %v", tt.minConnectMS, got, cfg.policy().MinConnectTimeout)
+		}
+	}
+}

@@ -142,7 +142,7 @@ func TestRetryCredentials(t *testing.T) {
 		{name: "another name", cfg: Config{ServerHostOverride: "x.example"}, wantProtocol: "tls", wantName: "x.example"},
 		{name: "roots from a file", cfg: Config{CAFile: ca.caFile}, wantProtocol: "tls", wantName: DefaultServerHostOverride},
 		{name: "plaintext", cfg: Config{Plaintext: true}, wantProtocol: "insecure"},
-		{name: "missing file", cfg: Config{CAFile: missing}, wantErr: "CAFile: open " + missing},
+		{name: "missing file", cfg: Config{CAFile: missing}, wantErr: "CAFile " + missing + ": open " + missing},
 		{name: "no PEM", cfg: Config{CAFile: notPEM}, wantErr: "CAFile " + notPEM + ": no PEM certificate in it"},
 	}
 	for _, tt := range tests {

@@ -12,18 +12,19 @@ import (
 func (a *Peers) FitCap() int64 {
 	var ranges []backoff.CapRange
 	var failing []int // indexes into a.peers
-	for i, p := range a.peers {
-		if p.passed || p.verdict == backoff.TooFew {
+	for i := range a.peers {
+		p := &a.peers[i]
+		if p.passed() || p.Verdict() == backoff.TooFew {
 			continue
 		}
-		if !p.fit.Capped {
+		if p.fit == 0 {
 			return 0
 		}
-		ranges = append(ranges, p.fit)
+		ranges = append(ranges, a.fits[p.fit-1])
 		failing = append(failing, i)
 	}
 	return backoff.FitCap(a.policy, ranges, func(i int, buf []time.Time) []time.Time {
-		_, buf, _ = a.chains.Times(a.peers[failing[i]].index, buf)
+		_, buf, _ = a.chains.Times(int(a.peers[failing[i]].index), buf)
 		return buf
 	})
 }

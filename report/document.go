@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"time"
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/report/herd"
 	"github.com/backoff-audit/audit/session"
 )
 
@@ -47,7 +49,7 @@ type Parts struct {
 	Peers   *Peers
 	Summary Summary
 	// Herd is the document's herd reading when it has one (WithHerd).
-	Herd *Herd
+	Herd *herd.Reading
 	// A session's sections (SessionReport).
 	Session *SessionInfo
 	Live    *LiveInfo
@@ -76,18 +78,25 @@ type Audit struct {
 	Peers *Peers
 	// Summary counts Peers; FitsCapMS is looked for (backoff.FitCap).
 	Summary Summary
-	herd    *Herd
+	herd    *herd.Reading
 }
 
 // NewAudit verifies every chain of cs against p in run (NewPeers) and
 // looks for a lower cap that every failing peer fits (Summary.FitsCapMS).
 // capture's attempts and retransmits are counted from the chains.
 func NewAudit(port uint16, p backoff.Policy, run backoff.Run, cs ChainSource, capture attempt.CaptureInfo) *Audit {
-	a := &Audit{Head: Head{Port: port, Policy: p, Mode: run.Mode, Capture: capture}, Peers: NewPeers(p, run, cs)}
+	return AuditOf(port, run.Mode, NewPeers(p, run, cs), capture)
+}
+
+// AuditOf is the audit of the peer section ps (NewPeers, or a Section's),
+// its chains judged in mode, as NewAudit makes it.
+func AuditOf(port uint16, mode backoff.RetryMode, ps *Peers, capture attempt.CaptureInfo) *Audit {
+	ps.start = capture.Start()
+	a := &Audit{Head: Head{Port: port, Policy: ps.policy, Mode: mode, Capture: capture}, Peers: ps}
 	a.Capture.Attempts, a.Capture.Retransmits = 0, 0
 	for _, ap := range a.Peers.peers {
-		a.Capture.Attempts += ap.attempts
-		a.Capture.Retransmits += ap.retrans
+		a.Capture.Attempts += int(ap.attempts)
+		a.Capture.Retransmits += int(ap.retrans)
 	}
 	a.summarize()
 	return a
@@ -122,7 +131,7 @@ func (a *Audit) WithHerd() *Audit {
 }
 
 // Herd is the audit's herd reading (WithHerd), else that of its peers.
-func (a *Audit) Herd() Herd {
+func (a *Audit) Herd() herd.Reading {
 	if a.herd != nil {
 		return *a.herd
 	}
@@ -168,6 +177,7 @@ func (a *Audit) WriteText(w io.Writer, tables bool) error {
 	if err := writeHerdText(bw, a.herd); err != nil {
 		return err
 	}
+	a.Peers.inferred.WriteText(bw)
 	return bw.Flush()
 }
 
@@ -191,7 +201,7 @@ type SessionReport struct {
 	// CrossCheck is the server's list against the kernel's attempts; nil
 	// without a server side.
 	CrossCheck *session.CrossCheck
-	herd       *Herd
+	herd       *herd.Reading
 }
 
 // WithHerd makes the report end with the herd reading of its peers.
@@ -299,6 +309,7 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 	if err := writeHerdText(bw, r.herd); err != nil {
 		return err
 	}
+	r.Peers.inferred.WriteText(bw)
 	return bw.Flush()
 }
 
@@ -313,7 +324,7 @@ type RecordRun struct {
 	Summary  Summary
 	Record   RecordInfo
 	Sessions []RecordSession
-	herd     *Herd
+	herd     *herd.Reading
 	chains   []attempt.Chain
 	results  []backoff.Result
 }
@@ -343,11 +354,11 @@ func (r *RecordRun) AddSession(s RecordSession, chain attempt.Chain, res *backof
 
 // SetHerd makes the run end with h, the herd reading of every chain of the
 // capture, not only the sessions'.
-func (r *RecordRun) SetHerd(h Herd) { r.herd = &h }
+func (r *RecordRun) SetHerd(h herd.Reading) { r.herd = &h }
 
 // Herd is the run's herd reading (SetHerd), else that of its sessions'
 // chains.
-func (r *RecordRun) Herd() Herd {
+func (r *RecordRun) Herd() herd.Reading {
 	if r.herd != nil {
 		return *r.herd
 	}
@@ -421,6 +432,7 @@ func (r *RecordRun) WriteText(w io.Writer) error {
 	if err := writeHerdText(bw, r.herd); err != nil {
 		return err
 	}
+	r.Peers.inferred.WriteText(bw)
 	return bw.Flush()
 }
 
@@ -476,7 +488,7 @@ func (d *jsonDoc) member(name string, v any) {
 
 // head writes the members every document opens with, its peers and its
 // summary, and its herd when it has one.
-func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, herd *Herd) {
+func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, hr *herd.Reading) {
 	d.member("port", h.Port)
 	d.member("policy", h.Policy)
 	d.member("retry_mode", h.Mode)
@@ -498,11 +510,15 @@ func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, herd *Herd) {
 	d.bw.WriteByte('[')
 	windows := newWindowText(h.Policy)
 	n := ps.Len()
-	err := WritePeers(d.bw, ps, func() struct{} { return struct{}{} }, func(b []byte, _ struct{}, i int, report func() *PeerReport) ([]byte, error) {
+	err := WritePeers(d.bw, ps, func() *[]byte { return new([]byte) }, func(b []byte, inferred *[]byte, i int, report func() *PeerReport) ([]byte, error) {
 		if !d.compact {
 			b = append(b, "\n    "...)
 		}
 		pr := report()
+		if ps.inferred != nil {
+			*inferred = ps.inferred.AppendPeer((*inferred)[:0], int(ps.peers[i].index), len(pr.Attempts), func(k int) (time.Time, backoff.Ending) { return pr.Attempts[k].Time, pr.Attempts[k].Ending })
+			pr.Inferred = *inferred
+		}
 		b, err := appendPeerJSON(b, pr, windows)
 		if err != nil {
 			return b, fmt.Errorf("encode peer %s: %w", pr.Peer, err)
@@ -521,8 +537,11 @@ func (d *jsonDoc) head(h *Head, ps *Peers, sum Summary, herd *Herd) {
 	}
 	d.bw.WriteByte(']')
 	d.member("summary", sum)
-	if herd != nil {
-		d.member("herd", herd)
+	if hr != nil {
+		d.member("herd", hr)
+	}
+	if ps.inferred != nil {
+		d.member("policies", ps.inferred.Policies)
 	}
 }
 

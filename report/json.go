@@ -75,6 +75,7 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 		{"reconnects", p.Reconnects, p.Reconnects != nil},
 		{"unseen", p.Unseen, p.Unseen > 0},
 		{"states", p.States, len(p.States) > 0},
+		{"may_have_begun_before_capture", p.BegunBefore, p.BegunBefore},
 	} {
 		if !m.set {
 			continue
@@ -87,6 +88,9 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 		b = append(b, m.name...)
 		b = append(b, `":`...)
 		b = append(b, v...)
+	}
+	if len(p.Inferred) > 0 {
+		b = append(append(b, `,"inferred":`...), p.Inferred...)
 	}
 	return append(b, '}'), nil
 }

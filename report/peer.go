@@ -39,6 +39,28 @@ type PeerReport struct {
 	// (backoff.States), for a chain with a connection that reached READY:
 	// what a restart or an outage did to the client.
 	States []backoff.State `json:"states,omitempty"`
+	// BegunBefore says a chain whose first interval is late against a
+	// plain backoff (no Term) may have begun before the capture did: its
+	// first attempt came within that interval's window of the capture's
+	// first packet, where an earlier attempt could have been (a file of a
+	// rotated set read alone), and its first interval may then be a
+	// later, longer one.
+	BegunBefore bool `json:"may_have_begun_before_capture,omitempty"`
+	// Inferred is the policy read from the chain (Peers.WithInfer).
+	Inferred json.RawMessage `json:"inferred,omitempty"`
+}
+
+// BegunBeforeNote is what a report says of a chain that may have begun
+// before the capture (PeerReport.BegunBefore).
+const BegunBeforeNote = "its first attempt came within interval 1's window of the capture's first packet: the chain may have begun before the capture (one file of a rotated set read alone?)"
+
+// mayPrecede says the chain of p may have begun before a capture that
+// began at start (PeerReport.BegunBefore); false when start is unknown.
+func (p *PeerReport) mayPrecede(start time.Time) bool {
+	if start.IsZero() || len(p.Attempts) == 0 || len(p.Intervals) == 0 || p.Intervals[0].Outcome != backoff.Late || p.Intervals[0].Term != "" {
+		return false
+	}
+	return backoff.Millis(p.Attempts[0].Time.Sub(start)) <= p.Intervals[0].MaxMS
 }
 
 // AttemptReport is one attempt of a peer.
@@ -173,8 +195,8 @@ func PeerReportOf(c attempt.Chain, res backoff.Result) PeerReport {
 
 // peerOrder is the order of a report's peers: failing first (failed, then
 // too few attempts, then passed), by address within each group.
-func peerOrder(v1 backoff.Verdict, a1 netip.Addr, v2 backoff.Verdict, a2 netip.Addr) int {
-	return cmp.Or(cmp.Compare(verdictRank(v1), verdictRank(v2)), a1.Compare(a2))
+func peerOrder(x, y *auditPeer) int {
+	return cmp.Or(cmp.Compare(x.Verdict().Rank(), y.Verdict().Rank()), compareAddr(x, y))
 }
 
 func maxJitter(ivs []backoff.Interval) float64 {
@@ -183,18 +205,6 @@ func maxJitter(ivs []backoff.Interval) float64 {
 		m = max(m, math.Abs(iv.JitterPct))
 	}
 	return m
-}
-
-func verdictRank(v backoff.Verdict) int {
-	switch v {
-	case backoff.Failed:
-		return 0
-	case backoff.TooFew:
-		return 1
-	case backoff.Passed:
-		return 3
-	}
-	return 2 // any other failing verdict
 }
 
 // count adds a peer of the reference reading passed and verdict v.

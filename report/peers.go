@@ -1,6 +1,9 @@
 package report
 
 import (
+	"bytes"
+	"cmp"
+	"fmt"
 	"io"
 	"net/netip"
 	"runtime"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/infer"
 	"github.com/backoff-audit/audit/session"
 )
 
@@ -55,33 +59,82 @@ type Peers struct {
 	run    backoff.Run // what every chain is verified in (NewPeers)
 	chains ChainSource
 	peers  []auditPeer // in report order
+	// start is when the capture began, when the section is a capture's
+	// (AuditOf): each report says whether its chain may have begun before.
+	start time.Time
 	// results holds, by chain index, the result of the chains whose
 	// intervals fit keptIntervals, so that writing them does not verify
 	// them again; the others (nil Intervals) are verified again. A
 	// section of chains verified by their caller (VerifiedPeers) holds
-	// every result.
+	// every result; a streamed one (Section) none.
 	results  []backoff.Result
 	verified bool
+	// fits holds the lower caps failing peers could fit (auditPeer.fit);
+	// overflow the reasons of chains that kept a session's maximum of
+	// attempts (Overflowed), by chain index.
+	fits     []backoff.CapRange
+	overflow map[int]string
 	summary  Summary
+	inferred *infer.Reading // WithInfer
 }
 
 // auditPeer is what ordering, counting and a one-line report of a peer
-// need, without its attempts and intervals.
+// need, without its attempts and intervals: pointer-free, in 56 bytes, so
+// that a section of a million peers is a small index the collector does
+// not scan.
 type auditPeer struct {
-	addr      netip.Addr
-	index     int // of its chain
-	attempts  int
-	retrans   int
-	verdict   backoff.Verdict
-	passed    bool
-	refPassed bool
-	strict    backoff.Reading
-	maxJitter float64          // the largest |jitter_pct| of its intervals
-	fit       backoff.CapRange // for a failing peer: the lower caps it could fit
-	unseen    int              // attempts whose answer the capture lacks
-	// overflow, when set, is the reason of a session that kept its
-	// maximum of attempts (Overflowed): it replaces the verdict.
-	overflow string
+	addr      [16]byte // As16
+	index     int32    // of its chain
+	attempts  int32
+	retrans   int64
+	unseen    int32
+	first     int32  // the strict reading's first failure
+	fit       uint32 // for a failing peer: the lower caps it could fit, fits[fit-1]
+	maxJitter float64
+	verdict   uint8 // verdictCode
+	strict    uint8
+	flags     uint8
+}
+
+const (
+	apIs4 = 1 << iota
+	apPassed
+	apRefPassed
+	apStrictPassed
+)
+
+// verdicts are the verdicts a peer's reading takes, by code.
+var verdicts = [...]backoff.Verdict{"", backoff.Passed, backoff.Failed, backoff.TooFew, backoff.Overflow, backoff.NotJudged}
+
+func verdictCode(v backoff.Verdict) uint8 {
+	for i, w := range verdicts {
+		if w == v {
+			return uint8(i)
+		}
+	}
+	panic(fmt.Sprintf("report: verdict %q unknown", v))
+}
+
+func (p *auditPeer) Addr() netip.Addr {
+	if p.flags&apIs4 != 0 {
+		return netip.AddrFrom4([4]byte(p.addr[12:]))
+	}
+	return netip.AddrFrom16(p.addr)
+}
+
+func (p *auditPeer) Verdict() backoff.Verdict { return verdicts[p.verdict] }
+func (p *auditPeer) passed() bool             { return p.flags&apPassed != 0 }
+func (p *auditPeer) Strict() backoff.Reading {
+	return backoff.Reading{Passed: p.flags&apStrictPassed != 0, Verdict: verdicts[p.strict], FirstFailure: int(p.first)}
+}
+
+// compareAddr orders two peers' addresses as netip.Addr.Compare does:
+// IPv4 before IPv6, then by their bytes.
+func compareAddr(x, y *auditPeer) int {
+	if c := cmp.Compare(y.flags&apIs4, x.flags&apIs4); c != 0 {
+		return c
+	}
+	return bytes.Compare(x.addr[:], y.addr[:])
 }
 
 // auditBatch is the number of chains below which verifying them on more
@@ -101,42 +154,92 @@ const keptIntervals = 1 << 18
 func NewPeers(p backoff.Policy, run backoff.Run, cs ChainSource) *Peers {
 	n := cs.Len()
 	ps := &Peers{policy: p, run: run, chains: cs, peers: make([]auditPeer, n), results: make([]backoff.Result, n)}
-	// Chains are independent: a large capture's are verified on every
-	// core, each goroutine on its own share of ps.peers.
+	ps.verify(cs, 0, n, ps.peers, run, true, nil)
+	ps.order()
+	return ps
+}
+
+// verify verifies chains from, to-1 of cs in run into out, one a chain,
+// keeping their results (ps.results) within keptIntervals when keep is
+// set, and counting their fates' evidence of the retry mode in tally
+// when it is not nil. Chains are independent: many are verified on every
+// core, each goroutine on its own share.
+func (ps *Peers) verify(cs ChainSource, from, to int, out []auditPeer, run backoff.Run, keep bool, tally *attempt.ModeTally) {
+	n := to - from
 	workers := max(1, min(runtime.GOMAXPROCS(0), n/auditBatch))
+	fits := make([][]backoff.CapRange, workers)
+	tallies := make([]attempt.ModeTally, workers)
+	both, _ := cs.(timesEndings)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			budget, kept := keptIntervals/workers, 0
 			var times []time.Time
 			var plateau []float64
-			for i := n * w / workers; i < n*(w+1)/workers; i++ {
-				ap := auditPeer{index: i}
-				ap.addr, times, ap.retrans = cs.Times(i, times)
-				ap.attempts = len(times)
+			for i := from + n*w/workers; i < from+n*(w+1)/workers; i++ {
+				var addr netip.Addr
+				var retrans int
 				// Each chain in its own fates: a Result holds its Run,
 				// so the endings are the chain's own slice.
 				run := run
-				run.Endings = cs.Endings(i, nil)
+				if both != nil {
+					addr, times, retrans, run.Endings = both.TimesEndings(i, times)
+				} else {
+					addr, times, retrans = cs.Times(i, times)
+					run.Endings = cs.Endings(i, nil)
+				}
+				if tally != nil && run.Endings != nil {
+					tallies[w].Add(ps.policy, times, run.Endings, 1)
+				}
 				// Verified again when written in full: keeping every
 				// Result would hold every interval, which is what a
 				// section avoids.
-				res := backoff.VerifyRun(p, times, run)
-				if kept+len(res.Intervals) <= budget {
+				res := backoff.VerifyRun(ps.policy, times, run)
+				if keep && kept+len(res.Intervals) <= budget {
 					kept += len(res.Intervals)
 					ps.results[i] = res
 				}
+				ap := auditPeerOf(addr, i, len(times), retrans)
 				ap.set(res)
-				if ap.verdict == backoff.Failed {
-					ap.fit = backoff.CapRangeOf(p, res.Intervals, res.Reference.FirstFailure, &plateau)
+				if ap.verdict == verdictCode(backoff.Failed) {
+					if fit := backoff.CapRangeOf(ps.policy, res.Intervals, res.Reference.FirstFailure, &plateau); fit != (backoff.CapRange{}) {
+						fits[w] = append(fits[w], fit)
+						ap.fit = uint32(len(fits[w])) // made global below
+					}
 				}
-				ps.peers[i] = ap
+				out[i-from] = ap
 			}
 		})
 	}
 	wg.Wait()
-	ps.order()
-	return ps
+	// The workers' caps, one list: a worker's fit numbers shift by the
+	// caps of the workers before it.
+	for w := range workers {
+		shift := uint32(len(ps.fits))
+		for i := from + n*w/workers; i < from+n*(w+1)/workers; i++ {
+			if ap := &out[i-from]; ap.fit != 0 {
+				ap.fit += shift
+			}
+		}
+		ps.fits = append(ps.fits, fits[w]...)
+		if tally != nil {
+			tally.Merge(tallies[w])
+		}
+	}
+}
+
+// timesEndings is a ChainSource that gives a chain's times and fates in
+// one read (attempt.Stream), rather than in two.
+type timesEndings interface {
+	TimesEndings(i int, buf []time.Time) (netip.Addr, []time.Time, int, []backoff.Ending)
+}
+
+func auditPeerOf(addr netip.Addr, index, attempts, retrans int) auditPeer {
+	ap := auditPeer{addr: addr.As16(), index: int32(index), attempts: int32(attempts), retrans: int64(retrans)}
+	if addr.Is4() {
+		ap.flags |= apIs4
+	}
+	return ap
 }
 
 // VerifiedPeers is the section of chains their caller verified, each with
@@ -148,7 +251,7 @@ func VerifiedPeers(chains []attempt.Chain, results []backoff.Result) *Peers {
 		ps.policy = results[0].Policy
 	}
 	for i, c := range chains {
-		ap := auditPeer{index: i, addr: c.Peer, attempts: len(c.Attempts), retrans: c.Retransmits()}
+		ap := auditPeerOf(c.Peer, i, len(c.Attempts), c.Retransmits())
 		ap.set(results[i])
 		ps.peers[i] = ap
 	}
@@ -158,41 +261,67 @@ func VerifiedPeers(chains []attempt.Chain, results []backoff.Result) *Peers {
 
 // set takes res's verdict.
 func (ap *auditPeer) set(res backoff.Result) {
-	ap.verdict, ap.passed = res.Reference.Verdict, res.Reference.Passed
-	ap.refPassed, ap.strict, ap.maxJitter = res.ReferencePassed, res.Strict, maxJitter(res.Intervals)
-	ap.unseen = res.Unseen
+	ap.verdict, ap.strict = verdictCode(res.Reference.Verdict), verdictCode(res.Strict.Verdict)
+	ap.first, ap.maxJitter, ap.unseen = int32(res.Strict.FirstFailure), maxJitter(res.Intervals), int32(res.Unseen)
+	ap.flags &^= apPassed | apRefPassed | apStrictPassed
+	for _, f := range []struct {
+		on   bool
+		flag uint8
+	}{{res.Reference.Passed, apPassed}, {res.ReferencePassed, apRefPassed}, {res.Strict.Passed, apStrictPassed}} {
+		if f.on {
+			ap.flags |= f.flag
+		}
+	}
 }
 
 // order sorts the peers into report order and counts them.
 func (ps *Peers) order() {
-	slices.SortStableFunc(ps.peers, func(x, y auditPeer) int { return peerOrder(x.verdict, x.addr, y.verdict, y.addr) })
+	slices.SortStableFunc(ps.peers, func(x, y auditPeer) int { return peerOrder(&x, &y) })
 	ps.summary = ps.count()
 }
 
 func (ps *Peers) count() Summary {
 	var s Summary
-	for _, p := range ps.peers {
-		s.count(p.passed, p.verdict)
-		s.Unseen += p.unseen
+	for i := range ps.peers {
+		p := &ps.peers[i]
+		s.count(p.passed(), p.Verdict())
+		s.Unseen += int(p.unseen)
 	}
 	return s
+}
+
+// result is the result kept of chain index, if any.
+func (ps *Peers) result(index int32) (backoff.Result, bool) {
+	if int(index) >= len(ps.results) {
+		return backoff.Result{}, false
+	}
+	res := ps.results[index]
+	return res, ps.verified || res.Intervals != nil
 }
 
 // Overflowed gives the chain of addr the verdict of a session that kept
 // its maximum of attempts (session.Overflowed): kept were kept, dropped
 // more counted. A section without that chain gains it, with no attempt.
 func (ps *Peers) Overflowed(addr netip.Addr, kept, dropped, maxAttempts int) {
-	i := slices.IndexFunc(ps.peers, func(p auditPeer) bool { return p.addr == addr })
+	i := slices.IndexFunc(ps.peers, func(p auditPeer) bool { return p.Addr() == addr })
 	if i < 0 {
 		cs, _ := ps.chains.(Chains)
 		ps.chains = append(cs, attempt.Chain{Peer: addr})
 		ps.results = append(ps.results, backoff.Result{Policy: ps.policy, BackoffMS: []int32{}, Intervals: []backoff.Interval{}})
-		ps.peers = append(ps.peers, auditPeer{addr: addr, index: len(cs)})
+		ps.peers = append(ps.peers, auditPeerOf(addr, len(cs), 0, 0))
 		i = len(ps.peers) - 1
 	}
 	res, reason := session.Overflowed(backoff.Result{}, kept, dropped, maxAttempts)
 	p := &ps.peers[i]
-	p.overflow, p.verdict, p.passed, p.strict = reason, res.Reference.Verdict, false, res.Strict
+	if ps.overflow == nil {
+		ps.overflow = map[int]string{}
+	}
+	ps.overflow[int(p.index)] = reason
+	p.verdict, p.strict, p.first = verdictCode(res.Reference.Verdict), verdictCode(res.Strict.Verdict), int32(res.Strict.FirstFailure)
+	p.flags &^= apPassed | apStrictPassed
+	if res.Strict.Passed {
+		p.flags |= apStrictPassed
+	}
 	ps.summary = ps.count()
 }
 
@@ -203,14 +332,32 @@ func (ps *Peers) Len() int { return len(ps.peers) }
 func (ps *Peers) Summary() Summary { return ps.summary }
 
 // Peer is the address of the peer at position i.
-func (ps *Peers) Peer(i int) netip.Addr { return ps.peers[i].addr }
+func (ps *Peers) Peer(i int) netip.Addr { return ps.peers[i].Addr() }
+
+// Brief is what a line says of a peer, without its attempts.
+type Brief struct {
+	Peer         netip.Addr
+	Attempts     int
+	Retransmits  int
+	Verdict      backoff.Verdict
+	Strict       backoff.Reading
+	MaxJitterPct float64 // the largest |jitter_pct| of its intervals
+}
+
+// Brief is the line of the peer at position i, from the section's index:
+// its chain is not read.
+func (ps *Peers) Brief(i int) Brief {
+	p := &ps.peers[i]
+	return Brief{Peer: p.Addr(), Attempts: int(p.attempts), Retransmits: int(p.retrans), Verdict: p.Verdict(),
+		Strict: p.Strict(), MaxJitterPct: p.maxJitter}
+}
 
 // Passed reports whether the peer at position i passed.
-func (ps *Peers) Passed(i int) bool { return ps.peers[i].passed }
+func (ps *Peers) Passed(i int) bool { return ps.peers[i].passed() }
 
 // Position is the position of the peer of chain index, -1 when none.
 func (ps *Peers) Position(index int) int {
-	return slices.IndexFunc(ps.peers, func(p auditPeer) bool { return p.index == index })
+	return slices.IndexFunc(ps.peers, func(p auditPeer) bool { return int(p.index) == index })
 }
 
 // Only returns the section of the peers whose address is in addrs
@@ -227,7 +374,7 @@ func (ps *Peers) Only(addrs ...netip.Addr) *Peers {
 	out := *ps
 	out.peers = nil
 	for _, p := range ps.peers {
-		if keep[p.addr] {
+		if keep[p.Addr()] {
 			out.peers = append(out.peers, p)
 		}
 	}
@@ -239,19 +386,20 @@ func (ps *Peers) Only(addrs ...netip.Addr) *Peers {
 // space for its chain's attempts.
 func (ps *Peers) Report(i int, buf *[]attempt.Attempt) PeerReport {
 	p := &ps.peers[i]
-	c := ps.chains.Chain(p.index, *buf)
+	c := ps.chains.Chain(int(p.index), *buf)
 	*buf = c.Attempts[:0]
 	var pr PeerReport
-	if res := ps.results[p.index]; ps.verified || res.Intervals != nil || len(c.Attempts) < 2 && res.Reference.Verdict != "" {
+	if res, ok := ps.result(p.index); ok || len(c.Attempts) < 2 && res.Reference.Verdict != "" {
 		pr = PeerReportOf(c, res)
 	} else {
 		run := ps.run
 		run.Endings = c.Endings()
 		pr = PeerReportOf(c, backoff.VerifyRun(ps.policy, c.Times(), run))
 	}
-	if p.overflow != "" {
-		pr.Passed, pr.Verdict, pr.Strict, pr.Reason = false, p.verdict, p.strict, p.overflow
+	if reason, ok := ps.overflow[int(p.index)]; ok {
+		pr.Passed, pr.Verdict, pr.Strict, pr.Reason = false, p.Verdict(), p.Strict(), reason
 	}
+	pr.BegunBefore = pr.mayPrecede(ps.start)
 	return pr
 }
 
@@ -259,9 +407,9 @@ func (ps *Peers) Report(i int, buf *[]attempt.Attempt) PeerReport {
 // when the section holds it (always, for VerifiedPeers).
 func (ps *Peers) Verified(i int) (attempt.Chain, *backoff.Result) {
 	p := &ps.peers[i]
-	res := ps.results[p.index]
-	c := ps.chains.Chain(p.index, nil)
-	if !ps.verified && res.Intervals == nil {
+	c := ps.chains.Chain(int(p.index), nil)
+	res, ok := ps.result(p.index)
+	if !ok {
 		return c, nil
 	}
 	return c, &res
@@ -300,3 +448,20 @@ func WritePeers[S any](w io.Writer, ps *Peers, state func() S, format func(b []b
 			})
 		})
 }
+
+// WithInfer reads from every chain of the section the policy its client
+// runs, and the policies the peers run (infer.Read, docs/spec.md §8), the
+// fates read in mode: each peer's JSON then has "inferred", the document
+// "policies" after the herd, and its text a last section.
+func (ps *Peers) WithInfer(mode backoff.RetryMode) {
+	order := make([]int32, len(ps.peers))
+	for i := range ps.peers {
+		order[i] = ps.peers[i].index
+	}
+	run := ps.run
+	run.Mode = mode
+	ps.inferred = infer.Read(order, ps.chains, ps.policy, run)
+}
+
+// Inferred is the section's WithInfer reading, nil without it.
+func (ps *Peers) Inferred() *infer.Reading { return ps.inferred }

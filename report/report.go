@@ -3,6 +3,8 @@ package report
 import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/infer"
+	"github.com/backoff-audit/audit/report/herd"
 	"github.com/backoff-audit/audit/session"
 )
 
@@ -66,6 +68,7 @@ import (
 //	    "reconnects": {"per_second", "median_ms", "tight_loop"}
 //	                                       // settings-close, goaway; these three
 //	                                       //   are absent when they do not apply
+//	    "inferred": {…}                    // --infer: the policy read from the chain
 //	  }],
 //	  "summary": {"peers", "passed", "failed", "too_few", "passed_all",
 //	              "fits_cap_ms"}          // audit pcap only, absent when 0
@@ -74,6 +77,7 @@ import (
 // A reading beyond one capture's SYNs adds sections after "summary" (see
 // sections.go); each is absent when the reading has none:
 //
+//	"policies":   infer.Policies: --infer's policies of the peers (after "herd")
 //	"session":    SessionInfo: the session the report judges
 //	"live":       LiveInfo: the live capture and libpcap's counters
 //	"foreign":    [{"addr", "attempts"}]: addresses of the session outside
@@ -95,7 +99,9 @@ type Report struct {
 	Summary      Summary             `json:"summary"`
 	// HerdReading is the herd of the peers (WithHerd), written after the
 	// summary in JSON and at the end of the text.
-	HerdReading *Herd `json:"herd,omitempty"`
+	HerdReading *herd.Reading `json:"herd,omitempty"`
+	// Policies is the policies the peers run (Peers.WithInfer).
+	Policies *infer.Policies `json:"policies,omitempty"`
 
 	Session    *SessionInfo        `json:"session,omitempty"`
 	Live       *LiveInfo           `json:"live,omitempty"`

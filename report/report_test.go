@@ -254,7 +254,7 @@ func wantReport(tr *attempt.Tracker) Report {
 		r.Capture.Retransmits += c.Retransmits()
 	}
 	slices.SortStableFunc(r.Peers, func(a, b PeerReport) int {
-		if c := verdictRank(a.Verdict) - verdictRank(b.Verdict); c != 0 {
+		if c := a.Verdict.Rank() - b.Verdict.Rank(); c != 0 {
 			return c
 		}
 		return a.Peer.Compare(b.Peer)
@@ -373,7 +373,9 @@ func TestAppendPeerJSON(t *testing.T) {
 	empty := PeerReport{Peer: netip.MustParseAddr("2001:db8::1"), Attempts: []AttemptReport{}, Intervals: []backoff.Interval{}, BackoffMS: []int32{}}
 	zoned := empty
 	zoned.Peer = netip.MustParseAddr("fe80::1%<eth0>&é")
-	prs = append(prs, odd, empty, zoned, PeerReport{})
+	inferred := prs[0] // --infer's member, written by infer as it is
+	inferred.Inferred = json.RawMessage(`{"policy":1,"intervals":3,"initial_backoff_ms":{"value":1000.2,"low":833.5,"high":1250.25}}`)
+	prs = append(prs, odd, empty, zoned, PeerReport{}, inferred)
 	for i, pr := range prs {
 		want, err := json.Marshal(pr)
 		if err != nil {

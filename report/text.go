@@ -14,6 +14,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
+	"github.com/backoff-audit/audit/report/herd"
 )
 
 // writePeersText writes every peer of ps, each after a blank line: its
@@ -23,12 +24,12 @@ import (
 func writePeersText(bw *bufio.Writer, ps *Peers, brief, verbose bool) error {
 	passed := ps.Summary().Passed
 	return WritePeers(bw, ps, func() struct{} { return struct{}{} }, func(b []byte, _ struct{}, i int, report func() *PeerReport) ([]byte, error) {
-		p := ps.peers[i]
-		if !brief || !p.passed {
+		p := &ps.peers[i]
+		if !brief || !p.passed() {
 			b = append(b, '\n')
 			return appendPeerText(b, *report(), verbose), nil
 		}
-		if i == 0 || !ps.peers[i-1].passed {
+		if i == 0 || !ps.peers[i-1].passed() {
 			b = append(b, '\n')
 			b = text.AppendPlural(b, passed, "passing peer")
 			b = append(b, ", one line each:\n"...)
@@ -52,7 +53,7 @@ func writeSummaryText(bw *bufio.Writer, s Summary) {
 
 // writeHerdText writes the herd reading after a blank line, when there is
 // one.
-func writeHerdText(bw *bufio.Writer, h *Herd) error {
+func writeHerdText(bw *bufio.Writer, h *herd.Reading) error {
 	if h == nil {
 		return nil
 	}
@@ -144,6 +145,9 @@ func appendPeerText(b []byte, p PeerReport, verbose bool) []byte {
 		b = append(b, " from port "...)
 		b = strconv.AppendUint(b, uint64(p.Attempts[0].SrcPort), 10)
 		b = append(b, '\n')
+		if p.BegunBefore {
+			b = append(b, "  note: "+BegunBeforeNote+"\n"...)
+		}
 	}
 	if rc := p.Reconnects; rc != nil {
 		loop := "it kept backing off"
@@ -470,9 +474,9 @@ type peerHeader struct {
 	passed, refPassed bool
 }
 
-func (p auditPeer) header(reason string) peerHeader {
-	return peerHeader{peer: p.addr, attempts: p.attempts, retrans: p.retrans, verdict: p.verdict,
-		reason: reason, strict: p.strict, passed: p.passed, refPassed: p.refPassed}
+func (p *auditPeer) header(reason string) peerHeader {
+	return peerHeader{peer: p.Addr(), attempts: int(p.attempts), retrans: int(p.retrans), verdict: p.Verdict(),
+		reason: reason, strict: p.Strict(), passed: p.passed(), refPassed: p.flags&apRefPassed != 0}
 }
 
 // appendPeerHeader appends a peer's first line, without its newline. It

@@ -233,8 +233,24 @@ func (s *Server) portDownLocked() error {
 	var serr error
 	// On Linux, shutting down the reading side of a listening socket
 	// disconnects it: it leaves the listening table, and its queue is
-	// reset.
-	if err := s.retryRaw.Control(func(fd uintptr) { serr = syscall.Shutdown(int(fd), syscall.SHUT_RD) }); err != nil {
+	// reset. A socket the kernel chose the port of (port 0) gives the
+	// port back then; it binds it again at once, by number, so that the
+	// kernel gives it to no other socket that asks for any port while
+	// this one is down (a bound socket that does not listen keeps it, and
+	// the kernel still resets the SYNs).
+	if err := s.retryRaw.Control(func(fd uintptr) {
+		sa, err := syscall.Getsockname(int(fd))
+		if err != nil {
+			serr = err
+			return
+		}
+		if serr = syscall.Shutdown(int(fd), syscall.SHUT_RD); serr != nil {
+			return
+		}
+		if err := syscall.Bind(int(fd), sa); err != nil && !errors.Is(err, syscall.EINVAL) {
+			serr = fmt.Errorf("keep the port: bind: %w", err)
+		}
+	}); err != nil {
 		return fmt.Errorf("retry port %s: stop listening: %w", s.retry.Addr(), err)
 	}
 	if serr != nil {
@@ -257,9 +273,8 @@ func (s *Server) portUpLocked() error {
 			serr = err
 			return
 		}
-		// A socket bound to port 0 gave its port back when it stopped
-		// listening and must bind it again; one bound to a chosen port
-		// kept it, and bind says EINVAL.
+		// portDownLocked kept the port bound: bind says EINVAL. Should
+		// it not have, bind takes the port again.
 		if err := syscall.Bind(int(fd), sa); err != nil && !errors.Is(err, syscall.EINVAL) {
 			serr = fmt.Errorf("bind: %w", err)
 			return

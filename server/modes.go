@@ -116,22 +116,41 @@ func (s *Server) holdLocked(sess *running, peer netip.AddrPort, t time.Time) (hc
 	default:
 		return nil, false
 	}
-	hang := sess.Params.Mode.Hangs()
+	// Every mode that holds a connection knows how it ended, which the
+	// model reads (docs/spec.md §7.3): whether it hung, or reached READY.
+	// Until a handshake is done or has failed its ending is unknown, and
+	// the mode says: the client may reconnect as soon as it has the
+	// server's SETTINGS, before the handshake's goroutine notes them.
 	if len(s.held) >= limit {
 		sess.NotHeld++
-		if hang {
-			sess.endings = append(sess.endings, backoff.Ending{Fate: backoff.FateClosed})
-		}
+		sess.endings = append(sess.endings, backoff.Ending{Fate: backoff.FateClosed})
 		return nil, true
 	}
-	if hang {
-		sess.endings = append(sess.endings, backoff.Ending{Fate: backoff.FateOpen})
+	var e backoff.Ending
+	if sess.Params.Mode.Hangs() {
+		e.Fate = backoff.FateOpen
 	}
+	sess.endings = append(sess.endings, e)
 	// The accept is kept when its event is emitted, after this: it is
 	// the next of sess.Accepts.
 	hc = &heldConn{sess: sess, idx: len(sess.Accepts), at: t, peer: peer}
 	s.held[hc] = struct{}{}
 	return hc, false
+}
+
+// ready notes that hc's connection reached READY: the server's SETTINGS
+// went out (settings-close, goaway), or its TLS handshake completed and
+// HTTP/2 serves it (outage). The caller holds mu.
+func (s *Server) ready(hc *heldConn) {
+	e := &hc.sess.endings[hc.idx]
+	e.Ready, e.ReadyAfter = true, s.now().Round(0).Sub(hc.at)
+}
+
+// heldEnded notes that hc's connection ended with fate f, before the session
+// did. The caller holds mu.
+func (s *Server) heldEnded(hc *heldConn, f backoff.Fate) {
+	e := &hc.sess.endings[hc.idx]
+	e.Fate, e.Duration = f, s.now().Round(0).Sub(hc.at)
 }
 
 // serveHeld takes over c, the connection of hc, on a goroutine of its own;
@@ -230,6 +249,7 @@ func (s *Server) handshake(hc *heldConn, c net.Conn) {
 		if !hc.ended {
 			hc.sent = true
 			hc.sess.Handshakes++
+			s.ready(hc)
 		}
 	}
 	err := h2Exchange(c, s.tlsConf, hc.sess.Params.Mode.Is(backoff.ModeGoaway), sent)
@@ -241,6 +261,7 @@ func (s *Server) handshake(hc *heldConn, c net.Conn) {
 	}
 	hc.ended = true
 	delete(s.held, hc)
+	s.heldEnded(hc, backoff.FateClosed)
 	failed := err != nil && !hc.sent
 	if failed {
 		hc.sess.HandshakeErrors++
@@ -267,6 +288,7 @@ func (s *Server) serve(hc *heldConn, c net.Conn) {
 	if err == nil && !hc.ended {
 		hc.sent = true
 		hc.sess.Handshakes++
+		s.ready(hc)
 	}
 	s.mu.Unlock()
 	if err == nil {
@@ -283,6 +305,9 @@ func (s *Server) serve(hc *heldConn, c net.Conn) {
 	delete(s.held, hc)
 	if err != nil {
 		hc.sess.HandshakeErrors++
+		s.heldEnded(hc, backoff.FateClosed)
+	} else {
+		s.heldEnded(hc, backoff.FateAbandoned)
 	}
 	s.mu.Unlock()
 	if err != nil {

@@ -559,6 +559,95 @@ func testRoots(t *testing.T) *x509.CertPool {
 // interop client's server name, the server reads the client's preface and
 // answers its SETTINGS, then a GOAWAY (last stream 0, NO_ERROR) in goaway
 // mode, then closes.
+// settings connects to the retry port as an HTTP/2 client over TLS of
+// version: the handshake, ALPN h2, the preface and the client's SETTINGS.
+// It returns the connection and its framer once the server's SETTINGS
+// came.
+func (h *harness) settings(roots *x509.CertPool, version uint16) (*tls.Conn, *http2.Framer) {
+	t := h.t
+	t.Helper()
+	raw, err := dialAndLeave(h.ctx, h.s, netip.MustParseAddr("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	raw.SetDeadline(time.Now().Add(testTimeout))
+	c := tls.Client(raw, &tls.Config{
+		RootCAs: roots, ServerName: "foo.test.google.fr", NextProtos: []string{"h2"},
+		MinVersion: version, MaxVersion: version,
+	})
+	if err := c.HandshakeContext(h.ctx); err != nil {
+		t.Fatalf("TLS handshake: %v", err)
+	}
+	if st := c.ConnectionState(); st.NegotiatedProtocol != "h2" || st.Version != version {
+		t.Fatalf("negotiated %q over %s, want h2 over %s", st.NegotiatedProtocol, tls.VersionName(st.Version), tls.VersionName(version))
+	}
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fr.ReadFrame()
+	if sf, ok := f.(*http2.SettingsFrame); err != nil || !ok || sf.IsAck() {
+		t.Fatalf("first frame %v, %v; want the server's SETTINGS", f, err)
+	}
+	return c, fr
+}
+
+// TestSettingsCloseEndings: the server's model reads how each connection
+// it handshook ended (docs/spec.md §7.3): one that got its SETTINGS
+// reached READY, so the interval after it is a reset; one whose handshake
+// failed did not, so the interval after it is judged by the backoff.
+func TestSettingsCloseEndings(t *testing.T) {
+	var log testutil.SyncBuffer
+	h := start(t, Config{Mode: mode(t, "settings-close"), Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	roots := testRoots(t)
+	h.startSession(0)
+	done := func(what string, handshakes, errs int) {
+		h.waitFor(what, func() bool {
+			h.s.mu.Lock()
+			defer h.s.mu.Unlock()
+			return h.s.cur.Handshakes == handshakes && h.s.cur.HandshakeErrors == errs && len(h.s.held) == 0
+		})
+	}
+	c, _ := h.settings(roots, tls.VersionTLS13)
+	io.Copy(io.Discard, c) // until the server's close
+	c.Close()
+	done("the first handshake", 1, 0)
+	raw, err := dialAndLeave(h.ctx, h.s, netip.MustParseAddr("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Write([]byte("no TLS\r\n\r\n"))
+	raw.SetDeadline(time.Now().Add(testTimeout))
+	io.Copy(io.Discard, raw)
+	raw.Close()
+	done("the failed handshake", 1, 1)
+	c, _ = h.settings(roots, tls.VersionTLS13)
+	io.Copy(io.Discard, c)
+	c.Close()
+	done("the last handshake", 2, 1)
+	h.stop()
+	ss, _ := h.s.Session(1)
+	var got []bool
+	for _, e := range ss.Endings {
+		got = append(got, e.Ready)
+	}
+	if diff := cmp.Diff([]bool{true, false, true}, got); diff != "" {
+		t.Errorf("READY of each attempt (-want +got):\n%s", diff)
+	}
+	ivs := ss.Result.Intervals
+	if len(ivs) != 2 || ivs[0].Term != backoff.TermReset || ivs[1].Term == backoff.TermReset || ivs[1].OK {
+		t.Errorf("intervals %+v; want a reset, then one judged early", ivs)
+	}
+	// The log judges them as the verdict does.
+	if lines := logLines(log.String(), ivs[1].LogLine()); len(lines) != 1 || !strings.Contains(lines[0], "ok=false") {
+		t.Errorf("log lines of interval 2: %q; want one, ok=false", lines)
+	}
+}
+
 func TestSettingsCloseAndGoaway(t *testing.T) {
 	roots := testRoots(t)
 	for _, m := range []string{"settings-close", "goaway"} {
@@ -566,33 +655,7 @@ func TestSettingsCloseAndGoaway(t *testing.T) {
 			t.Run(m+" "+tls.VersionName(version), func(t *testing.T) {
 				h := start(t, Config{Mode: mode(t, m)})
 				h.startSession(0)
-				raw, err := dialAndLeave(h.ctx, h.s, netip.MustParseAddr("127.0.0.1"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer raw.Close()
-				raw.SetDeadline(time.Now().Add(testTimeout))
-				c := tls.Client(raw, &tls.Config{
-					RootCAs: roots, ServerName: "foo.test.google.fr", NextProtos: []string{"h2"},
-					MinVersion: version, MaxVersion: version,
-				})
-				if err := c.HandshakeContext(h.ctx); err != nil {
-					t.Fatalf("TLS handshake: %v", err)
-				}
-				if st := c.ConnectionState(); st.NegotiatedProtocol != "h2" || st.Version != version {
-					t.Fatalf("negotiated %q over %s, want h2 over %s", st.NegotiatedProtocol, tls.VersionName(st.Version), tls.VersionName(version))
-				}
-				if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-					t.Fatal(err)
-				}
-				fr := http2.NewFramer(c, c)
-				if err := fr.WriteSettings(); err != nil {
-					t.Fatal(err)
-				}
-				f, err := fr.ReadFrame()
-				if sf, ok := f.(*http2.SettingsFrame); err != nil || !ok || sf.IsAck() {
-					t.Fatalf("first frame %v, %v; want the server's SETTINGS", f, err)
-				}
+				c, fr := h.settings(roots, version)
 				if m == "goaway" {
 					f, err := fr.ReadFrame()
 					ga, ok := f.(*http2.GoAwayFrame)
@@ -745,4 +808,30 @@ func selfSigned(t *testing.T) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// bindTCP4 binds a socket without SO_REUSEADDR to 127.0.0.1:port, and
+// closes it.
+func bindTCP4(port int) error {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	return syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+}
+
+// TestRefusePortKept: a retry port the kernel chose (port 0) stays the
+// server's while it refuses: its socket keeps the port bound, so that no
+// other socket gets it, whether it asks for that port or for any.
+func TestRefusePortKept(t *testing.T) {
+	h := start(t, Config{Mode: mode(t, "refuse"), RetryAddr: "127.0.0.1:0"})
+	port := h.s.RetryPort()
+	h.startSession(0)
+	h.wantRefused(netip.MustParseAddr("127.0.0.1"))
+	if err := bindTCP4(port); !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("bind to the refusing retry port %d: %v, want EADDRINUSE: the server gave its port up", port, err)
+	}
+	h.stop()
+	h.retryEvent("127.0.0.1") // listening again, on the same port
 }

@@ -37,15 +37,21 @@ type Session struct {
 	// The mode is Params.Mode; the fields below say what it did
 	// (docs/spec.md §7.1).
 
-	// Endings, in hang mode, is how each of the verified peer's kept
-	// attempts ended, in the order of Times(End.VerifiedPeer):
+	// Endings, in the modes that hold connections (hang, settings-close,
+	// goaway, outage), is how each of the verified peer's kept attempts
+	// ended, in the order of Times(End.VerifiedPeer):
 	// backoff.FateAbandoned when the client closed the held connection,
 	// Duration the time from the accept stamp to the server seeing the
-	// close; backoff.FateOpen when it was still held at the session's end
-	// (Duration zero); backoff.FateClosed when the server closed it at
-	// once because MaxHeld connections were held. ClientSent names the
-	// first bytes the client sent on it. The server sees no SYN, so
-	// Accepted is zero. Nil in the other modes.
+	// close; backoff.FateClosed when the server closed it (the handshake
+	// of settings-close and goaway done or failed), or closed it at once
+	// because MaxHeld or MaxHandshakes connections were held;
+	// backoff.FateOpen, in hang mode, when it was still held at the
+	// session's end (Duration zero), and in the other modes no Fate, which
+	// the mode reads. Ready says the connection reached READY (the
+	// server's SETTINGS went out; in outage, its TLS handshake completed),
+	// ReadyAfter when. ClientSent names, in hang mode, the first bytes the
+	// client sent on it. The server sees no SYN, so Accepted is zero. Nil
+	// in the other modes.
 	Endings []backoff.Ending
 	// Down, in outage mode, is when the retry port stopped serving; Back,
 	// in restart and outage modes, when it listened again; zero when the
@@ -95,8 +101,8 @@ type running struct {
 	chains map[netip.Addr]*chainState
 	order  []netip.Addr
 	done   chan struct{} // closed when the session ends
-	// endings, in hang mode, is every kept attempt's ending, by its index
-	// in Accepts.
+	// endings, in the modes that hold connections, is every kept
+	// attempt's ending, by its index in Accepts.
 	endings []backoff.Ending
 }
 
@@ -104,7 +110,9 @@ type running struct {
 // line as each connection arrives: the model (backoff.Judge) in the
 // session's mode, as the verdict judges the chain.
 type chainState struct {
-	n     int
+	n int
+	// last is the index in Accepts of the chain's last attempt.
+	last  int
 	judge backoff.Judge
 }
 
@@ -143,14 +151,21 @@ func (s *Server) accepted(peer netip.AddrPort) *heldConn {
 				sess.chains[peer.Addr()] = ch
 				sess.order = append(sess.order, peer.Addr())
 			}
-			if v, _, ok := ch.judge.Next(t, backoff.Ending{}); ok {
+			// How the chain's last attempt ended, where the mode holds
+			// connections and so knows: as the verdict reads it.
+			var prev backoff.Ending
+			if ch.n > 0 && ch.last < len(sess.endings) {
+				prev = sess.endings[ch.last]
+			}
+			if v, _, ok := ch.judge.Next(t, prev); ok {
 				iv = &v
 			}
-			ch.n++
+			ch.n, ch.last = ch.n+1, len(sess.Accepts) // its index once kept
 		}
 	}
 	var startAddr netip.Addr
 	var dropped int
+	var mode backoff.RetryMode
 	var hc *heldConn
 	firstFull := false // the first connection the bound on held ones closed at once
 	kick := false
@@ -160,7 +175,7 @@ func (s *Server) accepted(peer netip.AddrPort) *heldConn {
 			hc, full = s.holdLocked(sess, peer, t)
 			firstFull = full && sess.NotHeld == 1
 		}
-		startAddr, dropped = sess.Peer.Addr(), sess.End.Dropped
+		startAddr, dropped, mode = sess.Peer.Addr(), sess.End.Dropped, sess.Params.Mode
 	} else {
 		s.outside++
 		s.outsidePeer = peer
@@ -188,6 +203,11 @@ func (s *Server) accepted(peer netip.AddrPort) *heldConn {
 			s.log.Warn("connection not kept: the session holds its maximum of attempts; the verdict will be overflow",
 				"session", e.Session, "peer", peer.String(), "max_attempts", s.cfg.MaxAttempts)
 		}
+	case iv != nil && !mode.ServerSeesAll():
+		// The attempts the port refused are not in the list: which
+		// interval of the chain this is, and so its window, is unknown.
+		s.log.Info(iv.LogLine(), "session", e.Session, "peer", peer.String(),
+			"judged", false, "from_start_addr", peer.Addr() == startAddr)
 	case iv != nil:
 		s.log.Info(iv.LogLine(), "session", e.Session, "peer", peer.String(),
 			"ok", iv.OK, "from_start_addr", peer.Addr() == startAddr)

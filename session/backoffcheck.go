@@ -134,12 +134,6 @@ func NewBackoffCrossCheck(in CrossInput, kernel []attempt.Attempt, backoffMS []i
 		v := backoff.VerifyRun(in.Policy, ch.Times(), run)
 		kr = &v
 	}
-	sr := in.Server
-	if sr == nil {
-		v := backoff.VerifyBackoff(in.Policy, backoffMS, in.Run.Mode)
-		sr = &v
-	}
-	c.KernelPassed, c.ServerPassed = kr.Reference.Passed, sr.Reference.Passed
 
 	// Which of the chain's attempts the server saw: the accepted ones,
 	// where the fates say.
@@ -168,6 +162,20 @@ func NewBackoffCrossCheck(in CrossInput, kernel []attempt.Attempt, backoffMS []i
 		}
 	}
 	c.ServerSaw = len(accepted)
+	sr := in.Server
+	if sr == nil {
+		// The list judged as the kernel's chain is: with the fates of the
+		// attempts it holds, where the kernel saw them all.
+		run := backoff.Run{Mode: in.Run.Mode}
+		if fates && len(accepted) == len(backoffMS)+1 {
+			for _, i := range accepted {
+				run.Endings = append(run.Endings, chain[i].Ending)
+			}
+		}
+		v := run.VerifyBackoff(in.Policy, backoffMS)
+		sr = &v
+	}
+	c.KernelPassed, c.ServerPassed = kr.Reference.Passed, sr.Reference.Passed
 	for j := 0; j+1 < len(accepted) || j < len(backoffMS); j++ {
 		p := IntervalPair{K: j + 1, InServer: j < len(backoffMS)}
 		var kiv backoff.Interval

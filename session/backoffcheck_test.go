@@ -47,6 +47,11 @@ func TestBackoffCrossCheck(t *testing.T) {
 		{name: "a refused attempt is counted, not a disagreement", kernel: refuseThird(kernelChain()), backoffMS: []int32{1000, 2000, 1000},
 			mode: backoff.RetryMode{Kind: backoff.ModeRefuse}, wantServerPassed: false,
 			wantText: "the server saw 4 of the 5 attempts of 127.0.0.1: 1 refused while its port was down"},
+		// In a mode whose connections succeed, the fates say these did
+		// not (their TLS handshakes failed): the server's list is judged
+		// by the backoff, as the kernel's chain is, not read as resets.
+		{name: "handshakes that failed are judged", kernel: failHandshakes(kernelChain()), backoffMS: []int32{1000, 1000, 1000, 300},
+			mode: backoff.RetryMode{Kind: backoff.ModeSettingsClose}, wantDisagree: []int{4}},
 		{name: "foreign and outside attempts are explained, not compared",
 			kernel:    append(kernelChain(), syn(xOther, 50000, 500), syn(xClient, 40100, 20000)),
 			backoffMS: []int32{1000, 1000, 1000, 1000}, wantAgree: true, wantServerPassed: true,
@@ -101,6 +106,16 @@ func TestBackoffCrossCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failHandshakes gives every attempt of chain the fate of a TLS handshake
+// the server closed before it was done: accepted, closed, never READY.
+func failHandshakes(chain []attempt.Attempt) []attempt.Attempt {
+	for i := range chain {
+		chain[i].Ending = backoff.Ending{Fate: backoff.FateClosed, Accepted: 20 * time.Microsecond,
+			Duration: time.Millisecond, ClientSent: backoff.PayloadTLSClientHello}
+	}
+	return chain
 }
 
 // refuseThird gives the attempts of chain fates: the third refused, the

@@ -405,7 +405,7 @@ func (c *CrossCheck) diagnose(in CrossInput, ks, ss []crossSide) (lonely bool) {
 	if sr == nil {
 		run := in.Run
 		run.Endings = sEnds
-		v := backoff.VerifyRun(in.Policy, sTimes, run)
+		v := backoff.VerifyRun(in.Policy, sTimes, run).ServerList(in.Run.Mode)
 		sr = &v
 	}
 	c.KernelPassed, c.ServerPassed = kr.Reference.Passed, sr.Reference.Passed

@@ -335,3 +335,25 @@ func TestCrossCheckUsesGivenReadings(t *testing.T) {
 			c.KernelPassed, c.ServerPassed, c.Agree)
 	}
 }
+
+// TestCrossCheckServerSawPart: where the server's port refused attempts
+// (restart), its list is no verdict on the chain, as its own Stop says:
+// the server's side of the cross-check is not judged, whichever readings
+// compute it, and the attempts it missed are counted, not disagreements.
+func TestCrossCheckServerSawPart(t *testing.T) {
+	in := crossInput()
+	in.Run = backoff.Run{Mode: backoff.RetryMode{Kind: backoff.ModeRestart, Down: 2500 * time.Millisecond}, Back: at(2500)}
+	kernel := kernelChain()
+	for i := range kernel[:3] {
+		kernel[i].Ending = backoff.Ending{Fate: backoff.FateRefused, Duration: time.Millisecond}
+	}
+	// The two it accepted, 1000 ms apart: a passing chain of its own.
+	c := NewCrossCheck(in, kernel, accepted(0, 0, 0, 0.3, 0.2)[3:])
+	if !c.KernelPassed || c.ServerPassed || len(c.Disagreements) != 0 {
+		t.Errorf("KernelPassed, ServerPassed, disagreements = %v, %v, %d; want true, false (not judged), 0",
+			c.KernelPassed, c.ServerPassed, len(c.Disagreements))
+	}
+	if diff := cmp.Diff(map[string]int{"refused while its port was down": 3}, c.ServerMissed); diff != "" || c.ServerSaw != 2 || c.ChainAttempts != 5 {
+		t.Errorf("the server saw %d of %d; missed (-want +got):\n%s", c.ServerSaw, c.ChainAttempts, diff)
+	}
+}

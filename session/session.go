@@ -194,9 +194,15 @@ func (s *Session) Input(captureStart time.Time, lost uint64) CrossInput {
 }
 
 // Run is what the session's chains are judged in: its retry mode, its end,
-// and when its retry port went down and came back.
+// and when its retry port went down and came back. A session read from a
+// control port has no events of its port: its mode's schedule places them
+// (backoff.RetryMode.Schedule).
 func (s *Session) Run() backoff.Run {
-	return backoff.Run{Mode: s.Params.Mode, End: s.EndTime, Down: s.Down, Back: s.Back}
+	r := backoff.Run{Mode: s.Params.Mode, End: s.EndTime, Down: s.Down, Back: s.Back}
+	if s.BackoffOnly && r.Down.IsZero() && r.Back.IsZero() {
+		r.Down, r.Back = s.Params.Mode.Schedule(s.Start, s.EndTime)
+	}
+	return r
 }
 
 // Overlaps reports whether the session could hold attempts seen between

@@ -3,6 +3,7 @@ package session
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/google/go-cmp/cmp"
@@ -52,5 +53,31 @@ func TestFold(t *testing.T) {
 	}
 	if len(f.Cur.Late) != MaxLate || f.Outside != 2+11 {
 		t.Errorf("after %d more late accepts: %d kept late, %d outside; want %d and %d", MaxLate+10, len(f.Cur.Late), f.Outside, MaxLate, 13)
+	}
+}
+
+// TestRunOfAControlPortSession: a session read from a control port has no
+// events of its retry port, so its mode's schedule places them; one whose
+// server recorded them keeps the server's.
+func TestRunOfAControlPortSession(t *testing.T) {
+	restart := SessionParams{Mode: backoff.RetryMode{Kind: backoff.ModeRestart, Down: 3 * time.Second}}
+	end := xt0.Add(10 * time.Second)
+	recorded := xt0.Add(3100 * time.Millisecond)
+	tests := []struct {
+		name     string
+		s        Session
+		wantBack time.Time
+	}{
+		{name: "control port", s: Session{Start: xt0, EndTime: end, Params: restart, BackoffOnly: true}, wantBack: xt0.Add(3 * time.Second)},
+		{name: "control port, ended first", s: Session{Start: xt0, EndTime: xt0.Add(2 * time.Second), Params: restart, BackoffOnly: true}},
+		{name: "record", s: Session{Start: xt0, EndTime: end, Params: restart, Back: recorded}, wantBack: recorded},
+		{name: "record, ended first", s: Session{Start: xt0, EndTime: end, Params: restart}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.s.Run(); !got.Back.Equal(tt.wantBack) || !got.Down.IsZero() || got.Mode != restart.Mode || !got.End.Equal(tt.s.EndTime) {
+				t.Errorf("Run() = %+v; want back %v", got, tt.wantBack)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/herd"
 )
 
 // The kinds of Event.
@@ -45,7 +46,7 @@ type Event struct {
 	Signature  *backoff.Signature  `json:"signature,omitempty"`
 	Successes  int                 `json:"successes,omitempty"`
 	Reconnects *backoff.Reconnects `json:"reconnects,omitempty"`
-	Wave       *report.Wave        `json:"wave,omitempty"`
+	Wave       *herd.Wave          `json:"wave,omitempty"`
 	Note       string              `json:"note,omitempty"`
 	Summary    *Summary            `json:"summary,omitempty"`
 }

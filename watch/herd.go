@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
-	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/herd"
 )
 
 // The herd read as it goes: the herd reading (report.Peers.Herd) looks
 // at a whole capture's peers and finds the attempts k that many of them
-// made within report.HerdWindow of one another. Here a wave is read once
-// the attempts around it have come: at least report.HerdMinPeers peers'
+// made within herd.Window of one another. Here a wave is read once
+// the attempts around it have come: at least herd.MinPeers peers'
 // attempt k within the window, among the peers whose attempt k came
 // within three standard deviations of the policy's jitter (WaveSpreadMS)
-// of it, judged by report's rule (report.Wave.Judge).
+// of it, judged by the herd's rule (herd.Wave.Judge).
 
 // portState is what a Watch keeps of one port.
 type portState struct {
@@ -85,11 +85,11 @@ func (w *Watch) herdAdd(port uint16, k int, ns int64) {
 
 // herdTick reads the waves of port whose neighbours have all come by now.
 func (w *Watch) herdTick(port uint16, ps *portState, now int64) {
-	win := int64(report.HerdWindow)
+	win := int64(herd.Window)
 	for k := range ps.herd {
 		hk := &ps.herd[k]
 		if hk.lag < 0 {
-			hk.lag = int64(3 * report.WaveSpreadMS(w.cfg.Policy, backoff.RetryMode{}, k) * float64(time.Millisecond))
+			hk.lag = int64(3 * herd.WaveSpreadMS(w.cfg.Policy, backoff.RetryMode{}, k) * float64(time.Millisecond))
 		}
 		for w.readWave(port, k, hk, now, win) {
 		}
@@ -119,7 +119,7 @@ func (w *Watch) readWave(port uint16, k int, hk *waveK, now, win int64) bool {
 			best, bestAt = n, i
 		}
 	}
-	if best < report.HerdMinPeers {
+	if best < herd.MinPeers {
 		if last > hk.done {
 			hk.done = last
 		}
@@ -132,7 +132,7 @@ func (w *Watch) readWave(port uint16, k int, hk *waveK, now, win int64) bool {
 	end := ts[bestAt+best-1]
 	lo := sort.Search(len(ts), func(i int) bool { return ts[i] >= start-hk.lag })
 	hi := sort.Search(len(ts), func(i int) bool { return ts[i] >= start+win+hk.lag })
-	wv := report.Wave{K: k, Peers: hi - lo, Count: best, SpanMS: float64(end-start) / 1e6}
+	wv := herd.Wave{K: k, Peers: hi - lo, Count: best, SpanMS: float64(end-start) / 1e6}
 	hk.done = start + win
 	if !wv.Judge(w.cfg.Policy, backoff.RetryMode{}) {
 		return true

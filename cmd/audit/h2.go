@@ -71,7 +71,7 @@ no connection to decode (as audit pcap exits 2 on a capture with no attempt).`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
-			opt := flows.AuditOptions{Ports: ports, Format: format, Tolerance: tol, KeyLog: keylog, Done: ctx.Done()}
+			opt := flows.AuditOptions{Ports: ports, Format: format, Tolerance: tol, KeyLog: keylog, Done: ctx.Done(), Progress: cmd.ErrOrStderr()}
 			if slices.ContainsFunc(retryFlags, cmd.Flags().Changed) {
 				opt.Retry = &retry // checked only when given
 			}

@@ -12,9 +12,16 @@ const module = "github.com/backoff-audit/audit"
 // TestImportGraph keeps the package graph the README's Layout describes.
 // backoff, the spec's rules and the model of a channel's life, is standard
 // library only; attempt reads the wire's attempts with backoff and the
-// standard library only; session (the record file, the one Session and
-// Fold, the cross-check) adds attempt; report writes documents from those
-// three, and report/html from report. The server judges its list with
+// standard library only, its pointer-free records in attempt/internal/rec
+// (backoff and the standard library too); attempt/stream, the chains of
+// one retry port handed over as a capture comes, adds internal/arena and
+// internal/spill; session (the record file, the one Session and
+// Fold, the cross-check) adds attempt; infer, the policy a client runs
+// read from its chain and the policies of a fleet, reads chains with
+// backoff and the standard library only, and holds its own JSON and text
+// section, so that report only calls it; report writes documents from
+// those four, and report/html from report; report/herd, how peers
+// reconnect together, reads only attempt times with backoff. The server judges its list with
 // backoff and session, never report, and builds without libpcap (it never
 // reaches gopacket). The interop client shares only the model and the
 // wire types with the server it judges, and runs where nothing may
@@ -29,7 +36,9 @@ const module = "github.com/backoff-audit/audit"
 // internal/infile (which bounds what is read) and internal/quote (which
 // quotes what a report prints of its input) are standard library only, so
 // any package may use them; internal/testutil, the tests' shared helpers,
-// reaches no package of the module.
+// reaches no package of the module. internal/arena, where a streamed audit
+// keeps its records off the Go heap, and internal/spill, where it sets its
+// chains aside, are standard library only too.
 func TestImportGraph(t *testing.T) {
 	tests := []struct {
 		pkg       string
@@ -37,11 +46,17 @@ func TestImportGraph(t *testing.T) {
 		onlyStd   bool     // standard library only
 		allowed   []string // with onlyStd unset and forbidden empty: the standard library and these only
 	}{
-		{pkg: "report", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/internal/text", module + "/internal/field", module + "/internal/quote"}},
-		{pkg: "report/html", allowed: []string{module + "/backoff", module + "/attempt", module + "/session", module + "/report", module + "/internal/text", module + "/internal/field", module + "/internal/quote", module + "/internal/outfile"}},
+		{pkg: "infer", allowed: []string{module + "/backoff", module + "/internal/text"}},
+		{pkg: "report", allowed: []string{module + "/backoff", module + "/attempt", module + "/attempt/internal/rec", module + "/session", module + "/report/herd", module + "/infer", module + "/internal/text", module + "/internal/field", module + "/internal/quote", module + "/internal/arena", module + "/internal/spill"}},
+		{pkg: "report/html", allowed: []string{module + "/backoff", module + "/attempt", module + "/attempt/internal/rec", module + "/session", module + "/report", module + "/report/herd", module + "/infer", module + "/internal/text", module + "/internal/field", module + "/internal/quote", module + "/internal/outfile", module + "/internal/arena", module + "/internal/spill"}},
 		{pkg: "backoff", onlyStd: true},
-		{pkg: "attempt", allowed: []string{module + "/backoff", module + "/internal/text", module + "/internal/field"}},
-		{pkg: "session", allowed: []string{module + "/backoff", module + "/attempt", module + "/internal/text", module + "/internal/field"}},
+		{pkg: "report/herd", allowed: []string{module + "/backoff", module + "/internal/text"}},
+		{pkg: "attempt", allowed: []string{module + "/backoff", module + "/attempt/internal/rec", module + "/internal/text", module + "/internal/field"}},
+		{pkg: "attempt/internal/rec", allowed: []string{module + "/backoff"}},
+		{pkg: "attempt/stream", allowed: []string{module + "/backoff", module + "/attempt", module + "/attempt/internal/rec", module + "/internal/text", module + "/internal/field", module + "/internal/arena", module + "/internal/spill"}},
+		{pkg: "internal/arena", onlyStd: true},
+		{pkg: "internal/spill", onlyStd: true},
+		{pkg: "session", allowed: []string{module + "/backoff", module + "/attempt", module + "/attempt/internal/rec", module + "/internal/text", module + "/internal/field", module + "/internal/arena", module + "/internal/spill"}},
 		{pkg: "pb", forbidden: []string{module + "/report", module + "/server", module + "/capture", module + "/interop", "github.com/gopacket/"}},
 		{pkg: "server", forbidden: []string{module + "/report", module + "/auditrun", module + "/capture", module + "/interop", "github.com/gopacket/", "github.com/google/gopacket"}},
 		{pkg: "capture", forbidden: []string{module + "/server", module + "/pb", module + "/interop", "google.golang.org/grpc"}},

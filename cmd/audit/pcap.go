@@ -63,6 +63,16 @@ is read.
 --herd ends the text and JSON reports with the herd: attempts per second,
 waves of reconnects made together, and how well jitter spreads them.
 
+--infer reads from each chain the policy its client runs, without assuming
+one (docs/spec.md §8): initial backoff, multiplier, jitter, cap (null when
+never reached) and connect timeout, each with an interval or "undetermined"
+and why (JSON: each peer's "inferred"). It then groups the peers into the
+policies they run, says which is gRPC's default, judges each chain against
+its own policy and counts the signatures it carries (JSON "policies", the
+text's last section, the HTML page's Policies table); a chain no policy
+explains is an outlier, named. The verdict and the exit code stay those of
+the policy flags.
+
 --record RECORD.jsonl (the file of 'audit server --record') judges each
 session of the record that overlaps the capture instead: the verified peer's
 chain by the policy of the session's own Start (a policy flag overrides it:
@@ -117,6 +127,7 @@ or unreadable input.`,
 	f.StringVar(&format, "format", format, "output format: text or json")
 	f.StringArrayVar(&cfg.Peers, "peer", nil, "report only this client address (repeatable)")
 	f.BoolVarP(&cfg.Verbose, "verbose", "v", false, "text: the interval table of every peer, passing ones included")
+	f.BoolVar(&cfg.Infer, "infer", false, "read each peer's policy from its chain and the policies the peers run (JSON: each peer's \"inferred\", \"policies\")")
 	f.BoolVar(&cfg.Herd, "herd", false, "end the report with the herd: attempts per second, waves of reconnects made together, jitter's spread (JSON: \"herd\")")
 	f.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML `FILE`: each chain against its windows, the herd, the cross-check")
 	f.StringVar(&cfg.Record, "record", "", "cross-check each session of this `RECORD.jsonl` file (written by audit server --record) against the SYNs")

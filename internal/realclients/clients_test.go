@@ -73,9 +73,13 @@ const tries = 3
 func runChecked(t *testing.T, st stack, m modeCase) {
 	for try := 1; ; try++ {
 		o := run(t, st, m.mode, m.args(st.name))
-		t.Logf("try %d: %s", try, o.summary())
+		t.Logf("try %d: %s%s", try, o.summary(), o.readingsSummary())
+		// The readings of one wire agree or not whatever the machine's
+		// load did to the client: every try's disagreement stands.
+		wantAgree(t, o)
 		rec := &recorder{TB: t}
 		rec.check(m.check, o)
+		rec.check(wantServerSaw, o)
 		if rec.skip != "" {
 			t.Skip(rec.skip)
 		}
@@ -144,7 +148,7 @@ func (r *recorder) Failed() bool { return len(r.errs) > 0 }
 
 var modes = []modeCase{
 	closeMode, closePlaintextMode, refuseMode, hangMode, hangDefaultMode, restartMode,
-	settingsCloseMode, goawayMode, otherNameMode,
+	settingsCloseMode, goawayMode, otherNameMode, outageMode,
 }
 
 // testCA is the retry port's test certificate, its own CA
@@ -173,7 +177,7 @@ var closeMode = modeCase{
 		// newer C-core's jittered, and jitter within the spec's window
 		// after it: a client with no backoff, or a wrong first one, fails
 		// here.
-		wantReadings(t, o, o.session.Result)
+		wantReadings(t, o, o.serverResult())
 		wantClientSawServer(t, o, 50*time.Millisecond)
 		wantKernelSawServer(t, o, 50*time.Millisecond)
 	},
@@ -206,7 +210,7 @@ var refuseMode = modeCase{
 		if len(o.chain) != 0 {
 			t.Errorf("the server accepted %d connections on a port that listened on nothing", len(o.chain))
 		}
-		if v := o.session.End.Verdict; v != backoff.NotJudged {
+		if v := o.end().Verdict; v != backoff.NotJudged {
 			t.Errorf("the server's verdict %q, want %q: it saw none of the attempts", v, backoff.NotJudged)
 		}
 		ts := needAttempts(t, o)
@@ -387,16 +391,16 @@ var restartMode = modeCase{
 	check: func(t testing.TB, o outcome) {
 		wantDeadlineOnly(t, o)
 		wantStopAgrees(t, o)
-		if o.back.IsZero() {
+		if o.session.Back.IsZero() {
 			t.Fatalf("the port never came back within the %v run", o.args.duration)
 		}
-		if d := o.back.Sub(o.session.Started); d < restartDown || d > restartDown+time.Second {
+		if d := o.session.Back.Sub(o.session.Start); d < restartDown || d > restartDown+time.Second {
 			t.Errorf("the port came back %v after Start, want %v", d, restartDown)
 		}
 		ts := needAttempts(t, o)
 		var after int
 		for _, a := range ts {
-			if !a.Before(o.back) {
+			if !a.Before(o.session.Back) {
 				after++
 			}
 		}
@@ -406,15 +410,102 @@ var restartMode = modeCase{
 		if o.noCapture == "" && len(o.chain) != after {
 			t.Errorf("the server accepted %d connections, the kernel saw %d SYNs after the port came back", len(o.chain), after)
 		}
-		if v := o.session.End.Verdict; v != backoff.NotJudged {
+		if v := o.end().Verdict; v != backoff.NotJudged {
 			t.Errorf("the server's verdict %q, want %q: it saw only the attempts after the port came back", v, backoff.NotJudged)
 		}
-		res := backoff.VerifyRun(o.policy(), ts, backoff.Run{Mode: o.mode, End: o.retryEnd(), Back: o.back})
+		res := backoff.VerifyRun(o.policy(), ts, backoff.Run{Mode: o.mode, End: o.retryEnd(), Back: o.session.Back})
 		wantReadings(t, o, res)
 		if rv := res.Recovery; rv == nil || !rv.OK {
 			t.Errorf("recovery %+v, want one, ok: the first attempt after the return on the backoff's schedule", rv)
 		}
 	},
+}
+
+// outageMode: a healthy server that goes down and comes back
+// (docs/spec.md §7.1). The port serves for 3 s, holding the client's
+// connection READY; then it closes it and refuses for 4 s, then serves
+// again. The client's success reset its backoff, so it comes back at once,
+// is refused, backs off as in refuse mode across the outage (1000, 1600,
+// then 2000 ms under the 2 s cap: its attempts fall at about 3.0, 4.0,
+// 5.6 and 7.6 s), and its first attempt after the return is READY again.
+var outageMode = modeCase{
+	name: "outage=3s,4s",
+	mode: backoff.RetryMode{Kind: backoff.ModeOutage, Serve: 3 * time.Second, Down: 4 * time.Second},
+	args: func(string) args {
+		return args{duration: 10 * time.Second, maxBackoffMS: 2000, caFile: testCA}
+	},
+	check: checkOutage,
+}
+
+func checkOutage(t testing.TB, o outcome) {
+	// The port answers each RPC UNAVAILABLE while it serves, and the
+	// client makes it again; the last one ends at the run's deadline.
+	for st, n := range o.line.Counts.RPCStatus {
+		if st != "UNAVAILABLE" && st != "DEADLINE_EXCEEDED" && st != "UNKNOWN" {
+			t.Errorf("%d retry RPCs ended in %s; want UNAVAILABLE, UNKNOWN or DEADLINE_EXCEEDED", n, st)
+		}
+	}
+	wantStopAgrees(t, o)
+	if v := o.end().Verdict; v != backoff.NotJudged {
+		t.Errorf("the server's verdict %q, want %q: it saw none of the attempts its port refused", v, backoff.NotJudged)
+	}
+	down, back := o.session.Down, o.session.Back
+	if down.IsZero() || back.IsZero() {
+		t.Fatalf("the port went down at %v and came back at %v; want both within the %v run", down, back, o.args.duration)
+	}
+	// The client's own account: READY, not READY once the port went down,
+	// READY again after it came back.
+	var states []string
+	for _, s := range o.line.States {
+		at := unixMS(s.UnixMS)
+		switch {
+		case s.State == "READY" && at.Before(down):
+			states = appendOnce(states, "READY before the outage")
+		case s.State != "READY" && !at.Before(down) && at.Before(back):
+			states = appendOnce(states, "not READY in the outage")
+		case s.State == "READY" && !at.Before(back):
+			states = appendOnce(states, "READY after it")
+		}
+	}
+	if want := []string{"READY before the outage", "not READY in the outage", "READY after it"}; !slices.Equal(states, want) {
+		t.Errorf("the client's channel states %v; want %v", o.line.States, want)
+	}
+	if o.noCapture != "" {
+		t.Logf("no capture (%s): the refused attempts show nowhere else", o.noCapture)
+		return
+	}
+	// The wire's account: attempt 1 READY, refused ones across the outage,
+	// the first after the return READY.
+	var fates []string
+	for i, e := range o.endings {
+		at := o.syns[i]
+		switch {
+		case e.Ready && at.Before(down):
+			fates = appendOnce(fates, "READY before the outage")
+		case e.Fate == backoff.FateRefused && !at.Before(down) && at.Before(back):
+			fates = appendOnce(fates, "refused in the outage")
+		case e.Ready && !at.Before(back):
+			fates = appendOnce(fates, "READY after it")
+		}
+	}
+	if want := []string{"READY before the outage", "refused in the outage", "READY after it"}; !slices.Equal(fates, want) {
+		t.Errorf("the attempts' fates %v at %v; want %v", o.endings, o.syns, want)
+	}
+	res, _ := o.verify()
+	if !res.Reference.Passed {
+		t.Errorf("the model: %s (%s); want passed", res.Reference.Verdict, res.Reason())
+	}
+	if rv := res.Recovery; rv == nil || !rv.OK || rv.ReadyMS == nil {
+		t.Errorf("recovery %+v, want one, ok, READY: the first attempt after the return on the backoff's schedule", rv)
+	}
+}
+
+// appendOnce appends s unless it is the last of list.
+func appendOnce(list []string, s string) []string {
+	if len(list) > 0 && list[len(list)-1] == s {
+		return list
+	}
+	return append(list, s)
 }
 
 // stormArgs are the settings of the modes whose connections succeed: TLS
@@ -514,19 +605,19 @@ func wantDeadlineOnly(t testing.TB, o outcome) {
 func wantServerAgrees(t testing.TB, o outcome) {
 	t.Helper()
 	res, _ := o.verify()
-	if got, want := o.session.End.Verdict, res.Reference.Verdict; got != want {
-		t.Errorf("the server's verdict %q (%s), the model's from the attempts %q (%s)", got, o.session.End.Reason, want, res.Reason())
+	if got, want := o.end().Verdict, res.Reference.Verdict; got != want {
+		t.Errorf("the server's verdict %q (%s), the model's from the attempts %q (%s)", got, o.end().Reason, want, res.Reason())
 	}
 }
 
 // wantStopAgrees: the client got the server's session in Stop's answer.
 func wantStopAgrees(t testing.TB, o outcome) {
 	t.Helper()
-	if diff := cmp.Diff(o.session.End.BackoffMS, o.line.BackoffMS, cmpopts.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(o.end().BackoffMS, o.line.BackoffMS, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("backoff_ms (-server's session +Stop's answer to the client):\n%s", diff)
 	}
-	if o.line.Passed == nil || *o.line.Passed != o.session.End.Passed {
-		t.Errorf("Stop's passed %v, the session's %v", o.line.Passed, o.session.End.Passed)
+	if o.line.Passed == nil || *o.line.Passed != o.end().Passed {
+		t.Errorf("Stop's passed %v, the session's %v", o.line.Passed, o.end().Passed)
 	}
 }
 
@@ -628,7 +719,8 @@ func TestCloseCheckFailsWrongBackoff(t *testing.T) {
 			a := closeMode.args(st.name)
 			a.duration, a.initialBackoffMS = 4*time.Second, 100
 			o := run(t, st, closeMode.mode, a)
-			t.Logf("%s", o.summary())
+			t.Logf("%s%s", o.summary(), o.readingsSummary())
+			wantAgree(t, o)
 			rec := &recorder{TB: t}
 			rec.check(closeMode.check, o)
 			if len(rec.errs) == 0 {

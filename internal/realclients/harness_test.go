@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -16,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,12 +26,11 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
-	"github.com/backoff-audit/audit/capture"
 	"github.com/backoff-audit/audit/internal/testutil"
 	"github.com/backoff-audit/audit/interop"
 	"github.com/backoff-audit/audit/server"
+	"github.com/backoff-audit/audit/session"
 )
 
 // repoRoot is the module's root seen from this package's directory, where
@@ -73,6 +72,10 @@ type args struct {
 	// client's defaults (system roots or a certificate made in memory,
 	// foo.test.google.fr).
 	caFile, hostOverride string
+	// mode is the retry port's, which grpc-go's own check judges in
+	// (audit client --retry_mode); the script clients leave the check to
+	// the test.
+	mode backoff.RetryMode
 }
 
 // scriptFlags are the flags both script clients take
@@ -118,6 +121,8 @@ type clientLine struct {
 	// Counts are the totals of the lists above, which keep their first
 	// 1000 entries only.
 	Counts counts `json:"counts"`
+	// own is grpc-go's own check of backoff_ms (interop.Report.Own).
+	own *backoff.Result
 }
 
 type counts struct {
@@ -299,6 +304,7 @@ func runGrpcGo(ctx context.Context, a args) (clientLine, string, error) {
 		// As the script clients do: an RPC always waits (harmless where
 		// the RPC can only end at its deadline).
 		Reissue: true,
+		Mode:    a.mode,
 	}
 	if a.initialBackoffMS > 0 {
 		cfg.InitialBackoffMS = a.initialBackoffMS
@@ -327,6 +333,7 @@ func runGrpcGo(ctx context.Context, a args) (clientLine, string, error) {
 	}
 	passed := rep.Server.GetPassed()
 	line.Passed, line.BackoffMS = &passed, rep.Server.GetBackoffMs()
+	line.own = &rep.Own
 	return line, "", nil
 }
 
@@ -343,7 +350,8 @@ func upperSnake(s string) string {
 	return b.String()
 }
 
-// outcome is what one run left: the client's line and the server's session.
+// outcome is what one run left: the client's line, the server's session
+// and log, and every reading of the run.
 type outcome struct {
 	// stack is the client's family (stack.family), what the checks know;
 	// jittersFirst is its stack's.
@@ -353,25 +361,35 @@ type outcome struct {
 	args         args
 	line         clientLine
 	stderr       string
-	// session is the run's one session; chain the server's accept times of
-	// its verified peer.
-	session server.Session
+	// session is the run's one session as the server's record file has
+	// it; chain the server's accept times of its verified peer.
+	session session.Session
 	chain   []time.Time
-	// syns are the kernel's timestamps of the SYNs to the retry port, one
-	// per attempt (docs/spec.md §5.2), when the capture could open;
+	// log is the server's log.
+	log string
+	// syns are the kernel's timestamps of the verified peer's attempts
+	// inside the session, one per attempt (docs/spec.md §5.2), and endings
+	// their fates, as audit live read them, when the capture could open;
 	// noCapture says why it could not.
 	syns      []time.Time
+	endings   []backoff.Ending
 	noCapture string
-	// back is when a restarted retry port listened again; zero otherwise.
-	back time.Time
+	// readings are the run's readings by name, when the capture could open.
+	readings readings
 }
+
+// end is the session's end; the record holds one for every session run
+// checks.
+func (o outcome) end() session.SessionEnd { return *o.session.End }
 
 // policy is what the run is judged against (docs/spec.md §7.3): the
 // spec's, with the run's cap and connect timeout.
-func (o outcome) policy() backoff.Policy {
-	p := backoff.ReferencePolicy(o.args.maxBackoffMS)
-	if o.args.minConnectMS > 0 {
-		p.MinConnectTimeout = time.Duration(o.args.minConnectMS) * time.Millisecond
+func (o outcome) policy() backoff.Policy { return o.args.policy() }
+
+func (a args) policy() backoff.Policy {
+	p := backoff.ReferencePolicy(a.maxBackoffMS)
+	if a.minConnectMS > 0 {
+		p.MinConnectTimeout = time.Duration(a.minConnectMS) * time.Millisecond
 	}
 	return p
 }
@@ -393,24 +411,35 @@ func (o outcome) retryEnd() time.Time {
 }
 
 // verify judges the attempts with the model of docs/spec.md §7.3 for the
-// run's mode, and names the known deviations they match (§7.4). How each
-// held attempt ended (hang mode) is the server's, where its accepts are
-// the same attempts.
+// run's mode, with their fates where the capture shows them, and names
+// the known deviations they match (§7.4).
 func (o outcome) verify() (backoff.Result, []backoff.Signature) {
 	ts, _ := o.attempts()
-	run := backoff.Run{Mode: o.mode, End: o.retryEnd(), Back: o.back}
-	if len(o.session.Endings) == len(ts) {
-		run.Endings = o.session.Endings
+	run := o.session.Run()
+	run.End = o.retryEnd()
+	if o.noCapture == "" {
+		run.Endings = o.endings
 	}
 	r := backoff.VerifyRun(o.policy(), ts, run)
 	return r, backoff.Signatures(r)
 }
 
-// run starts a server on loopback in mode, runs one client of st against
-// it and returns what both saw. The client runs the interop steps itself
-// (Start, the retry channel for a.duration, Stop).
+// serverResult is the server's reading of its own list: the model over
+// its accept times, as Stop's verdict has it.
+func (o outcome) serverResult() backoff.Result {
+	return backoff.VerifyRun(o.session.Params.Policy, o.chain, o.session.Run())
+}
+
+// run starts audit live on loopback in mode, with the readings beside it,
+// runs one client of st against its server and returns what all saw. The
+// client runs the interop steps itself (Start, the retry channel for
+// a.duration, Stop). Where this process cannot capture, the server runs
+// alone, and there are no readings.
 func run(t *testing.T, st stack, mode backoff.RetryMode, a args) outcome {
 	t.Helper()
+	awaitTurn()
+	a.mode = mode
+	dir := t.TempDir()
 	var log testutil.SyncBuffer
 	cfg := server.Config{
 		ControlAddr: "127.0.0.1:0",
@@ -423,25 +452,26 @@ func run(t *testing.T, st stack, mode backoff.RetryMode, a args) outcome {
 		// clients' connect timeout (docs/spec.md §7.3).
 		cfg.MinConnectTimeout = time.Duration(a.minConnectMS) * time.Millisecond
 	}
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatalf("server.New: %v", err)
-	}
 	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("server Close: %v", err)
-		}
 		if t.Failed() {
 			t.Logf("server log:\n%s", log.String())
+			keepFiles(t, dir)
 		}
 	})
-	_, port, err := net.SplitHostPort(srv.ControlAddr())
-	if err != nil {
-		t.Fatalf("control address %s: %v", srv.ControlAddr(), err)
+	o := outcome{stack: st.family, jittersFirst: st.jittersFirst, mode: mode, noCapture: noCapture()}
+	var lr *liveReadings
+	var record string
+	if o.noCapture == "" {
+		lr = startReadings(t, cfg, dir, a.policy(), a.minConnectMS > 0)
+		a.controlPort, a.retryPort, record = lr.control, lr.retry, lr.record
+	} else {
+		if isCI() {
+			t.Fatalf("no capture, so none of the readings: %s", o.noCapture)
+		}
+		t.Logf("NO READINGS: only the server's list is checked: %s", o.noCapture)
+		record = filepath.Join(dir, "record.jsonl")
+		a.controlPort, a.retryPort = serverAlone(t, cfg, record)
 	}
-	a.controlPort, _ = strconv.Atoi(port)
-	a.retryPort = srv.RetryPort()
-	stopCapture, noCapture := captureSYNs(t, a.retryPort)
 
 	ctx, cancel := context.WithTimeout(context.Background(), a.duration+time.Minute)
 	defer cancel()
@@ -452,72 +482,97 @@ func run(t *testing.T, st stack, mode backoff.RetryMode, a args) outcome {
 	if line.Error != "" {
 		t.Fatalf("%s client: %s\nstderr:\n%s", st.name, line.Error, stderr)
 	}
-	o := outcome{stack: st.family, jittersFirst: st.jittersFirst, mode: mode, args: a, line: line, stderr: stderr, noCapture: noCapture}
-	if stopCapture != nil {
-		o.syns = stopCapture()
+	o.args, o.line, o.stderr = a, line, stderr
+	if lr != nil {
+		o.readings = lr.finish(t)
+		if c := o.readings[readLive].chain(); c != nil {
+			for _, at := range c.Attempts {
+				o.syns, o.endings = append(o.syns, at.Time), append(o.endings, at.Ending)
+			}
+		}
 	}
-	sessions := srv.Sessions()
-	if len(sessions) != 1 {
-		t.Fatalf("%d sessions after the %s client's run, want 1", len(sessions), st.name)
-	}
-	o.session = sessions[0]
-	if p := o.session.End.VerifiedPeer; p.IsValid() {
-		o.chain = o.session.Times(p)
-	}
-	o.back = o.session.Back
+	o.log = log.String()
+	o.session = recordSession(t, record)
+	o.chain = acceptTimes(o.session, o.end().VerifiedPeer)
 	return o
 }
 
-// captureSYNs captures the SYNs to port on lo, where this process may
-// capture (root, or CAP_NET_RAW): in refuse mode and while a restarted
-// port is down only the kernel sees the attempts (docs/spec.md §7.1).
-// stop ends the capture and returns one time per attempt, a retransmitted
-// SYN counted once (docs/spec.md §5.2). Where the capture cannot open, stop
-// is nil and why says so.
-func captureSYNs(t *testing.T, port int) (stop func() []time.Time, why string) {
+// startSpacing is the least time between two runs' starts. Started at
+// once, the runs' clients (a Python or Node interpreter each) and
+// auditors take both cores for seconds, and the servers in this process
+// stamp their first accepts 100–400 ms late: a try that says nothing of
+// the client. Spaced, the ~40 runs start within 6 s.
+const startSpacing = 150 * time.Millisecond
+
+var (
+	turnMu   sync.Mutex
+	lastTurn time.Time
+)
+
+// awaitTurn returns when the run may start: startSpacing after the last.
+func awaitTurn() {
+	turnMu.Lock()
+	defer turnMu.Unlock()
+	time.Sleep(time.Until(lastTurn.Add(startSpacing)))
+	lastTurn = time.Now()
+}
+
+// serverAlone runs the server in this process until the test ends, with
+// its record in the file record, and returns its ports.
+func serverAlone(t *testing.T, cfg server.Config, record string) (control, retry int) {
 	t.Helper()
-	// A small ring: the run sends a few SYNs a second at most.
-	l, err := capture.OpenLive(capture.LiveConfig{Iface: "lo", Port: uint16(port), BufferSize: 1 << 20})
+	f, err := server.OpenRecord(record, cfg.Logger)
 	if err != nil {
-		return nil, err.Error()
+		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	type tuple struct {
-		src netip.AddrPort
-		seq uint32
+	cfg.Record = f
+	srv, err := server.New(cfg)
+	if err != nil {
+		f.Close()
+		t.Fatalf("server.New: %v", err)
 	}
-	var (
-		mu    sync.Mutex
-		seen  = map[tuple]bool{}
-		times []time.Time
-		done  = make(chan error, 1)
-	)
-	go func() {
-		done <- l.Run(ctx, func(s attempt.SYN) {
-			mu.Lock()
-			defer mu.Unlock()
-			if a := (tuple{s.Src, s.Seq}); !seen[a] {
-				seen[a] = true
-				times = append(times, s.Time)
-			}
-		}, nil)
-	}()
-	stopped := false
-	stop = func() []time.Time {
-		if !stopped {
-			stopped = true
-			cancel() // Run drains what the kernel holds, then returns
-			if err := <-done; err != nil {
-				t.Errorf("capture on lo: %v", err)
-			}
-			l.Close()
+	t.Cleanup(func() {
+		if err := errors.Join(srv.Close(), f.Close()); err != nil {
+			t.Errorf("server: %v", err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(times)
+	})
+	_, port, err := net.SplitHostPort(srv.ControlAddr())
+	if err != nil {
+		t.Fatalf("control address %s: %v", srv.ControlAddr(), err)
 	}
-	t.Cleanup(func() { stop() })
-	return stop, ""
+	control, _ = strconv.Atoi(port)
+	return control, srv.RetryPort()
+}
+
+// acceptTimes are the server's accept times of addr's chain in s.
+func acceptTimes(s session.Session, addr netip.Addr) []time.Time {
+	var ts []time.Time
+	for _, a := range s.Accepts {
+		if a.Peer.Addr().Unmap() == addr {
+			ts = append(ts, a.Time)
+		}
+	}
+	return ts
+}
+
+// recordSession is the one session of the record file, which must have
+// ended.
+func recordSession(t *testing.T, path string) session.Session {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	events, err := session.ReadRecord(f)
+	if err != nil {
+		t.Fatalf("record %s: %v", path, err)
+	}
+	all := session.Sessions(events)
+	if len(all) != 1 || all[0].End == nil {
+		t.Fatalf("record %s holds %d sessions, want 1 that ended", path, len(all))
+	}
+	return all[0]
 }
 
 // gaps are the intervals between the server's accepts of the verified
@@ -573,7 +628,7 @@ func (o outcome) connectFailures() (at []time.Time, backoffMS []int) {
 // package's tests measure, each time in ms from the session's Start.
 func (o outcome) summary() string {
 	var b strings.Builder
-	origin := o.session.Started
+	origin := o.session.Start
 	rel := func(t time.Time) string { return strconv.FormatFloat(float64(t.Sub(origin))/1e6, 'f', 0, 64) }
 	fmt.Fprintf(&b, "%s %s (%s), mode %s, duration %v, cap %d ms", o.line.Client, o.line.Version, o.line.Runtime, o.mode, o.args.duration, o.args.maxBackoffMS)
 	if o.args.minConnectMS > 0 {
@@ -601,7 +656,7 @@ func (o outcome) summary() string {
 			rv.Attempt+1, rv.AfterMS, rv.OwedMS, rv.MinMS, rv.MaxMS, rv.OK)
 	}
 	fmt.Fprintf(&b, "\n  server: %d attempts from the verified peer, at %s ms; intervals %s ms; %s (strict %s)",
-		len(o.chain), joinTimes(o.chain, rel), joinMS(o.gaps()), o.session.End.Verdict, o.session.Result.Strict.Verdict)
+		len(o.chain), joinTimes(o.chain, rel), joinMS(o.gaps()), o.end().Verdict, o.serverResult().Strict.Verdict)
 	if o.noCapture == "" {
 		fmt.Fprintf(&b, "\n  kernel: %d SYNs at %s ms; intervals %s ms", len(o.syns), joinTimes(o.syns, rel), joinMS(gapsOf(o.syns)))
 	}

@@ -12,6 +12,7 @@ import (
 var (
 	MixedReport = mixedReport
 	BigAudit    = bigAudit
+	MixAudit    = mixAudit
 	AddChain    = addChain
 	MsDur       = msDur
 	Start       = fixtureStart

@@ -90,7 +90,12 @@ func mixedReport() *report.SessionReport {
 // "Benchmark capture"): 90 % spec-like, 5 % with zero backoff, 5 % with a
 // constant 1 s; 8 attempts each, starting over a minute; one attempt in a
 // hundred retransmitted.
-func bigTracker(n int) *attempt.Tracker {
+func bigTracker(n int) *attempt.Tracker { return mixTracker(n, 20) }
+
+// mixTracker holds n peers of which two in every brokenEvery break the
+// policy, one with zero backoff, one with a constant 1 s; the others are
+// spec-like.
+func mixTracker(n, brokenEvery int) *attempt.Tracker {
 	r := rand.New(rand.NewPCG(1, uint64(n)))
 	p := backoff.DefaultPolicy()
 	tr := attempt.NewTracker()
@@ -101,12 +106,12 @@ func bigTracker(n int) *attempt.Tracker {
 			if k > 0 {
 				var gap time.Duration
 				switch {
-				case i%20 == 0: // zero backoff after the first (docs/spec.md §6.3)
+				case i%brokenEvery == 0: // zero backoff after the first (docs/spec.md §6.3)
 					gap = time.Duration(200+r.IntN(300)) * time.Microsecond
 					if k == 1 {
 						gap = time.Second
 					}
-				case i%20 == 1:
+				case i%brokenEvery == 1:
 					gap = time.Second
 				default:
 					e := p.Expected(k)
@@ -129,8 +134,11 @@ func bigTracker(n int) *attempt.Tracker {
 }
 
 // bigAudit is the audit of bigTracker(n), as `audit pcap` makes it.
-func bigAudit(n int) *report.Audit {
-	tr := bigTracker(n)
+func bigAudit(n int) *report.Audit { return mixAudit(n, 20) }
+
+// mixAudit is the audit of mixTracker(n, brokenEvery).
+func mixAudit(n, brokenEvery int) *report.Audit {
+	tr := mixTracker(n, brokenEvery)
 	return report.NewAudit(retryPort.Port(), backoff.DefaultPolicy(), backoff.Run{}, tr.Chains(),
 		attempt.CaptureInfo{Packets: uint64(tr.SYNs()), SYNs: uint64(tr.SYNs())})
 }

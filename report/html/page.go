@@ -1,5 +1,5 @@
 // Package html writes an audit report as one self-contained HTML
-// page: the summary, the herd (report.Herd), each cross-check, and every
+// page: the summary, the herd (herd.Reading), each cross-check, and every
 // peer's attempts against the windows of docs/spec.md §3 (or of the retry
 // mode's model, docs/spec.md §7.3). CSS, SVG and a little script are
 // inline; the page fetches nothing, so it opens from disk, and it reads
@@ -26,6 +26,7 @@ import (
 	"github.com/backoff-audit/audit/internal/outfile"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/herd"
 )
 
 var (
@@ -67,6 +68,14 @@ func Write(w io.Writer, d report.Document) error {
 	if err := writePeers(bw, &r, pg); err != nil {
 		return fmt.Errorf("write html report: %w", err)
 	}
+	if err := pageTemplate.ExecuteTemplate(bw, "mid", pg); err != nil {
+		return fmt.Errorf("write html report: %w", err)
+	}
+	if pg.Compact > 0 {
+		if err := writeCompact(bw, &r, pg); err != nil {
+			return fmt.Errorf("write html report: %w", err)
+		}
+	}
 	if err := pageTemplate.ExecuteTemplate(bw, "tail", pg); err != nil {
 		return fmt.Errorf("write html report: %w", err)
 	}
@@ -85,9 +94,14 @@ type page struct {
 	Warnings []string
 	Herd     herdView
 	Checks   []checkView
-	// Full counts the peers written in full; the others are rows.
+	// Policies is the policies the peers run, with --infer; nil without.
+	Policies *policiesView
+	// Full counts the peers written in full; the others are rows, or
+	// beyond RowsUpTo of them, Compact lines.
 	Full       int
+	Compact    int
 	TablesUpTo int
+	RowsUpTo   int
 	// The herd's rules, in words.
 	MinPeers         int
 	WaveRule, Window string
@@ -97,12 +111,12 @@ type page struct {
 	marks map[int]map[int]string
 }
 
-func newPage(r *report.Parts, h report.Herd) *page {
+func newPage(r *report.Parts, h herd.Reading) *page {
 	pg := &page{R: r, Pass: r.Summary.PassedAll, Line: r.Summary.String(), CapLine: r.Summary.CapLine(),
 		Mode: r.Mode.String(), Warnings: r.Capture.Warnings(), Anchors: map[netip.Addr]string{},
-		marks: map[int]map[int]string{}, TablesUpTo: report.TablesUpTo, MinPeers: report.HerdMinPeers,
-		WaveRule: fmt.Sprintf("%.0f %% of the peers that made it, and at least %d peers,", report.HerdMinShare*100, report.HerdMinPeers),
-		Window:   fmtMS(float64(report.HerdWindow) / 1e6)}
+		marks: map[int]map[int]string{}, TablesUpTo: report.TablesUpTo, RowsUpTo: RowsUpTo, MinPeers: herd.MinPeers,
+		WaveRule: fmt.Sprintf("%.0f %% of the peers that made it, and at least %d peers,", herd.MinShare*100, herd.MinPeers),
+		Window:   fmtMS(float64(herd.Window) / 1e6)}
 	for i := range r.Peers.Len() {
 		if p := r.Peers.Peer(i); pg.Anchors[p] == "" {
 			pg.Anchors[p] = peerID(i)
@@ -124,14 +138,25 @@ func newPage(r *report.Parts, h report.Herd) *page {
 		}
 	}
 	pg.Herd = newHerdView(h, pg.Anchors)
+	pg.Policies = newPoliciesView(r.Peers.Inferred(), pg.Anchors)
 	pg.Checks = newCheckViews(r, pg)
 	for i := range r.Peers.Len() {
 		if pg.full(i) {
 			pg.Full++
 		}
 	}
+	if rows := r.Peers.Len() - pg.Full; rows > RowsUpTo {
+		pg.Compact = rows
+	}
 	return pg
 }
+
+// RowsUpTo is the number of passing peers up to which each is a row that
+// opens to its chart; beyond it, each is a line of a compact list that
+// the page draws a page at a time, and its attempts are in the JSON
+// report. A page of 100 000 rows was 137 MB and took Chromium minutes to
+// open (TestBrowserHuge measures the compact page).
+const RowsUpTo = 10_000
 
 // full reports whether peer i is written in full: every peer of a small
 // report (as the text report gives each its table, report.TablesUpTo),

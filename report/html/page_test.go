@@ -334,6 +334,51 @@ func TestWriteBig(t *testing.T) {
 	}
 }
 
+// TestWriteCompact: beyond RowsUpTo passing peers, each is a line of
+// the compact list's data, not a row, and the page says so.
+func TestWriteCompact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("12 000 peers")
+	}
+	a := bigAudit(12000)
+	r := a.Parts()
+	b, doc := writePage(t, a)
+	t.Logf("12 000 peers: %.2f MB", float64(len(b))/1e6)
+	notPassed := r.Summary.Peers - r.Summary.Passed
+	if r.Summary.Passed <= RowsUpTo {
+		t.Fatalf("%d passing peers: the test needs more than %d", r.Summary.Passed, RowsUpTo)
+	}
+	if got := len(find(doc, byClass("article", "peer"))); got != notPassed {
+		t.Errorf("%d peers in full, want the %d that did not pass", got, notPassed)
+	}
+	if got := len(find(doc, byClass("details", "row"))); got != 0 {
+		t.Errorf("%d rows, want none", got)
+	}
+	data := find(doc, func(n *xhtml.Node) bool { return n.Data == "script" && attr(n, "id") == "cdata" })
+	if len(data) != 1 || data[0].FirstChild == nil {
+		t.Fatalf("%d compact data scripts, want one with text", len(data))
+	}
+	lines := strings.Split(strings.TrimSpace(data[0].FirstChild.Data), "\n")
+	if len(lines) != r.Summary.Passed {
+		t.Fatalf("%d lines of compact data, want %d", len(lines), r.Summary.Passed)
+	}
+	for k, line := range lines {
+		f := strings.Split(line, "\t")
+		i, err := strconv.Atoi(f[0])
+		if len(f) != 6 || err != nil || i < 0 || i >= r.Peers.Len() {
+			t.Fatalf("line %d: %q: want 6 fields, the first a peer's position", k, line)
+		}
+		p := r.Peers.Brief(i)
+		want := fmt.Sprintf("%d\t%s\t%d\t%d\t%.2f\t%d", i, p.Peer, p.Attempts, p.Retransmits, p.MaxJitterPct, p.Strict.FirstFailure)
+		if line != want || p.Verdict != backoff.Passed {
+			t.Fatalf("line %d: %q, want %q of a passing peer (%s)", k, line, want, p.Verdict)
+		}
+	}
+	if !bytes.Contains(b, []byte(fmt.Sprintf("The %d others passed", r.Summary.Passed))) {
+		t.Error("the page does not say the passing peers are listed compactly")
+	}
+}
+
 type failingWriter struct{ n int }
 
 func (w *failingWriter) Write(p []byte) (int, error) {

@@ -37,11 +37,47 @@ func writePeers(w *bufio.Writer, r *report.Parts, pg *page) error {
 	}
 	return report.WritePeers(w, r.Peers, func() *formatter { return new(formatter) },
 		func(b []byte, f *formatter, i int, peer func() *report.PeerReport) ([]byte, error) {
-			if pg.full(i) {
+			switch {
+			case pg.full(i):
 				return appendFullPeer(b, i, rank[i], peer(), pg.marks[i]), nil
+			case pg.Compact > 0:
+				return b, nil // a line of the compact list (writeCompact)
 			}
 			return f.appendRowPeer(b, i, rank[i], peer()), nil
 		})
+}
+
+// writeCompact writes the compact list's data: a line a peer not written
+// in full, of tab-separated fields that script.js reads (cdata):
+//
+//	position in the report, address, attempts, retransmits,
+//	largest |jitter| (%), the strict reading's first failing interval (0: passed)
+//
+// from the section's index, without reading a chain.
+func writeCompact(w *bufio.Writer, r *report.Parts, pg *page) error {
+	var b []byte
+	for i := range r.Peers.Len() {
+		if pg.full(i) {
+			continue
+		}
+		p := r.Peers.Brief(i)
+		b = strconv.AppendInt(b[:0], int64(i), 10)
+		b = append(b, '\t')
+		b = appendAddr(b, p.Peer)
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, int64(p.Attempts), 10)
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, int64(p.Retransmits), 10)
+		b = append(b, '\t')
+		b = appendFixed(b, p.MaxJitterPct, 2)
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, int64(p.Strict.FirstFailure), 10)
+		b = append(b, '\n')
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // formatter holds what one goroutine of writePeers reuses from peer to
@@ -295,6 +331,9 @@ func termCode(t backoff.Term) int {
 // reconnect rate (docs/spec.md §7.3), as the text report words them.
 func peerNotes(p *report.PeerReport) []string {
 	var out []string
+	if p.BegunBefore {
+		out = append(out, report.BegunBeforeNote)
+	}
 	for _, sg := range p.Signatures {
 		out = append(out, fmt.Sprintf("signature: %s (seen in %s): %s", sg.Name, sg.Seen, sg.Detail))
 	}

@@ -1,17 +1,48 @@
 "use strict";
 // The page's only script: it filters and sorts the peers, draws a passing
 // peer's chart and table when its row opens (from its data-d, the same
-// numbers svg.go and peer.go draw a failing peer from), and shows the
-// attempts-per-second chart's counts under the pointer.
+// numbers svg.go and peer.go draw a failing peer from), draws the compact
+// list of a large report's passing peers a page at a time (from cdata, a
+// line a peer), and shows the attempts-per-second chart's counts under
+// the pointer.
 (function () {
   var list = document.getElementById("plist");
   var peers = Array.prototype.slice.call(list.children);
+
+  // The compact list: [position, address, attempts, retransmits, max
+  // |jitter|, strict first failing interval] a peer, shown by the filter
+  // (cshown, in the sort's order), cpage of them drawn.
+  var cdata = document.getElementById("cdata"), comp = [], cshown = [], cpage = 0, CPAGE = 200;
+  var clist = document.getElementById("clist"), cmore = document.getElementById("c-more"), ccount = document.getElementById("c-count");
+  if (cdata) {
+    cdata.textContent.split("\n").forEach(function (l) {
+      if (!l) return;
+      var f = l.split("\t");
+      comp.push([+f[0], f[1], +f[2], +f[3], +f[4], +f[5]]);
+    });
+    cshown = comp.slice();
+  }
+  function cline(c) {
+    var s = '<tr id="p-' + c[0] + '" class="pass"><td class="mark">✓</td><td class="addr">' + esc(c[1]) + "</td><td>" + c[2] +
+      "</td><td>" + c[3] + "</td><td>" + (c[5] ? "failed at interval " + c[5] : "passed") + "</td><td>" + c[4].toFixed(2) + " %</td></tr>";
+    return s;
+  }
+  function cdraw(upTo) {
+    if (!clist) return;
+    cpage = Math.min(Math.max(upTo, CPAGE), cshown.length);
+    var s = "";
+    for (var i = 0; i < cpage; i++) s += cline(cshown[i]);
+    clist.innerHTML = s;
+    cmore.hidden = cpage >= cshown.length;
+    ccount.textContent = cpage + " of " + cshown.length + " drawn";
+  }
 
   // Filter and sort.
   var fAddr = document.getElementById("f-addr");
   var fVerdict = document.getElementById("f-verdict");
   var fSort = document.getElementById("f-sort");
   var fCount = document.getElementById("f-count");
+  var total = peers.length + comp.length;
   function apply() {
     var q = fAddr.value.trim().toLowerCase(), v = fVerdict.value, shown = 0;
     for (var i = 0; i < peers.length; i++) {
@@ -21,7 +52,21 @@
       p.classList.toggle("hidden", !ok);
       if (ok) shown++;
     }
-    fCount.textContent = shown + " of " + peers.length + " peers shown";
+    if (comp.length) {
+      // Every line of the compact list passed.
+      var all = !v || v === "pass";
+      cshown = all ? comp.filter(function (c) { return !q || c[1].toLowerCase().indexOf(q) >= 0; }) : [];
+      csort();
+      shown += cshown.length;
+    }
+    fCount.textContent = shown + " of " + total + " peers shown";
+  }
+  // csort orders the compact list as the sort asks: the report's order
+  // is the address's among passing peers.
+  function csort() {
+    var key = fSort.value, col = key === "n" ? 2 : key === "j" ? 4 : 0;
+    cshown.sort(function (a, b) { return (col ? b[col] - a[col] : 0) || a[0] - b[0]; });
+    cdraw(CPAGE);
   }
   function sort() {
     var key = fSort.value, desc = key === "n" || key === "j";
@@ -33,14 +78,19 @@
     var frag = document.createDocumentFragment();
     sorted.forEach(function (p) { frag.appendChild(p); });
     list.appendChild(frag);
+    if (comp.length) csort();
   }
   fAddr.addEventListener("input", apply);
   fVerdict.addEventListener("change", apply);
   fSort.addEventListener("change", sort);
+  if (cmore) cmore.addEventListener("click", function () { cdraw(cpage + CPAGE * 5); });
   // A form restored by the browser (back, reload) filters at once;
   // otherwise every peer shows, and none needs touching.
   if (fAddr.value || fVerdict.value) apply();
-  else fCount.textContent = peers.length + " of " + peers.length + " peers shown";
+  else {
+    fCount.textContent = total + " of " + total + " peers shown";
+    cdraw(CPAGE);
+  }
   if (fSort.value !== "o") sort();
 
   // A row's chart and table, drawn when it first opens.
@@ -165,9 +215,24 @@
     el.dataset.drawn = "1";
   }
 
-  // A link to a row, or into one, opens it.
+  // A link to a row, or into one, opens it; a link to a line of the
+  // compact list draws the list down to it, shown whatever the filter.
   function openTarget() {
     var id = decodeURIComponent(location.hash.slice(1)), el = id && document.getElementById(id);
+    var cm = !el && comp.length && /^p-(\d+)$/.exec(id);
+    if (cm) {
+      var at = cshown.findIndex(function (c) { return c[0] === +cm[1]; });
+      if (at < 0 && comp.some(function (c) { return c[0] === +cm[1]; })) {
+        fAddr.value = "";
+        fVerdict.value = "";
+        apply();
+        at = cshown.findIndex(function (c) { return c[0] === +cm[1]; });
+      }
+      if (at >= 0) {
+        cdraw(at + 1);
+        el = document.getElementById(id);
+      }
+    }
     var m = !el && /^(p-\d+)-i\d+$/.exec(id), row = el || m && document.getElementById(m[1]);
     if (row && row.tagName === "DETAILS") {
       // Drawn now, not on the toggle event, so that the scroll lands on it.

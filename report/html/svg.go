@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
-	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/herd"
 	"github.com/backoff-audit/audit/session"
 )
 
@@ -258,7 +258,7 @@ func appendTitle(b []byte, k int, iv chartIv) []byte {
 
 // appendRateChart appends the herd's attempts over time: one bar per
 // bucket, the peak second named.
-func appendRateChart(b []byte, h report.Herd) []byte {
+func appendRateChart(b []byte, h herd.Reading) []byte {
 	counts := h.Rate.Counts
 	if len(counts) == 0 {
 		return b

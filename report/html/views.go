@@ -8,12 +8,13 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/report"
+	"github.com/backoff-audit/audit/report/herd"
 	"github.com/backoff-audit/audit/session"
 )
 
 // herdView is the herd section.
 type herdView struct {
-	report.Herd
+	herd.Reading
 	Chart     template.HTML
 	Offenders []offenderView
 	// Bunched counts the attempts bunched; the others spread.
@@ -21,12 +22,12 @@ type herdView struct {
 }
 
 type offenderView struct {
-	report.Offender
+	herd.Offender
 	Anchor string
 }
 
-func newHerdView(h report.Herd, anchors map[netip.Addr]string) herdView {
-	v := herdView{Herd: h, Chart: template.HTML(appendRateChart(nil, h))}
+func newHerdView(h herd.Reading, anchors map[netip.Addr]string) herdView {
+	v := herdView{Reading: h, Chart: template.HTML(appendRateChart(nil, h))}
 	for _, o := range h.Offenders {
 		v.Offenders = append(v.Offenders, offenderView{o, anchors[o.Peer]})
 	}

@@ -113,16 +113,7 @@ func sum(ds []time.Duration) time.Duration {
 // (C-core since 2024); the rest are broken clients that retry without
 // backoff or with a too-short one.
 func benchChain(r *rand.Rand, i int) chain {
-	var client netip.Addr
-	server := benchServer4
-	if i%2 == 0 {
-		client = netip.AddrFrom4([4]byte{10, byte(100 + i>>16), byte(i >> 8), byte(i)})
-	} else {
-		var a [16]byte
-		copy(a[:], netip.MustParseAddr("fd00:1::").AsSlice())
-		a[12], a[13], a[14], a[15] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
-		client, server = netip.AddrFrom16(a), benchServer6
-	}
+	client, server := peerAddr(i)
 	n := 2 + r.IntN(12)
 	c := chain{client: client, server: server, start: epoch.Add(time.Duration(r.Int64N(int64(time.Minute))))}
 	switch k := r.IntN(100); {

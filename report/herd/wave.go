@@ -1,10 +1,10 @@
-package report
+package herd
 
 import "github.com/backoff-audit/audit/backoff"
 
 // A herd read as it goes (`audit watch`) sees each wave as it comes,
 // among the attempts of the peers around it, never the whole capture's:
-// it judges a wave by the rule of NewHerd all the same.
+// it judges a wave by the rule of Read all the same.
 
 // WaveSpreadMS is the standard deviation in ms that the jitter of policy p
 // gives the time of attempt k (0 for the first) from a peer's first

@@ -1,0 +1,263 @@
+package stream
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/backoff-audit/audit/attempt"
+	"github.com/backoff-audit/audit/attempt/internal/rec"
+
+	"github.com/backoff-audit/audit/backoff"
+)
+
+// handOverBytes writes the chain of entry e, of head h, to the batch as
+// chain Len(), which h then names.
+func (s *Stream) handOverBytes(e []byte, h *entryHead) {
+	ref := blobRef{off: int64(len(s.batch)), n: uint32(len(e))}
+	s.batch = append(s.batch, e...)
+	h.chain = int32(len(s.chains))
+	s.chains = append(s.chains, ref)
+	if len(s.chains)-s.flushed >= streamBatch {
+		s.flush()
+	}
+}
+
+// flush hands the chains of the batch to OnOver, then moves them to the
+// spill.
+func (s *Stream) flush() {
+	from, to := s.flushed, len(s.chains)
+	if from == to {
+		return
+	}
+	if s.OnOver != nil {
+		s.OnOver(from, to, s.Last())
+	}
+	base := s.sp.Len()
+	s.sp.Append(s.batch)
+	for i := from; i < to; i++ {
+		s.chains[i].off += base
+	}
+	s.flushed = to
+	s.batch = s.batch[:0]
+}
+
+// blob returns chain i's bytes, in buf's array when it is read from the
+// spill.
+func (s *Stream) blob(i int, buf []byte) ([]byte, error) {
+	r := s.chains[i]
+	if i >= s.flushed {
+		return s.batch[r.off : r.off+int64(r.n)], nil
+	}
+	if cap(buf) < int(r.n) {
+		buf = make([]byte, r.n)
+	}
+	buf = buf[:r.n]
+	_, err := s.sp.ReadAt(buf, r.off)
+	return buf, err
+}
+
+// reviveInto reads the chain h names back into cb, held again, and
+// reports whether it could; when the spill lost it, h's peer is lost.
+func (s *Stream) reviveInto(cb *chainBuf, h *entryHead) bool {
+	c := int(h.chain)
+	b, err := s.blob(c, nil)
+	if err != nil {
+		h.state = peerLost
+		return false
+	}
+	bh := headOf(b)
+	cb.load(b, &bh)
+	cb.head.h, cb.head.state, cb.head.chain = h.h, peerHeld, -1
+	if s.OnRevive != nil {
+		s.OnRevive(c)
+	}
+	return true
+}
+
+// chainView is a chain read back from its bytes, its buffers reused
+// from chain to chain.
+type chainView struct {
+	buf  []byte
+	head entryHead
+	cb   chainBuf
+	// order is the positions in the chain's time order; start the
+	// attempts' starts, by position.
+	order []int32
+	start []rec.Stamp
+}
+
+var viewPool = sync.Pool{New: func() any { return new(chainView) }}
+
+// view reads chain i back into v.
+func (s *Stream) view(i int, v *chainView) error {
+	b, err := s.blob(i, v.buf)
+	if err != nil {
+		return err
+	}
+	if i < s.flushed {
+		v.buf = b
+	}
+	v.head = headOf(b)
+	v.cb.load(b, &v.head)
+	n := len(v.cb.recs)
+	v.start = slices.Grow(v.start[:0], n)[:n]
+	v.order = slices.Grow(v.order[:0], n)[:n]
+	sorted := true
+	x := 0
+	for k := range v.cb.recs {
+		r := &v.cb.recs[k]
+		v.start[k] = plus(s.base, r.at)
+		if x < len(v.cb.xs) && v.cb.xs[x].pos == uint32(k) {
+			if v.cb.xs[x].x.far {
+				v.start[k] = v.cb.xs[x].x.start
+			}
+			x++
+		}
+		v.order[k] = int32(k)
+		if k > 0 && !v.start[k-1].Before(v.start[k]) {
+			sorted = false
+		}
+	}
+	if !sorted {
+		// As Tracker.Chains sorts: Compare of the attempts.
+		as := make([]attempt.Attempt, n)
+		for k := range as {
+			as[k] = s.attempt(v, k)
+		}
+		slices.SortFunc(v.order, func(a, b int32) int { return attempt.Compare(as[a], as[b]) })
+	}
+	return nil
+}
+
+// extra is the extra of the attempt at position k of v, if it has one.
+func (v *chainView) extra(k int) (streamExtra, bool) {
+	if v.cb.recs[k].meta&metaXtra == 0 {
+		return streamExtra{}, false
+	}
+	j, ok := slices.BinarySearchFunc(v.cb.xs, uint32(k), func(e blobExtra, k uint32) int { return cmp.Compare(e.pos, k) })
+	if !ok {
+		return streamExtra{}, false
+	}
+	return v.cb.xs[j].x, true
+}
+
+// ending is the Ending of the attempt at position k of v.
+func (v *chainView) ending(k int) backoff.Ending {
+	st := v.start[k]
+	last := st.Nanos()
+	if x, ok := v.extra(k); ok {
+		last = x.last
+	}
+	var f rec.Fate
+	if v.head.fates {
+		f = v.cb.fates[k]
+	}
+	return f.Ending(st, last)
+}
+
+// attempt is the attempt at position k of v.
+func (s *Stream) attempt(v *chainView, k int) attempt.Attempt {
+	r := &v.cb.recs[k]
+	x, _ := v.extra(k)
+	start := v.start[k]
+	dst := uint32(r.meta & dstExtra)
+	if dst == dstExtra {
+		dst = x.dst
+	}
+	src, srv := netip.AddrFrom16(v.head.addr).Unmap(), s.dsts[dst]
+	if r.meta&metaSrc4 == 0 && src.Is4() {
+		src = netip.AddrFrom16(src.As16())
+	}
+	if r.meta&metaDst4 == 0 && srv.Is4() {
+		srv = netip.AddrFrom16(srv.As16())
+	}
+	a := attempt.Attempt{Time: time.Unix(start.Sec, int64(start.Nsec)).UTC(), Src: netip.AddrPortFrom(src, r.sport),
+		Dst: netip.AddrPortFrom(srv, s.port), Seq: r.seq, Retransmits: int(x.retrans)}
+	if s.fatesKnown {
+		a.Ending = v.ending(k)
+	}
+	return a
+}
+
+// Chain returns chain i, its attempts sorted as Tracker.Chains sorts
+// them, built in buf's array when it has room. A chain the spill lost
+// comes back empty: Finish said so.
+func (s *Stream) Chain(i int, buf []attempt.Attempt) attempt.Chain {
+	v := viewPool.Get().(*chainView)
+	defer viewPool.Put(v)
+	if s.view(i, v) != nil {
+		return attempt.Chain{}
+	}
+	as := buf[:0]
+	for _, k := range v.order {
+		as = append(as, s.attempt(v, int(k)))
+	}
+	return attempt.Chain{Peer: netip.AddrFrom16(v.head.addr).Unmap(), Attempts: as}
+}
+
+// Times returns chain i's peer, attempt times in time order (in buf's
+// array) and retransmits, without building its attempts.
+func (s *Stream) Times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
+	v := viewPool.Get().(*chainView)
+	defer viewPool.Put(v)
+	buf = buf[:0]
+	if s.view(i, v) != nil {
+		return netip.Addr{}, buf, 0
+	}
+	retrans := 0
+	for _, x := range v.cb.xs {
+		retrans += int(x.x.retrans)
+	}
+	for _, k := range v.order {
+		st := v.start[k]
+		buf = append(buf, time.Unix(st.Sec, int64(st.Nsec)).UTC())
+	}
+	return netip.AddrFrom16(v.head.addr).Unmap(), buf, retrans
+}
+
+// TimesEndings is Times and Endings of chain i, read once.
+func (s *Stream) TimesEndings(i int, buf []time.Time) (netip.Addr, []time.Time, int, []backoff.Ending) {
+	v := viewPool.Get().(*chainView)
+	defer viewPool.Put(v)
+	buf = buf[:0]
+	if s.view(i, v) != nil {
+		return netip.Addr{}, buf, 0, nil
+	}
+	retrans := 0
+	for _, x := range v.cb.xs {
+		retrans += int(x.x.retrans)
+	}
+	var es []backoff.Ending
+	if s.fatesKnown {
+		es = make([]backoff.Ending, len(v.order))
+	}
+	for j, k := range v.order {
+		st := v.start[k]
+		buf = append(buf, time.Unix(st.Sec, int64(st.Nsec)).UTC())
+		if es != nil {
+			es[j] = v.ending(int(k))
+		}
+	}
+	return netip.AddrFrom16(v.head.addr).Unmap(), buf, retrans, es
+}
+
+// Endings returns chain i's fates in time order, or nil when the capture
+// shows none: a new slice, which the caller may keep.
+func (s *Stream) Endings(i int, _ []backoff.Ending) []backoff.Ending {
+	if !s.fatesKnown {
+		return nil
+	}
+	v := viewPool.Get().(*chainView)
+	defer viewPool.Put(v)
+	if s.view(i, v) != nil {
+		return nil
+	}
+	es := make([]backoff.Ending, len(v.order))
+	for j, k := range v.order {
+		es[j] = v.ending(int(k))
+	}
+	return es
+}

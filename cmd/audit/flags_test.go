@@ -62,8 +62,11 @@ func TestFlagSpellings(t *testing.T) {
 
 // TestHelpFlags: every verb lists its flags with underscores, and no
 // alias; its help says which spellings are aliases; no default shown is
-// other than what leaving the flag out does.
+// other than what leaving the flag out does. audit server's explains every
+// retry mode, and every writer of a key log says that the file holds
+// secrets.
 func TestHelpFlags(t *testing.T) {
+	const secrets = "it holds secrets, mode 0600"
 	tests := []struct {
 		verb         string
 		says, lacks  []string // in the whole help; in the list of flags
@@ -72,11 +75,13 @@ func TestHelpFlags(t *testing.T) {
 		{verb: "", says: []string{"the same name with dashes (--retry-port) is\naccepted too"}},
 		{verb: "pcap", says: []string{"--server_log is a former name of --record", "--retry_mode MODE", "(default: read from the attempts' fates)"},
 			lacks: []string{"(default close)", "server_log"}},
-		{verb: "live", says: []string{"--min_connect_timeout_ms and --max_reconnect_backoff_ms, in milliseconds", "--min_connect_timeout duration", "(default 20s)"},
+		{verb: "live", says: []string{"--min_connect_timeout_ms and --max_reconnect_backoff_ms, in milliseconds", "--min_connect_timeout duration", "(default 20s)",
+			"--attach --control_port=P", "--keylog FILE", secrets},
 			lacks: []string{"--min_connect_timeout_ms", "--max_reconnect_backoff_ms", "(default 0s)", "server_log"}},
-		{verb: "h2", lacks: []string{"(default 100ms)"}},
-		{verb: "server", says: []string{"--control_port port", "--min_connect_timeout_ms int"}},
-		{verb: "client", says: []string{"--server_control_port port", "--max_reconnect_backoff_ms int32"}},
+		{verb: "h2", says: []string{"--keylog FILE", "NODE_OPTIONS=--tls-keylog=FILE"}, lacks: []string{"(default 100ms)"}},
+		{verb: "server", says: []string{"--control_port port", "--min_connect_timeout_ms int", "--retry_mode", "--max_held", "--tls_cert", "--tls_key",
+			"  close ", "  refuse ", "  hang ", "  restart=D ", "  settings-close ", "  goaway ", "passed=false", "--keylog FILE", secrets}},
+		{verb: "client", says: []string{"--server_control_port port", "--max_reconnect_backoff_ms int32", "--keylog FILE", secrets}},
 	}
 	policy := regexp.MustCompile(`(?m)^ +--(initial_backoff|multiplier|jitter|max_backoff|min_connect_timeout|tolerance) .*\(default [^,]+, or each session's own\)$`)
 	for _, tt := range tests {
@@ -112,6 +117,9 @@ func TestPortFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"pcap", "--port", "70000", "x.pcap"}, "--port 70000: not a port (1–65535)"},
+		{[]string{"pcap", "--port", "0", "x.pcap"}, "--port 0: not a port (1–65535)"},
+		{[]string{"h2", "--port", "0", "x.pcap"}, "--port 0: not a port (1–65535)"},
+		{[]string{"client", "--server_control_port=70000", "--server_retry_port=1"}, "--server_control_port 70000: not a port (1–65535)"},
 		{[]string{"pcap", "--control_port=0", "x.pcap"}, "--control_port 0: not a port (1–65535)"},
 		{[]string{"h2", "--port", "65536", "x.pcap"}, "--port 65536: not a port (1–65535)"},
 		{[]string{"server", "--control_port", "70000"}, "--control_port 70000: not a port (0–65535)"},

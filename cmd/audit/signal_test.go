@@ -1,11 +1,10 @@
 package main
 
-// End-to-end tests of `audit live`, the binary: its flags, and a signal in
-// mid-session. What the auditor judges is auditrun's to test.
+// Signals to the binary: the first ends a read or a session as the verb
+// says, and the exit code is what was judged.
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,46 @@ import (
 	"github.com/backoff-audit/audit/interop"
 	"github.com/backoff-audit/audit/session"
 )
+
+// TestInterruptible: one SIGINT stops `audit pcap` and `audit h2` reading
+// a standard input that has had no byte yet: each warns of a read
+// interrupted at offset 0 and exits 2, having judged nothing.
+func TestInterruptible(t *testing.T) {
+	for _, verb := range []string{"pcap", "h2"} {
+		t.Run(verb, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, auditBin, verb, "-")
+			cmd.WaitDelay = 5 * time.Second
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close() // open, silent
+			cmd.Stdin = r
+			stderr := &testutil.SyncBuffer{}
+			cmd.Stderr = stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			// Time for the binary to reach its read, which has no byte to
+			// give: the signal must find it there, not before it starts.
+			time.Sleep(500 * time.Millisecond)
+			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			code := exitAfterSignal(t, exited, stderr)
+			want := "audit: warning: standard input: read interrupted at offset 0: what follows was not read"
+			if code != exitUsage || !strings.Contains(stderr.String(), want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant %d and %q", code, stderr, exitUsage, want)
+			}
+		})
+	}
+}
 
 // SIGINT in mid-session: the binary reports the session, closes the
 // capture file complete, stops the server and exits 0 or 1 (never 2).
@@ -62,18 +101,7 @@ func TestLiveInterrupt(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	var code int
-	select {
-	case err := <-exited:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("audit live: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("audit live did not exit after SIGINT")
-	}
+	code := exitAfterSignal(t, exited, stderr)
 	out := stdout.String()
 	if code != exitOK && code != exitFail || !strings.Contains(out, "ended by "+session.CauseClosed) {
 		t.Fatalf("exit %d; want 0 or 1 and a report of the session the server closed\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
@@ -85,19 +113,5 @@ func TestLiveInterrupt(t *testing.T) {
 	st, err := capture.ReadFile(pcapPath, capture.Options{Port: uint16(retry)}, func(attempt.SYN) { syns++ })
 	if err != nil || st.Truncated || syns < 3 {
 		t.Errorf("--write file after SIGINT: %d SYNs, truncated %v, err %v; want ≥ 3 SYNs, complete", syns, st.Truncated, err)
-	}
-}
-
-// TestLiveAttachControlFlags: --control_port with --attach and --record
-// is a usage error naming both, and the help says what --attach
-// --control_port does.
-func TestLiveAttachControlFlags(t *testing.T) {
-	t.Parallel()
-	code, _, stderr := runAudit(t, "live", "--attach", "--retry_port=9", "--control_port=8", "--record=run.jsonl")
-	if code != exitUsage || !strings.Contains(stderr, "--control_port 8: not with --record") {
-		t.Errorf("exit %d, stderr %q; want 2 naming --control_port and --record", code, stderr)
-	}
-	if _, help, _ := runAudit(t, "live", "--help"); !strings.Contains(help, "--attach --control_port=P") {
-		t.Errorf("audit live --help does not describe --attach --control_port:\n%s", help)
 	}
 }

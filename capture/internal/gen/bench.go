@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 )
 
 type benchConfig struct {
@@ -61,16 +57,11 @@ func writeBench(path string, cfg benchConfig) (benchStats, error) {
 	}
 	heap.Init(h)
 
-	f, err := os.Create(path)
+	w, err := createPcap(path)
 	if err != nil {
 		return st, err
 	}
-	defer f.Close()
-	bw := bufio.NewWriterSize(f, 4<<20)
-	w := pcapgo.NewWriterNanos(bw)
-	if err := w.WriteFileHeader(snaplen, layers.LinkTypeEthernet); err != nil {
-		return st, err
-	}
+	defer w.f.Close()
 	st.bytes = 24
 	b := newBuilder()
 	for h.Len() > 0 && st.packets < cfg.packets {
@@ -94,10 +85,7 @@ func writeBench(path string, cfg benchConfig) (benchStats, error) {
 			st.retrySYNs++
 		}
 	}
-	if err := bw.Flush(); err != nil {
-		return st, fmt.Errorf("write %s: %w", path, err)
-	}
-	return st, f.Close()
+	return st, w.Close()
 }
 
 func sum(ds []time.Duration) time.Duration {

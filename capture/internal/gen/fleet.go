@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"time"
-
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 )
 
 // fleetSchedule is one policy of a generated fleet: the backoff its
@@ -102,24 +97,16 @@ func writeFleet(path string, peers int, seed uint64) (fleetStats, error) {
 		}
 	}
 	sortPackets(ps)
-	f, err := os.Create(path)
+	w, err := createPcap(path)
 	if err != nil {
 		return st, err
 	}
-	defer f.Close()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	w := pcapgo.NewWriterNanos(bw)
-	if err := w.WriteFileHeader(snaplen, layers.LinkTypeEthernet); err != nil {
-		return st, fmt.Errorf("write %s: %w", path, err)
-	}
+	defer w.f.Close()
 	if err := writeFrames(w, linkEthernet, ps); err != nil {
 		return st, fmt.Errorf("write %s: %w", path, err)
 	}
 	st.packets = len(ps)
-	if err := bw.Flush(); err != nil {
-		return st, fmt.Errorf("write %s: %w", path, err)
-	}
-	return st, f.Close()
+	return st, w.Close()
 }
 
 // fleetChain appends to ps the packets of one client's chain and returns

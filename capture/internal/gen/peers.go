@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 )
 
 // peersConfig is a capture of many clients that follow the spec, as a
@@ -81,16 +77,11 @@ func writePeers(path string, cfg peersConfig) (benchStats, error) {
 	slices.SortFunc(syns, func(a, b synEvent) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.peer, b.peer)) })
 	st.peers, st.attempts, st.retrySYNs = cfg.peers, len(syns), len(syns)
 
-	f, err := os.Create(path)
+	w, err := createPcap(path)
 	if err != nil {
 		return st, err
 	}
-	defer f.Close()
-	bw := bufio.NewWriterSize(f, 4<<20)
-	w := pcapgo.NewWriterNanos(bw)
-	if err := w.WriteFileHeader(snaplen, layers.LinkTypeEthernet); err != nil {
-		return st, err
-	}
+	defer w.f.Close()
 	st.bytes = 24
 	b := newBuilder()
 	write := func(p packet) error {
@@ -131,10 +122,7 @@ func writePeers(path string, cfg peersConfig) (benchStats, error) {
 			return st, err
 		}
 	}
-	if err := bw.Flush(); err != nil {
-		return st, fmt.Errorf("write %s: %w", path, err)
-	}
-	return st, f.Close()
+	return st, w.Close()
 }
 
 // peerAddr is peer i's address and the server it connects to: even peers

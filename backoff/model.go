@@ -151,10 +151,17 @@ func (r Run) down(t time.Time) bool {
 // READY the backoff starts anew: the interval is reported (TermReset), not
 // judged, and the next one is judged as the first of a new chain.
 func VerifyRun(p Policy, times []time.Time, run Run) Result {
+	return VerifyRunInto(p, times, run, nil, nil)
+}
+
+// VerifyRunInto is VerifyRun with the result's Intervals and BackoffMS
+// appended to ivs[:0] and ms[:0], so that a caller that verifies chain
+// after chain and keeps no result reuses their memory.
+func VerifyRunInto(p Policy, times []time.Time, run Run, ivs []Interval, ms []int32) Result {
 	r := Result{Policy: p, Attempts: len(times), ReferencePassed: true, Run: run}
 	if n := len(times) - 1; n > 0 {
-		r.Intervals = make([]Interval, 0, n)
-		r.BackoffMS = make([]int32, 0, n)
+		r.Intervals = slices.Grow(ivs[:0], n)
+		r.BackoffMS = slices.Grow(ms[:0], n)
 	}
 	j := Judge{Policy: p, Run: run}
 	ready := 0

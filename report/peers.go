@@ -176,6 +176,8 @@ func (ps *Peers) verify(cs ChainSource, from, to int, out []auditPeer, run backo
 			budget, kept := keptIntervals/workers, 0
 			var times []time.Time
 			var plateau []float64
+			var ivs []backoff.Interval
+			var ms []int32
 			for i := from + n*w/workers; i < from+n*(w+1)/workers; i++ {
 				var addr netip.Addr
 				var retrans int
@@ -194,10 +196,12 @@ func (ps *Peers) verify(cs ChainSource, from, to int, out []auditPeer, run backo
 				// Verified again when written in full: keeping every
 				// Result would hold every interval, which is what a
 				// section avoids.
-				res := backoff.VerifyRun(ps.policy, times, run)
+				res := backoff.VerifyRunInto(ps.policy, times, run, ivs, ms)
+				ivs, ms = res.Intervals, res.BackoffMS
 				if keep && kept+len(res.Intervals) <= budget {
 					kept += len(res.Intervals)
 					ps.results[i] = res
+					ivs, ms = nil, nil // kept: the next chain's are new
 				}
 				ap := auditPeerOf(addr, i, len(times), retrans)
 				ap.set(res)

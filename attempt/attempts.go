@@ -183,8 +183,6 @@ type Tracker struct {
 	fatesKnown  bool
 	// decrypted is what a key log showed of attempts' TLS (Decrypt).
 	decrypted map[attemptKey]Decryption
-	// key seeds tupleHash.
-	key [3]uint64
 }
 
 // blocks is a list that grows by fixed-size blocks (the first grows up to
@@ -251,7 +249,6 @@ func NewTracker() *Tracker {
 		pushBatch: pushBatch,
 		segBatch:  segBatch,
 		recentMax: recentSlots,
-		key:       [3]uint64{maphash.Comparable(seed, 1), maphash.Comparable(seed, 2), maphash.Comparable(seed, 3)},
 	}
 }
 

@@ -292,13 +292,22 @@ type endpoint struct {
 // mixed endpoints 8 ns for the tuple, this 3. Every bit of the input
 // reaches the high half, which picks the table's slot and orders readLate;
 // the low half picks the bit of the set of tuples. An input can make
-// tuples collide (the hash is linear in XOR, whatever the seed): that
-// costs only time, as a slot and a run of readLate compare whole tuples.
+// tuples collide (the hash is linear in XOR, whatever its key): that costs
+// time, as a slot and a run of readLate compare whole tuples, and can
+// change a fate where a tuple is reused while its earlier connection
+// still sends (the table gives a segment to the attempt holding the slot,
+// readLate to the one it names). So the key is fixed, not random: which
+// tuples share a slot, and so every fate, is the same at every read of
+// the same capture.
 func (t *Tracker) tupleHash(a rec.Addr128, ap uint16, b rec.Addr128, bp uint16) uint64 {
-	h := (a.Lo^b.Lo^t.key[0])*0x9e3779b97f4a7c15 ^ (a.Hi^b.Hi^t.key[1])*0xc2b2ae3d27d4eb4f ^
-		(uint64(ap^bp)^t.key[2])*0x165667b19e3779f9
+	h := (a.Lo^b.Lo^tupleHashKey[0])*0x9e3779b97f4a7c15 ^ (a.Hi^b.Hi^tupleHashKey[1])*0xc2b2ae3d27d4eb4f ^
+		(uint64(ap^bp)^tupleHashKey[2])*0x165667b19e3779f9
 	return h ^ h>>32
 }
+
+// tupleHashKey is tupleHash's key: three odd words of the golden ratio's
+// and of two other mixers' constants, fixed so that reads are reproducible.
+var tupleHashKey = [3]uint64{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb}
 
 func (t *Tracker) keyHash(k *attemptKey) uint64 {
 	return t.tupleHash(rec.Words(&k.src), k.sport, rec.Words(&k.dst), k.dport)

@@ -396,6 +396,44 @@ func (t *Tracker) AddAttempt(a Attempt) {
 	}
 }
 
+// Retain keeps the attempts keep returns true for, in the order they were
+// opened, and forgets the others. Each kept attempt goes on from all its
+// segments showed so far, which later segments are read against (the
+// server's ISN, the flights of a TLS handshake), where AddAttempt knows
+// of an attempt only its Ending: a connection accepted before a live
+// session ended reaches READY in the next as it would have in one. keep
+// sees each attempt without its Ending.
+func (t *Tracker) Retain(keep func(Attempt) bool) {
+	t.readSegments() // every fate at home, none waiting
+	u := NewTracker()
+	u.fatesKnown, u.pushBatch, u.segBatch, u.recentMax = t.fatesKnown, t.pushBatch, t.segBatch, t.recentMax
+	for i := range t.attempts.n {
+		r := t.rec(i)
+		if !keep(r.attempt()) {
+			continue
+		}
+		u.Add(SYN{Time: time.Unix(r.sec, int64(r.nsec)), Src: netip.AddrPortFrom(addrOf(r.key.src, r.src4), r.key.sport),
+			Dst: netip.AddrPortFrom(addrOf(r.key.dst, r.dst4), r.key.dport), Seq: r.key.seq})
+		j := u.attempts.n - 1
+		ur := u.rec(j)
+		ur.last, ur.retrans, ur.fate = r.last, r.retrans, r.fate
+		u.syns += int(r.retrans)
+		u.retrans += int(r.retrans)
+		if u.recent != nil {
+			if e := u.slot(u.keyHash(&ur.key)); e.ref == uint32(j+1) {
+				e.fate, e.homed = ur.fate, true
+			}
+		}
+		if d, ok := t.decrypted[r.key]; ok {
+			if u.decrypted == nil {
+				u.decrypted = make(map[attemptKey]Decryption)
+			}
+			u.decrypted[r.key] = d
+		}
+	}
+	*t = *u
+}
+
 // Find returns the attempt the tracker holds for a's tuple and ISN, with
 // its retransmits and its Ending as the segments read so far show it (the
 // zero Ending until SetFatesKnown), and whether it holds one. Only a's

@@ -678,3 +678,51 @@ func TestChainsEndings(t *testing.T) {
 		}
 	}
 }
+
+// Retain forgets the attempts it is told to and keeps the others as they
+// were read: a kept connection, accepted before, reaches READY when the
+// server's SETTINGS come after, which it knows from the server's ISN;
+// handed over with its Ending alone (AddAttempt) it would not.
+func TestTrackerRetain(t *testing.T) {
+	other := netip.MustParseAddrPort("127.0.0.1:40001")
+	read := func(hand func(tr *Tracker) *Tracker) []Attempt {
+		tr := NewTracker()
+		tr.SetFatesKnown(true)
+		tr.Add(SYN{Time: trackAt(0), Src: other, Dst: fateServer, Seq: 7})
+		tr.Add(SYN{Time: trackAt(1), Src: fateClient, Dst: fateServer, Seq: fateISN})
+		tr.Add(SYN{Time: trackAt(2), Src: fateClient, Dst: fateServer, Seq: fateISN}) // a retransmission
+		tr.addSeg(fateSeg(2.5, false, rec.FlagSYN|rec.FlagACK, fateServerISN, fateISN+1, ""))
+		tr.addSeg(fateSeg(2.6, true, rec.FlagACK|0x08, fateISN+1, fateServerISN+1, backoff.PayloadH2Preface))
+		tr = hand(tr)
+		tr.addSeg(fateSeg(3, false, rec.FlagACK|0x08, fateServerISN+1, fateISN+25, backoff.PayloadH2Settings))
+		return tr.List()
+	}
+	keepOne := func(a Attempt) bool { return a.Src == fateClient }
+	got := read(func(tr *Tracker) *Tracker { tr.Retain(keepOne); return tr })
+	want := []Attempt{{Time: trackAt(1), Src: fateClient, Dst: fateServer, Seq: fateISN, Retransmits: 1,
+		Ending: backoff.Ending{Fate: backoff.FateOpen, Accepted: fms(1.5), ClientSent: backoff.PayloadH2Preface,
+			ServerSent: backoff.PayloadH2Settings, Ready: true, ReadyAfter: fms(2)}}}
+	if diff := cmp.Diff(want, got, netipOpt); diff != "" {
+		t.Errorf("Retain (-want +got):\n%s", diff)
+	}
+	// Read in one tracker throughout, the kept attempt is the same.
+	whole := read(func(tr *Tracker) *Tracker { return tr })
+	if diff := cmp.Diff(whole[1:], got, netipOpt); diff != "" {
+		t.Errorf("Retain against one tracker (-one +retained):\n%s", diff)
+	}
+	// Handed over by its Ending, the server's first bytes are not known
+	// for what they are.
+	handed := read(func(tr *Tracker) *Tracker {
+		u := NewTracker()
+		u.SetFatesKnown(true)
+		for _, a := range tr.List() {
+			if keepOne(a) {
+				u.AddAttempt(a)
+			}
+		}
+		return u
+	})
+	if handed[0].Ending.Ready {
+		t.Errorf("AddAttempt: Ending = %+v; the test no longer shows what Retain keeps", handed[0].Ending)
+	}
+}

@@ -81,11 +81,8 @@ func (a *liveAuditor) forgetOutside() {
 
 // place sorts the attempts the tracker holds, held, into the open
 // session and outside it, as a Start read after their SYNs does. The
-// tracker goes on reading their segments as it was: rebuilt (hold), it
-// would know of each only its Ending so far, not what later segments are
-// matched against (the server's ISN, the flights of a TLS handshake), and
-// a fate read across a late Start would differ from one read at once. It
-// is rebuilt only when the session must drop some, past its maximum.
+// tracker is left as it is unless the session must drop some, past its
+// maximum (hold).
 func (a *liveAuditor) place(held []attempt.Attempt) {
 	in := 0
 	for _, at := range held {
@@ -100,22 +97,33 @@ func (a *liveAuditor) place(held []attempt.Attempt) {
 	a.inside, a.outside = in, len(held)-in
 }
 
-// hold replaces what the auditor holds: the attempts the open session (if
-// any) contains, up to its maximum, and the others outside it.
+// hold keeps of what the auditor holds only attempts: those the open
+// session (if any) contains, up to its maximum, and the others outside
+// it. Each goes on from what its segments showed (attempt.Tracker.Retain).
 func (a *liveAuditor) hold(attempts []attempt.Attempt) {
-	a.tr, a.inside, a.outside = newTracker(), 0, 0
+	type id struct {
+		src, dst netip.AddrPort
+		seq      uint32
+	}
+	held := make(map[id]bool, len(attempts))
 	for _, at := range attempts {
+		held[id{at.Src, at.Dst, at.Seq}] = true
+	}
+	a.inside, a.outside = 0, 0
+	a.tr.Retain(func(at attempt.Attempt) bool {
 		switch {
+		case !held[id{at.Src, at.Dst, at.Seq}]:
+			return false
 		case a.sess == nil || !a.sess.contains(at.Time):
 			a.outside++
 		case a.inside < a.sess.maxAttempts:
 			a.inside++
 		default:
 			a.sess.dropped++
-			continue
+			return false
 		}
-		a.tr.AddAttempt(at)
-	}
+		return true
+	})
 }
 
 func (a *liveAuditor) addEvent(e session.RecordEvent) {

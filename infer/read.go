@@ -99,6 +99,9 @@ type Reading struct {
 	// of is, by chain index, the chain's policy from 1, 0 for none, or
 	// outlier.
 	of []int32
+	// fleet is the policies found, which place a chain read later
+	// (ReadChain).
+	fleet []Policy
 }
 
 const outlier = -1
@@ -154,6 +157,7 @@ func Read(order []int32, src Source, p backoff.Policy, run backoff.Run) *Reading
 		r.judges[j], r.judged[j] = policyOf(&fl.Policies[j], p)
 	}
 	r.Policies = r.section(fl, order)
+	r.fleet = fl.Policies
 	return r
 }
 

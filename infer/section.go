@@ -386,8 +386,13 @@ func (r *Reading) WriteText(w *bufio.Writer) {
 	if r == nil {
 		return
 	}
-	ps := &r.Policies
 	w.WriteByte('\n')
+	r.Policies.WriteText(w)
+}
+
+// WriteText writes the policies: the headline, then each policy and the
+// outliers, a line each; w keeps the first error for its Flush.
+func (ps *Policies) WriteText(w *bufio.Writer) {
 	fmt.Fprintf(w, "policies (--infer, docs/spec.md §8): %s\n", ps.Headline())
 	for i := range ps.Policies {
 		p := &ps.Policies[i]

@@ -80,8 +80,12 @@ func Watch(ctx context.Context, cfg WatchConfig, out, errOut io.Writer) (Outcome
 	for _, p := range cfg.Ports {
 		w.Watch(p)
 	}
-	fmt.Fprintf(errOut, "audit watch: capturing SYNs to %s and the segments of their fates on %s, %s; policy %v, connect timeout %v\n",
-		portList(cfg.Ports), cfg.Iface, lv.Timestamps(), wcfg.Policy, wcfg.Policy.MinConnectTimeout)
+	inferring := ""
+	if c := w.Config(); c.Infer {
+		inferring = fmt.Sprintf("; --infer: the policies of each port's last %d chains judged, read every %v", c.InferSample, c.InferEvery)
+	}
+	fmt.Fprintf(errOut, "audit watch: capturing SYNs to %s and the segments of their fates on %s, %s; policy %v, connect timeout %v%s\n",
+		portList(cfg.Ports), cfg.Iface, lv.Timestamps(), wcfg.Policy, wcfg.Policy.MinConnectTimeout, inferring)
 
 	capCtx, stopCapture := context.WithCancel(context.Background())
 	defer stopCapture()

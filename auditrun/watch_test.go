@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -13,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/infer"
 	"github.com/backoff-audit/audit/internal/testutil"
+	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/watch"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -144,4 +149,84 @@ func TestLiveMetrics(t *testing.T) {
 		t.Error("no libpcap counters in the exposition")
 	}
 	r.stop(t)
+}
+
+// TestWatchInferLive: audit watch --infer on lo, a client refused five
+// times at 100 ms ×2: at the end, its chain's line carries its reading
+// (its initial backoff its first interval), and the policies line reads
+// its one chain.
+func TestWatchInferLive(t *testing.T) {
+	t.Parallel()
+	requireCapture(t)
+	port := testutil.ClosedPort(t)
+	var wOut, wErr testutil.SyncBuffer
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	watched := make(chan error, 1)
+	metricsAt := make(chan string, 1)
+	go func() {
+		_, err := Watch(ctx, WatchConfig{Iface: "lo", Ports: []uint16{port}, Metrics: "127.0.0.1:0", OnListen: func(a string) { metricsAt <- a },
+			Watch: watch.Config{Policy: backoff.DefaultPolicy(), JSON: true, Infer: true, InferEvery: time.Second}}, &wOut, &wErr)
+		watched <- err
+	}()
+	exposition := "http://" + <-metricsAt + "/metrics"
+	testutil.WaitFor(t, "the capture to start", watched, func() bool { return strings.Contains(wErr.String(), "capturing SYNs") })
+	if !strings.Contains(wErr.String(), "--infer: the policies of each port's last 1000 chains judged, read every 1s") {
+		t.Errorf("the first line does not say what --infer reads:\n%s", wErr.String())
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port)))
+	for i, wait := range []time.Duration{0, 100, 200, 400, 800} {
+		time.Sleep(wait * time.Millisecond)
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			t.Fatalf("attempt %d to %s: connected, want refused", i, addr)
+		}
+	}
+	attempts := fmt.Sprintf("audit_attempts_total{port=%q} 5\n", strconv.Itoa(int(port)))
+	testutil.WaitFor(t, "5 attempts taken in", watched, func() bool {
+		req, _ := http.NewRequestWithContext(ctx, "GET", exposition, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), attempts)
+	})
+	stop()
+	if err := <-watched; err != nil {
+		t.Fatal(err)
+	}
+	var chain *report.PeerReport
+	var policies *infer.Policies
+	for l := range strings.Lines(wOut.String()) {
+		var e watch.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		switch {
+		case e.Chain != nil:
+			chain = e.Chain
+		case e.Policies != nil:
+			policies = e.Policies
+		}
+	}
+	if chain == nil || policies == nil {
+		t.Fatalf("no chain line or no policies line:\n%s", wOut.String())
+	}
+	var in struct {
+		Initial infer.InferredValue `json:"initial_backoff_ms"`
+	}
+	if err := json.Unmarshal(chain.Inferred, &in); err != nil {
+		t.Fatalf("inferred %s: %v", chain.Inferred, err)
+	}
+	first := float64(chain.Attempts[1].Time.Sub(chain.Attempts[0].Time)) / 1e6
+	type got struct {
+		Attempts, Read int
+		InitialMS      float64
+	}
+	if diff := cmp.Diff(got{Attempts: 5, Read: 1, InitialMS: math.Round(first*1000) / 1000},
+		got{Attempts: len(chain.Attempts), Read: policies.Peers, InitialMS: in.Initial.Value}); diff != "" {
+		t.Errorf("(-want +got):\n%s\n%s", diff, wOut.String())
+	}
 }

@@ -56,6 +56,7 @@ type Metrics struct {
 	attempts, retransmits, untracked, dropped, forgotten *prometheus.CounterVec
 	fates, chains, intervals, signatures, waves          *prometheus.CounterVec
 	retrying, storm                                      *prometheus.GaugeVec
+	policies                                             *policyCollector
 
 	mu    sync.Mutex
 	ports map[uint16]*portSeries
@@ -106,6 +107,8 @@ func New() *Metrics {
 		"Peers whose chain of attempts is open now: they have not succeeded, and have tried again within their window.")
 	m.storm = gauge("reconnect_storm_peers",
 		"Peers in a tight reconnect loop now: each connection succeeds and drops, and the client, resetting its backoff after each success, comes back faster than the first backoff's window (docs/spec.md §7.3).")
+	m.policies = &policyCollector{ports: map[uint16][]prometheus.Metric{}}
+	m.reg.MustRegister(m.policies)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

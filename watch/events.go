@@ -1,12 +1,14 @@
 package watch
 
 import (
+	"bufio"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/infer"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/report"
 	"github.com/backoff-audit/audit/report/herd"
@@ -19,6 +21,10 @@ const (
 	EventTightLoop   = "tight loop"
 	EventHerdWave    = "herd wave"
 	EventSummary     = "summary"
+	// With Config.Infer: a chain judged that did not fail, and the
+	// policies of a port's sample.
+	EventChain    = "chain"
+	EventPolicies = "policies"
 )
 
 // Event is one line of a Watch: text for a person (Text), or one JSON
@@ -29,6 +35,18 @@ const (
 //	{"event": "tight loop", "time", "port", "peer", "successes", "reconnects": {"per_second", "median_ms", "tight_loop"}}
 //	{"event": "herd wave", "time", "port", "wave": {"k", "peers", "count", "share", "at_ms", "span_ms", "policy_share", "expected"}, "note"}
 //	{"event": "summary", "time", "summary": {…}}
+//
+// With Config.Infer (docs/spec.md §8.7), every judged chain is a line: a
+// failed one as above, another as {"event": "chain", "time", "port",
+// "peer", "end", "chain"}, the chain's "inferred" member its reading by
+// the port's policies last read (infer.PeerInference: its schedule, the
+// policy it runs or that it is an outlier, its verdict against that
+// policy); and each reading of a port's policies is a line:
+//
+//	{"event": "policies", "time", "port", "since", "policies": {the "policies" of an audit pcap --infer JSON report}}
+//
+// since is when the oldest chain of the sample the policies were read
+// from was judged.
 //
 // time (TimeLayout) is when the chain was judged: its attempt that
 // succeeded, its attempt past the cap, the time the Watch found its client
@@ -49,6 +67,10 @@ type Event struct {
 	Wave       *herd.Wave          `json:"wave,omitempty"`
 	Note       string              `json:"note,omitempty"`
 	Summary    *Summary            `json:"summary,omitempty"`
+	Since      string              `json:"since,omitempty"`
+	Policies   *infer.Policies     `json:"policies,omitempty"`
+	// inferred is Chain's reading, for the text.
+	inferred *infer.PeerInference
 }
 
 // Text is the event in one line.
@@ -67,6 +89,19 @@ func (e *Event) Text() string {
 		c := e.Chain
 		fmt.Fprintf(&b, "failed chain of %s from %s (%s): %s; strict: %s",
 			text.Plural(len(c.Attempts), "attempt"), c.Attempts[0].Time.UTC().Format(text.TimeLayout), endText(e.End), c.Reason, c.Strict.Verdict)
+		e.inferredText(&b)
+	case EventChain:
+		c := e.Chain
+		fmt.Fprintf(&b, "chain of %s from %s (%s): %s",
+			text.Plural(len(c.Attempts), "attempt"), c.Attempts[0].Time.UTC().Format(text.TimeLayout), endText(e.End), c.Verdict)
+		e.inferredText(&b)
+	case EventPolicies:
+		var sec strings.Builder
+		w := bufio.NewWriter(&sec)
+		e.Policies.WriteText(w)
+		w.Flush()
+		b.WriteString(strings.TrimSuffix(sec.String(), "\n"))
+		fmt.Fprintf(&b, "\n  read from the last %s judged, since %s", text.Plural(e.Policies.Peers, "chain"), e.Since)
 	case EventSignature:
 		fmt.Fprintf(&b, "signature %q (seen in %s): %s", e.Signature.Name, e.Signature.Seen, e.Signature.Detail)
 	case EventTightLoop:
@@ -81,6 +116,13 @@ func (e *Event) Text() string {
 		b.WriteString(e.Summary.String())
 	}
 	return b.String()
+}
+
+// inferredText appends the chain's reading.
+func (e *Event) inferredText(b *strings.Builder) {
+	if e.inferred != nil {
+		b.WriteString("; inferred: " + e.inferred.Text())
+	}
 }
 
 func endText(end string) string {
@@ -124,6 +166,9 @@ type Counts struct {
 	Forgotten int `json:"peers_forgotten"`
 	Untracked int `json:"attempts_untracked"`
 	Dropped   int `json:"attempts_dropped"`
+	// Outliers counts the chains, with Config.Infer, that no policy of
+	// their port explained when they were judged.
+	Outliers int `json:"outliers,omitempty"`
 }
 
 // PortCounts are one port's counts.
@@ -186,6 +231,9 @@ func (c Counts) text() string {
 	}
 	if c.Dropped > 0 {
 		parts = append(parts, text.Plural(c.Dropped, "attempt")+" beyond --max-chain, counted only")
+	}
+	if c.Outliers > 0 {
+		parts = append(parts, text.Plural(c.Outliers, "chain")+" no policy of its port explained (outliers)")
 	}
 	return strings.Join(parts, "; ")
 }

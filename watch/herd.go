@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/infer"
 	"github.com/backoff-audit/audit/report/herd"
 )
 
@@ -22,6 +23,10 @@ type portState struct {
 	sum             Counts
 	retrying, loops int // set by each Tick
 	herd            [waveKs]waveK
+	// sample and reading, with Config.Infer: the last chains judged,
+	// and the policies last read from them (nil before).
+	sample  sample
+	reading *infer.Reading
 }
 
 // Bounds of the herd read as it goes.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
+	"github.com/backoff-audit/audit/infer"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/metrics"
 	"github.com/backoff-audit/audit/report"
@@ -61,6 +62,16 @@ type Config struct {
 	FatesKnown bool
 	// Metrics, when not nil, receives every count.
 	Metrics *metrics.Metrics
+	// Infer reads each judged chain's schedule, and the policies the last
+	// InferSample chains of each port run, every InferEvery and at the
+	// end (docs/spec.md §8.7).
+	Infer bool
+	// InferEvery is how often the policies are read again; 0 is
+	// DefaultInferEvery.
+	InferEvery time.Duration
+	// InferSample bounds the chains of each port the policies are read
+	// from (and their attempts, SampleBytes); 0 is DefaultInferSample.
+	InferSample int
 }
 
 // Watch is the auditor of chains as they come. It is not safe for
@@ -76,6 +87,10 @@ type Watch struct {
 	// events waits to be written, in order, at the end of each call.
 	events []Event
 	werr   error
+	// inferAt is when the policies are read next (inferTick), 0 before
+	// the first packet; noReading reads chains before a port's first.
+	inferAt   int64
+	noReading *infer.Reading
 }
 
 // peerKey is a peer of one port: its address as As16 spells it, so that
@@ -131,8 +146,17 @@ func New(cfg Config, out io.Writer) *Watch {
 	if cfg.MaxChain <= 0 {
 		cfg.MaxChain = DefaultMaxChain
 	}
+	if cfg.InferEvery <= 0 {
+		cfg.InferEvery = DefaultInferEvery
+	}
+	if cfg.InferSample <= 0 {
+		cfg.InferSample = DefaultInferSample
+	}
 	w := &Watch{cfg: cfg, out: bufio.NewWriter(out), peers: map[peerKey]*peer{}, ports: map[uint16]*portState{}}
 	w.tr = w.newTracker()
+	if cfg.Infer {
+		w.noReading = infer.Read(nil, &sample{}, cfg.Policy, backoff.Run{})
+	}
 	return w
 }
 
@@ -141,6 +165,9 @@ func (w *Watch) newTracker() *attempt.Tracker {
 	t.SetFatesKnown(w.cfg.FatesKnown)
 	return t
 }
+
+// Config is what w judges by, its bounds' defaults filled in.
+func (w *Watch) Config() Config { return w.cfg }
 
 // Watch makes port's series and summary line exist before any SYN comes.
 func (w *Watch) Watch(port uint16) {
@@ -153,6 +180,9 @@ func (w *Watch) Watch(port uint16) {
 func (w *Watch) AddSYN(s attempt.SYN) {
 	port := s.Dst.Port()
 	ps := w.port(port)
+	if w.cfg.Infer && w.inferAt == 0 {
+		w.inferAt = s.Time.UnixNano() + int64(w.cfg.InferEvery)
+	}
 	if w.tr.Retransmit(s) {
 		w.sum.Retransmits++
 		ps.sum.Retransmits++
@@ -218,6 +248,10 @@ func (w *Watch) Tick(now time.Time) {
 	w.compact()
 	w.sortEvents()
 	w.flush()
+	// After the chains judged by now, which were read by the policies
+	// read before.
+	w.inferTick(now, false)
+	w.flush()
 }
 
 // Close judges every chain still open, as the run ends (metrics.EndRun),
@@ -234,6 +268,7 @@ func (w *Watch) Close(now time.Time) (Summary, error) {
 		w.cfg.Metrics.Peers(port, 0, 0)
 	}
 	w.sortEvents()
+	w.inferTick(now, true)
 	sum := w.summary()
 	w.events = append(w.events, Event{Event: EventSummary, Time: timeText(now), Summary: &sum})
 	w.flush()
@@ -438,10 +473,15 @@ func (w *Watch) judgeFirst(p *peer, n int, end string, runEnd, at time.Time) {
 	if w.cfg.FatesKnown {
 		run.Endings = ch.Endings()
 	}
-	res := backoff.VerifyRun(w.cfg.Policy, ch.Times(), run)
+	times := ch.Times()
+	res := backoff.VerifyRun(w.cfg.Policy, times, run)
 	pr := report.PeerReportOf(ch, res)
-	w.cfg.Metrics.Chain(p.key.port, end, pr)
 	ps := w.port(p.key.port)
+	var inferred *infer.PeerInference
+	if w.cfg.Infer {
+		inferred = w.inferChain(p, ps, times, run.Endings, at, &pr)
+	}
+	w.cfg.Metrics.Chain(p.key.port, end, pr)
 	w.sum.count(pr.Verdict)
 	ps.sum.count(pr.Verdict)
 	addr := p.addr
@@ -449,7 +489,9 @@ func (w *Watch) judgeFirst(p *peer, n int, end string, runEnd, at time.Time) {
 		if w.sum.FirstFailure == "" {
 			w.sum.FirstFailure = fmt.Sprintf("port %d, peer %s: %s", p.key.port, addr, pr.Reason)
 		}
-		w.events = append(w.events, Event{Event: EventFailedChain, Time: timeText(at), Port: p.key.port, Peer: &addr, End: end, Chain: &pr})
+		w.events = append(w.events, Event{Event: EventFailedChain, Time: timeText(at), Port: p.key.port, Peer: &addr, End: end, Chain: &pr, inferred: inferred})
+	} else if inferred != nil {
+		w.events = append(w.events, Event{Event: EventChain, Time: timeText(at), Port: p.key.port, Peer: &addr, End: end, Chain: &pr, inferred: inferred})
 	}
 	for _, s := range pr.Signatures {
 		w.sum.Signatures++

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -57,6 +58,19 @@ label, a peer's address never is. --write FILE saves every captured packet
 (pcap, nanosecond timestamps) for audit pcap; the file replaces what was
 at its path only once the capture is open.
 
+--infer reads from each judged chain the schedule its client runs, as
+audit pcap --infer reads a peer's (docs/spec.md §8): every judged chain is
+then a line, with its initial backoff, multiplier, jitter and cap, each
+with an interval or "undetermined" and why (JSON: the chain's "inferred").
+Each port keeps the last --infer_sample chains it judged, and every
+--infer_every, when chains came since, and once at the end, reads from
+them the policies its clients run: a "policies" line (the headline and
+table of audit pcap --infer's section; JSON "policies", the same object),
+and the audit_policy_ gauges, replaced whole at each reading. Each chain
+judged after a reading is placed in the policy that explains it, by that
+reading's numbers, or named an outlier, and judged against its policy.
+The verdicts and the exit code stay those of the policy flags.
+
 A health check that connects and closes is a client like any other.
 Capturing needs root, or CAP_NET_RAW and CAP_NET_ADMIN on the binary.
 
@@ -65,7 +79,8 @@ first), 2 when the run could not start (a bad flag, an address that cannot
 be bound, no capture permission) or the capture failed (an interface that
 disappeared): what was judged until then is printed first.`,
 		Example: `  audit watch --iface eth0 --port 443 --metrics :9465
-  audit watch --iface lo --port 50051 --port 50052 --format json --write watch.pcap`,
+  audit watch --iface lo --port 50051 --port 50052 --format json --write watch.pcap
+  audit watch --iface eth0 --port 443 --infer --infer_every 5m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -74,6 +89,9 @@ disappeared): what was judged until then is printed first.`,
 			cfg.Watch.JSON = format == "json"
 			if cfg.Watch.MaxPeers < 1 || cfg.Watch.MaxChain < 2 {
 				return usageError(fmt.Errorf("--max_peers %d, --max_chain %d: at least 1 peer and 2 attempts (one interval)", cfg.Watch.MaxPeers, cfg.Watch.MaxChain))
+			}
+			if cfg.Watch.InferEvery < time.Second || cfg.Watch.InferSample < 1 {
+				return usageError(fmt.Errorf("--infer_every %v, --infer_sample %d: at least 1s and 1 chain", cfg.Watch.InferEvery, cfg.Watch.InferSample))
 			}
 			for _, p := range ports {
 				if p <= 0 || p > 65535 {
@@ -96,6 +114,11 @@ disappeared): what was judged until then is printed first.`,
 	f.IntVar(&cfg.BufferSize, "buffer", capture.DefaultLiveBuffer, "kernel capture buffer in bytes")
 	f.IntVar(&cfg.Watch.MaxPeers, "max_peers", watch.DefaultMaxPeers, "the most peers tracked at once; attempts of others are counted, not judged")
 	f.IntVar(&cfg.Watch.MaxChain, "max_chain", watch.DefaultMaxChain, "the most attempts a chain keeps; it is judged on them, later ones counted")
+	f.BoolVar(&cfg.Watch.Infer, "infer", false, "read each judged chain's schedule (a line each) and the policies each port's clients run (docs/spec.md §8.7)")
+	f.DurationVar(&cfg.Watch.InferEvery, "infer_every", watch.DefaultInferEvery, "with --infer: how often the policies are read again (when chains came since; and once at the end)")
+	f.IntVar(&cfg.Watch.InferSample, "infer_sample", watch.DefaultInferSample,
+		fmt.Sprintf("with --infer: the most chains of each port the policies are read from, the last judged, and at most %d times as many attempts (the oldest chains go first): %.1f MB a port at the default",
+			watch.SampleAttempts, float64(watch.SampleBytes(watch.DefaultInferSample))/1e6))
 	cmd.MarkFlagRequired("iface")
 	cmd.MarkFlagRequired("port")
 	return cmd

@@ -199,6 +199,9 @@ func TestWatchInfer(t *testing.T) {
 	if _, err := w.Close(t0.Add(400 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	if testing.Verbose() {
+		t.Log(out.String())
+	}
 	for _, want := range []string{
 		"port 50052: policies (--infer, docs/spec.md §8): 49.6 % of peers (64 of 129) run ",
 		"  #2 64 peers (49.6 %): ",

@@ -2,7 +2,9 @@ package watch
 
 import (
 	"io"
+	"math/rand/v2"
 	"net/netip"
+	"strconv"
 	"testing"
 	"time"
 
@@ -74,5 +76,37 @@ func benchmarkFlood(b *testing.B, cfg Config, succeedEvery int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/SYN")
 	if succeedEvery > 0 && b.N > peers*succeedEvery && w.sum.Chains == 0 {
 		b.Fatalf("no chain was judged: %+v", w.sum)
+	}
+}
+
+// BenchmarkWatchReading reads the policies of a port's full sample, of the
+// default size and of the largest: what one Tick of `audit watch --infer`
+// holds the auditor's loop for, at most once a Tick. The chains are of
+// two schedules (100 ms ×2 without jitter, gRPC's default), 6 and 7
+// attempts each, refused.
+func BenchmarkWatchReading(b *testing.B) {
+	for _, n := range []int{DefaultInferSample, MaxInferSample} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			w := New(Config{Policy: backoff.DefaultPolicy(), FatesKnown: true, Infer: true, InferSample: n}, io.Discard)
+			ps := w.port(server.Port())
+			rng := rand.New(rand.NewPCG(1, 1))
+			for i := range n {
+				s := []schedule{fast, spec}[i%2]
+				var times []time.Time
+				var endings []backoff.Ending
+				for _, o := range s.offsets(rng) {
+					times = append(times, t0.Add(o))
+					endings = append(endings, backoff.Ending{Fate: backoff.FateRefused, Duration: 50 * time.Microsecond, RST: true})
+				}
+				ps.sample.add(sampled{peer: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), times: times, endings: endings}, n)
+			}
+			for b.Loop() {
+				w.readPolicies(server.Port(), t0)
+				w.events = w.events[:0]
+			}
+			if got := len(ps.reading.Policies.Policies); got != 2 {
+				b.Fatalf("%d policies, want 2", got)
+			}
+		})
 	}
 }

@@ -23,8 +23,11 @@ const (
 	// DefaultInferEvery is how often the policies are read again.
 	DefaultInferEvery = time.Minute
 	// DefaultInferSample is how many chains of each port they are read
-	// from.
+	// from, and MaxInferSample the most: a reading holds the auditor's
+	// loop, which the capture waits on, for a time linear in the chains
+	// (BenchmarkCluster; BENCHMARKS.md, "audit watch").
 	DefaultInferSample = 1000
+	MaxInferSample     = 10_000
 	// SampleAttempts is the attempts a sample keeps per chain it may
 	// hold, on average: its bound in bytes. A chain of the spec's policy
 	// that ends within a minute has 7.
@@ -123,39 +126,58 @@ func (w *Watch) inferChain(p *peer, ps *portState, times []time.Time, endings []
 	return &pi
 }
 
-// inferTick reads again, once InferEvery has passed since it last did or
-// at the end (final), the policies of each port whose sample took in a
-// chain since; at the end, of every port with a sample. Each reading is
-// a line and the port's policy gauges.
+// inferTick reads again the policies of each port whose sample took in a
+// chain since they were last read, once InferEvery has passed since it
+// last looked: one port a Tick, so that the auditor's loop, which the
+// capture waits on, is never held for more than one reading; at the end
+// (final), of every port with a sample. Each reading is a line and the
+// port's policy gauges.
 func (w *Watch) inferTick(now time.Time, final bool) {
 	if !w.cfg.Infer {
 		return
 	}
 	ns := now.UnixNano()
-	if !final {
-		if w.inferAt == 0 {
-			w.inferAt = ns + int64(w.cfg.InferEvery)
+	if final {
+		ports := make([]uint16, 0, len(w.ports))
+		for port, ps := range w.ports {
+			if ps.sample.n > 0 {
+				ports = append(ports, port)
+			}
 		}
-		if ns < w.inferAt {
-			return
+		slices.Sort(ports)
+		for _, port := range ports {
+			w.readPolicies(port, now)
 		}
+		return
+	}
+	if w.inferAt == 0 {
 		w.inferAt = ns + int64(w.cfg.InferEvery)
 	}
-	ports := make([]uint16, 0, len(w.ports))
-	for port := range w.ports {
-		ports = append(ports, port)
-	}
-	slices.Sort(ports)
-	for _, port := range ports {
-		ps := w.ports[port]
-		s := &ps.sample
-		if s.n == 0 || !final && !s.changed {
-			continue
+	if ns >= w.inferAt {
+		w.inferAt = ns + int64(w.cfg.InferEvery)
+		start := len(w.due)
+		for port, ps := range w.ports {
+			if ps.sample.changed && !slices.Contains(w.due, port) {
+				w.due = append(w.due, port)
+			}
 		}
-		ps.reading = infer.Read(s.order(), s, w.cfg.Policy, backoff.Run{})
-		s.changed = false
-		w.cfg.Metrics.Policies(port, &ps.reading.Policies)
-		w.events = append(w.events, Event{Event: EventPolicies, Time: timeText(now), Port: port,
-			Policies: &ps.reading.Policies, Since: timeText(time.Unix(0, s.ring[s.head].judged))})
+		slices.Sort(w.due[start:])
 	}
+	if len(w.due) > 0 {
+		port := w.due[0]
+		w.due = slices.Delete(w.due, 0, 1)
+		w.readPolicies(port, now)
+	}
+}
+
+// readPolicies reads the policies of port's sample: a line, and the
+// port's gauges.
+func (w *Watch) readPolicies(port uint16, now time.Time) {
+	ps := w.ports[port]
+	s := &ps.sample
+	ps.reading = infer.Read(s.order(), s, w.cfg.Policy, backoff.Run{})
+	s.changed = false
+	w.cfg.Metrics.Policies(port, &ps.reading.Policies)
+	w.events = append(w.events, Event{Event: EventPolicies, Time: timeText(now), Port: port,
+		Policies: &ps.reading.Policies, Since: timeText(time.Unix(0, s.ring[s.head].judged))})
 }

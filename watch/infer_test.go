@@ -16,6 +16,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 
+	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/infer"
 	"github.com/backoff-audit/audit/metrics"
@@ -263,53 +264,45 @@ func TestWatchInferBounded(t *testing.T) {
 	}
 }
 
-// TestWatchInferMetrics: each reading replaces the port's policy gauges
-// whole: two policies, then one, then none of the first reading's left.
+// TestWatchInferMetrics: a Watch's readings set its port's policy gauges,
+// each replacing the last whole: two policies, then, read by another
+// Watch on the same series, one, and nothing left of the first two.
 func TestWatchInferMetrics(t *testing.T) {
 	m := metrics.New()
 	rng := rand.New(rand.NewPCG(24, 2))
-	w := New(Config{Policy: backoff.DefaultPolicy(), FatesKnown: true, Infer: true, Metrics: m}, io.Discard)
-	w.Watch(server.Port())
-	first, _ := fleetInput(rng, 1, 0, 130*time.Second, 64, fast, spec)
-	feed(w, first)
-	series := func() []string {
+	readings := []struct {
+		schedules  []schedule
+		want       []string
+		wantParams int // initial backoff, multiplier and jitter of each policy
+	}{
+		{[]schedule{fast, spec}, []string{
+			`audit_policy_outliers{port="50052"} 1`,
+			`audit_policy_peers{default="false",policy="1",port="50052"} 64`,
+			`audit_policy_peers{default="true",policy="2",port="50052"} 64`,
+			`audit_policy_sample_chains{port="50052"} 129`,
+		}, 6},
+		{[]schedule{spec}, []string{
+			`audit_policy_outliers{port="50052"} 1`,
+			`audit_policy_peers{default="true",policy="1",port="50052"} 64`,
+			`audit_policy_sample_chains{port="50052"} 65`,
+		}, 3},
+	}
+	for i, r := range readings {
+		w := New(Config{Policy: backoff.DefaultPolicy(), FatesKnown: true, Infer: true, Metrics: m}, io.Discard)
+		in, _ := fleetInput(rng, byte(i+1), 0, 130*time.Second, 64, r.schedules...)
+		feed(w, in)
 		var got []string
 		for l := range strings.Lines(scrapeOf(m)) {
 			if strings.HasPrefix(l, "audit_policy_") {
 				got = append(got, strings.TrimSpace(l))
 			}
 		}
-		return got
-	}
-	got := series()
-	want := []string{
-		`audit_policy_outliers{port="50052"} 1`,
-		`audit_policy_peers{default="false",policy="1",port="50052"} 64`,
-		`audit_policy_peers{default="true",policy="2",port="50052"} 64`,
-		`audit_policy_sample_chains{port="50052"} 129`,
-	}
-	if diff := gocmp.Diff(want, filter(got, "_peers", "_outliers", "_sample")); diff != "" {
-		t.Errorf("first reading (-want +got):\n%s", diff)
-	}
-	if n := len(filter(got, "_initial_backoff_seconds", "_multiplier", "_jitter")); n != 6 {
-		t.Errorf("%d parameter series, want 3 for each of 2 policies:\n%s", n, strings.Join(got, "\n"))
-	}
-	// Then a reading of the spec's chains alone: one policy, its number
-	// 1, and nothing left of the first reading's two.
-	w2 := New(Config{Policy: backoff.DefaultPolicy(), FatesKnown: true, Infer: true, Metrics: m}, io.Discard)
-	more, _ := fleetInput(rng, 2, 0, 130*time.Second, 64, spec)
-	feed(w2, more)
-	got = series()
-	want = []string{
-		`audit_policy_outliers{port="50052"} 1`,
-		`audit_policy_peers{default="true",policy="1",port="50052"} 64`,
-		`audit_policy_sample_chains{port="50052"} 65`,
-	}
-	if diff := gocmp.Diff(want, filter(got, "_peers", "_outliers", "_sample")); diff != "" {
-		t.Errorf("second reading (-want +got):\n%s", diff)
-	}
-	if n := len(filter(got, "_initial_backoff_seconds", "_multiplier", "_jitter")); n != 3 {
-		t.Errorf("%d parameter series, want 3 for its 1 policy:\n%s", n, strings.Join(got, "\n"))
+		if diff := gocmp.Diff(r.want, filter(got, "_peers", "_outliers", "_sample")); diff != "" {
+			t.Errorf("reading %d (-want +got):\n%s", i, diff)
+		}
+		if n := len(filter(got, "_initial_backoff_seconds", "_multiplier", "_jitter")); n != r.wantParams {
+			t.Errorf("reading %d: %d parameter series, want %d:\n%s", i, n, r.wantParams, strings.Join(got, "\n"))
+		}
 	}
 }
 
@@ -332,4 +325,40 @@ func scrapeOf(m *metrics.Metrics) string {
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return rec.Body.String()
+}
+
+// TestWatchInferOnePortATick: when the policies of two ports are due, a
+// Tick reads one, the next the other, so that no Tick holds the loop for
+// more than one reading; the end reads both again.
+func TestWatchInferOnePortATick(t *testing.T) {
+	var out bytes.Buffer
+	w := New(Config{Policy: backoff.DefaultPolicy(), FatesKnown: true, JSON: true, Infer: true, InferEvery: time.Minute}, &out)
+	for i, port := range []uint16{50052, 50053} {
+		dst := netip.AddrPortFrom(server.Addr(), port)
+		src := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(40000+i))
+		for k, at := range ms(0, 1000, 2600) {
+			s := attempt.SYN{Time: t0.Add(at), Src: netip.AddrPortFrom(src.Addr(), src.Port()+uint16(10*k)), Dst: dst, Seq: uint32(10*i + k)}
+			w.AddSYN(s)
+			w.AddSegment(&attempt.Segment{Time: s.Time.Add(50 * time.Microsecond), Src: dst, Dst: s.Src, Ack: s.Seq + 1, Flags: 0x14})
+		}
+	}
+	for _, at := range []time.Duration{30 * time.Second, 60 * time.Second, 60*time.Second + 250*time.Millisecond} {
+		w.Tick(t0.Add(at))
+	}
+	if _, err := w.Close(t0.Add(2 * time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	type read struct {
+		Time string
+		Port uint16
+	}
+	var got []read
+	policies, _ := inferLines(t, out.Bytes())
+	for _, e := range policies {
+		got = append(got, read{e.Time[11:23], e.Port})
+	}
+	want := []read{{"12:01:00.000", 50052}, {"12:01:00.250", 50053}, {"12:02:00.000", 50052}, {"12:02:00.000", 50053}}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("readings (-want +got):\n%s", diff)
+	}
 }

@@ -70,7 +70,8 @@ type Config struct {
 	// DefaultInferEvery.
 	InferEvery time.Duration
 	// InferSample bounds the chains of each port the policies are read
-	// from (and their attempts, SampleBytes); 0 is DefaultInferSample.
+	// from (and their attempts, SampleBytes); 0 is DefaultInferSample,
+	// and it is at most MaxInferSample.
 	InferSample int
 }
 
@@ -88,8 +89,10 @@ type Watch struct {
 	events []Event
 	werr   error
 	// inferAt is when the policies are read next (inferTick), 0 before
-	// the first packet; noReading reads chains before a port's first.
+	// the first packet; due, the ports whose policies are to be read, a
+	// Tick each; noReading reads chains before a port's first.
 	inferAt   int64
+	due       []uint16
 	noReading *infer.Reading
 }
 
@@ -152,6 +155,7 @@ func New(cfg Config, out io.Writer) *Watch {
 	if cfg.InferSample <= 0 {
 		cfg.InferSample = DefaultInferSample
 	}
+	cfg.InferSample = min(cfg.InferSample, MaxInferSample)
 	w := &Watch{cfg: cfg, out: bufio.NewWriter(out), peers: map[peerKey]*peer{}, ports: map[uint16]*portState{}}
 	w.tr = w.newTracker()
 	if cfg.Infer {

@@ -90,8 +90,8 @@ disappeared): what was judged until then is printed first.`,
 			if cfg.Watch.MaxPeers < 1 || cfg.Watch.MaxChain < 2 {
 				return usageError(fmt.Errorf("--max_peers %d, --max_chain %d: at least 1 peer and 2 attempts (one interval)", cfg.Watch.MaxPeers, cfg.Watch.MaxChain))
 			}
-			if cfg.Watch.InferEvery < time.Second || cfg.Watch.InferSample < 1 {
-				return usageError(fmt.Errorf("--infer_every %v, --infer_sample %d: at least 1s and 1 chain", cfg.Watch.InferEvery, cfg.Watch.InferSample))
+			if cfg.Watch.InferEvery < time.Second || cfg.Watch.InferSample < 1 || cfg.Watch.InferSample > watch.MaxInferSample {
+				return usageError(fmt.Errorf("--infer_every %v, --infer_sample %d: at least 1s, and 1 to %d chains", cfg.Watch.InferEvery, cfg.Watch.InferSample, watch.MaxInferSample))
 			}
 			for _, p := range ports {
 				if p <= 0 || p > 65535 {
@@ -117,8 +117,8 @@ disappeared): what was judged until then is printed first.`,
 	f.BoolVar(&cfg.Watch.Infer, "infer", false, "read each judged chain's schedule (a line each) and the policies each port's clients run (docs/spec.md §8.7)")
 	f.DurationVar(&cfg.Watch.InferEvery, "infer_every", watch.DefaultInferEvery, "with --infer: how often the policies are read again (when chains came since; and once at the end)")
 	f.IntVar(&cfg.Watch.InferSample, "infer_sample", watch.DefaultInferSample,
-		fmt.Sprintf("with --infer: the most chains of each port the policies are read from, the last judged, and at most %d times as many attempts (the oldest chains go first): %.1f MB a port at the default",
-			watch.SampleAttempts, float64(watch.SampleBytes(watch.DefaultInferSample))/1e6))
+		fmt.Sprintf("with --infer: the most chains of each port the policies are read from (at most %d), the last judged, and at most %d times as many attempts (the oldest chains go first): %.1f MB a port at the default",
+			watch.MaxInferSample, watch.SampleAttempts, float64(watch.SampleBytes(watch.DefaultInferSample))/1e6))
 	cmd.MarkFlagRequired("iface")
 	cmd.MarkFlagRequired("port")
 	return cmd

@@ -227,10 +227,10 @@ func (c Counts) text() string {
 		parts[5] += fmt.Sprintf(" (%d not printed: at most one line per port and attempt per %v)", c.WavesUnprinted, waveQuiet)
 	}
 	if c.Untracked > 0 {
-		parts = append(parts, text.Plural(c.Untracked, "attempt")+" of peers over --max-peers, not judged")
+		parts = append(parts, text.Plural(c.Untracked, "attempt")+" of peers over --max_peers, not judged")
 	}
 	if c.Dropped > 0 {
-		parts = append(parts, text.Plural(c.Dropped, "attempt")+" beyond --max-chain, counted only")
+		parts = append(parts, text.Plural(c.Dropped, "attempt")+" beyond --max_chain, counted only")
 	}
 	if c.Outliers > 0 {
 		parts = append(parts, text.Plural(c.Outliers, "chain")+" no policy of its port explained (outliers)")

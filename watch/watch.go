@@ -293,9 +293,11 @@ func (w *Watch) settle(p *peer, now time.Time) (forgotten bool) {
 		case a.Ending.Ready:
 			w.succeeded(p, i, a)
 			continue
-		case i == len(p.chain)-1 && !decided(a.Ending):
+		case i == len(p.chain)-1 && !decided(a.Ending) &&
+			(a.Ending.Fate.Accepted() || !now.After(w.chainEnd(p))):
 			// It may still succeed, or hang: the next SYN or the
-			// chain's end decides.
+			// chain's end decides. One never answered by the chain's
+			// end will not succeed: its client stopped retrying.
 			return false
 		}
 		p.checked++

@@ -140,6 +140,19 @@ func TestWatch(t *testing.T) {
 			wantText: "peer 127.0.0.1: failed chain of 4 attempts from 2026-12-01T12:00:00.000000000Z (ended by stopped retrying): interval 3: 1500 ms is early (expected 2560 ms, window 1948–3172 ms); strict: failed",
 		},
 		{
+			name: "a chain whose last SYN nobody answers is judged once its client stopped, not at the run's end",
+			in: func() []input {
+				in := chain("127.0.0.1", 40000, ms(0, 1000, 2600, 4100)...)
+				for i := range in {
+					in[i].refused = false
+				}
+				return append(in, input{at: 30 * time.Second, tick: true})
+			}(),
+			endAt:   40 * time.Second,
+			want:    []line{{Event: EventFailedChain, Peer: "127.0.0.1", End: "stopped retrying", Verdict: "failed", Attempts: 4}},
+			wantSum: Counts{Attempts: 4, Chains: 1, Failed: 1, Forgotten: 1},
+		},
+		{
 			name:    "the run's end judges an open chain",
 			in:      chain("::1", 40000, ms(0, 1000, 2000)...),
 			endAt:   3 * time.Second,

@@ -81,6 +81,7 @@ func TestHelpFlags(t *testing.T) {
 		{verb: "h2", says: []string{"--keylog FILE", "NODE_OPTIONS=--tls-keylog=FILE"}, lacks: []string{"(default 100ms)"}},
 		{verb: "server", says: []string{"--control_port port", "--min_connect_timeout_ms int", "--retry_mode", "--max_held", "--tls_cert", "--tls_key",
 			"  close ", "  refuse ", "  hang ", "  restart=D ", "  settings-close ", "  goaway ", "passed=false", "--keylog FILE", secrets}},
+		{verb: "watch", says: []string{"--initial_backoff duration", "(default 1s)", "--infer_every"}, lacks: []string{"session's own"}},
 		{verb: "client", says: []string{"--server_control_port port", "--max_reconnect_backoff_ms int32", "--keylog FILE", secrets}},
 	}
 	policy := regexp.MustCompile(`(?m)^ +--(initial_backoff|multiplier|jitter|max_backoff|min_connect_timeout|tolerance) .*\(default [^,]+, or each session's own\)$`)

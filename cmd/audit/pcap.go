@@ -121,7 +121,7 @@ or unreadable input.`,
 	}
 	f := cmd.Flags()
 	f.Var(portFlag[uint16]{p: &cfg.Port}, "port", "the retry port (default: the only port the capture has SYNs to)")
-	addPolicyFlags(f, &cfg.Policy)
+	addPolicyFlags(f, &cfg.Policy, true)
 	f.TextVar(&cfg.Mode, "retry_mode", cfg.Mode, "the `MODE` the retry port was in: "+backoff.ModeNames+" (default: read from the attempts' fates)")
 	withoutDefault(f, "retry_mode")
 	f.StringVar(&format, "format", format, "output format: text or json")
@@ -139,10 +139,10 @@ or unreadable input.`,
 }
 
 // addPolicyFlags binds the policy the clients are held to, with the spec's
-// defaults (docs/spec.md §1, §3). Sessions (of a record or a control port)
-// are each judged by their own Start's policy unless one of these is
-// given, so the help says so beside each default.
-func addPolicyFlags(f *pflag.FlagSet, p *backoff.Policy) {
+// defaults (docs/spec.md §1, §3). Where there are sessions (of a record or
+// a control port), each is judged by its own Start's policy unless one of
+// these is given, so the help says so beside each default.
+func addPolicyFlags(f *pflag.FlagSet, p *backoff.Policy, sessions bool) {
 	f.DurationVar(&p.BaseDelay, "initial_backoff", p.BaseDelay, "INITIAL_BACKOFF: expected wait after the first failure")
 	f.Float64Var(&p.Multiplier, "multiplier", p.Multiplier, "MULTIPLIER: growth of the backoff per attempt")
 	f.Float64Var(&p.Jitter, "jitter", p.Jitter, "JITTER: allowed relative deviation of each backoff")
@@ -150,6 +150,9 @@ func addPolicyFlags(f *pflag.FlagSet, p *backoff.Policy) {
 	f.DurationVar(&p.MinConnectTimeout, "min_connect_timeout", p.MinConnectTimeout, "MIN_CONNECT_TIMEOUT: the least time a client waits on an attempt that hangs")
 	f.DurationVar(&p.Tolerance, "tolerance", p.Tolerance, "transmission-delay allowance on both sides of every window")
 	for _, name := range policyFlags {
+		if !sessions {
+			break
+		}
 		fl := f.Lookup(name)
 		fl.Usage += fmt.Sprintf(" (default %s, or each session's own)", fl.DefValue)
 		withoutDefault(f, name)

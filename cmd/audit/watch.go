@@ -107,7 +107,7 @@ disappeared): what was judged until then is printed first.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Iface, "iface", "", "interface to capture on (required; not any: a packet that crosses two interfaces would be seen twice)")
 	f.IntSliceVar(&ports, "port", nil, "a port to watch (repeatable, or comma-separated; at most 64)")
-	addPolicyFlags(f, &cfg.Watch.Policy)
+	addPolicyFlags(f, &cfg.Watch.Policy, false)
 	f.StringVar(&format, "format", format, "output format: text, or json (JSON Lines)")
 	f.StringVar(&cfg.Write, "write", "", "also save every captured packet to this `FILE` (pcap, nanosecond timestamps), for 'audit pcap'")
 	f.StringVar(&cfg.Metrics, "metrics", "", "serve the Prometheus exposition at http://`ADDR`/metrics (host:port; :9465 listens on every address)")

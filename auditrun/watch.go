@@ -45,8 +45,8 @@ func Watch(ctx context.Context, cfg WatchConfig, out, errOut io.Writer) (Outcome
 	if len(cfg.Ports) == 0 {
 		return Outcome{}, errors.New("no --port: name the ports to watch")
 	}
-	if err := cfg.Watch.Policy.Validate(); err != nil {
-		return Outcome{}, fmt.Errorf("policy: %w", err)
+	if err := cfg.Watch.Validate(); err != nil {
+		return Outcome{}, err
 	}
 	m, stopMetrics, err := serveMetrics("watch", cfg.Metrics, errOut, cfg.OnListen)
 	if err != nil {

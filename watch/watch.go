@@ -27,6 +27,7 @@ import (
 	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/backoff"
 	"github.com/backoff-audit/audit/infer"
+	"github.com/backoff-audit/audit/internal/field"
 	"github.com/backoff-audit/audit/internal/text"
 	"github.com/backoff-audit/audit/metrics"
 	"github.com/backoff-audit/audit/report"
@@ -73,6 +74,27 @@ type Config struct {
 	// from (and their attempts, SampleBytes); 0 is DefaultInferSample,
 	// and it is at most MaxInferSample.
 	InferSample int
+}
+
+// Validate says which bound is out of range (a field.Error naming it):
+// each bound's zero is its default, and anything else must leave a chain
+// one interval, a reading at least a second apart and a sample of 1 to
+// MaxInferSample chains. The policy is Policy.Validate's.
+func (c *Config) Validate() error {
+	switch {
+	case c.MaxPeers < 0:
+		return field.Errorf("MaxPeers", c.MaxPeers, "at least 1 peer")
+	case c.MaxChain < 0 || c.MaxChain == 1:
+		return field.Errorf("MaxChain", c.MaxChain, "at least 2 attempts (one interval)")
+	case c.InferEvery < 0 || c.InferEvery > 0 && c.InferEvery < time.Second:
+		return field.Errorf("InferEvery", c.InferEvery, "at least 1s")
+	case c.InferSample < 0 || c.InferSample > MaxInferSample:
+		return field.Errorf("InferSample", c.InferSample, "1 to %d chains", MaxInferSample)
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	return nil
 }
 
 // Watch is the auditor of chains as they come. It is not safe for

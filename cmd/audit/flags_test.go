@@ -14,6 +14,7 @@ import (
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/interop"
 	"github.com/backoff-audit/audit/server"
+	"github.com/backoff-audit/audit/watch"
 )
 
 // flagValues parses args with the flags of verb and returns every flag's
@@ -143,6 +144,7 @@ func TestFieldFlags(t *testing.T) {
 		"pcap":   {auditrun.FilesConfig{}},
 		"h2":     {flows.AuditOptions{}},
 		"client": {interop.Config{}},
+		"watch":  {watch.Config{}},
 	}
 	for _, cmd := range newRootCmd().Commands() {
 		for fieldName, flag := range cmd.Annotations {

@@ -109,6 +109,8 @@ func TestUsageErrors(t *testing.T) {
 		{"watch: format", []string{"watch", "--iface", "lo", "--port", "1", "--format", "xml"}, []string{`--format "xml"`}},
 		{"watch: bounds", []string{"watch", "--iface", "lo", "--port", "1", "--max_chain", "1"}, []string{"--max_chain 1"}},
 		{"watch: policy", []string{"watch", "--iface", "lo", "--port", "1", "--multiplier", "0.5"}, []string{"policy: multiplier 0.5"}},
+		{"watch: a reading too often", []string{"watch", "--iface", "lo", "--port", "1", "--infer", "--infer_every", "10ms"}, []string{"--infer_every 10ms: at least 1s"}},
+		{"watch: a sample too large", []string{"watch", "--iface", "lo", "--port", "1", "--infer", "--infer_sample", "20000"}, []string{"--infer_sample 20000: 1 to 10000 chains"}},
 		{"watch: metrics address in use", []string{"watch", "--iface", "lo", "--port", "1", "--metrics", busy.Addr().String()},
 			[]string{"--metrics " + busy.Addr().String(), "address already in use"}},
 		{"watch: metrics address not an address", []string{"watch", "--iface", "lo", "--port", "1", "--metrics", "nowhere"}, []string{"--metrics nowhere"}},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -87,12 +86,6 @@ disappeared): what was judged until then is printed first.`,
 				return usageError(fmt.Errorf("--format %q: must be text or json", format))
 			}
 			cfg.Watch.JSON = format == "json"
-			if cfg.Watch.MaxPeers < 1 || cfg.Watch.MaxChain < 2 {
-				return usageError(fmt.Errorf("--max_peers %d, --max_chain %d: at least 1 peer and 2 attempts (one interval)", cfg.Watch.MaxPeers, cfg.Watch.MaxChain))
-			}
-			if cfg.Watch.InferEvery < time.Second || cfg.Watch.InferSample < 1 || cfg.Watch.InferSample > watch.MaxInferSample {
-				return usageError(fmt.Errorf("--infer_every %v, --infer_sample %d: at least 1s, and 1 to %d chains", cfg.Watch.InferEvery, cfg.Watch.InferSample, watch.MaxInferSample))
-			}
 			for _, p := range ports {
 				if p <= 0 || p > 65535 {
 					return usageError(fmt.Errorf("--port %d: not a port (1–65535)", p))
@@ -121,5 +114,6 @@ disappeared): what was judged until then is printed first.`,
 			watch.MaxInferSample, watch.SampleAttempts, float64(watch.SampleBytes(watch.DefaultInferSample))/1e6))
 	cmd.MarkFlagRequired("iface")
 	cmd.MarkFlagRequired("port")
+	cmd.Annotations = map[string]string{"MaxPeers": "max_peers", "MaxChain": "max_chain", "InferEvery": "infer_every", "InferSample": "infer_sample"}
 	return cmd
 }

@@ -62,7 +62,7 @@ type Source interface {
 // timesEndings is a Source that reads a chain's times and fates at once
 // (attempt.Stream), rather than in two reads.
 type timesEndings interface {
-	TimesEndings(i int, buf []time.Time) (netip.Addr, []time.Time, int, []backoff.Ending)
+	TimesEndings(i int, buf []time.Time, ends []backoff.Ending) (netip.Addr, []time.Time, int, []backoff.Ending)
 }
 
 // chainReader reads chain index of src.
@@ -71,7 +71,7 @@ type chainReader func(index int, buf []time.Time) (netip.Addr, []time.Time, []ba
 func readerOf(src Source) chainReader {
 	if both, ok := src.(timesEndings); ok {
 		return func(index int, buf []time.Time) (netip.Addr, []time.Time, []backoff.Ending) {
-			addr, times, _, endings := both.TimesEndings(index, buf)
+			addr, times, _, endings := both.TimesEndings(index, buf, nil)
 			return addr, times, endings
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/backoff-audit/audit/attempt"
@@ -159,6 +160,12 @@ type Summary struct {
 // PeerReportOf is the report of a chain already verified: res is VerifyRun's
 // result over c's times.
 func PeerReportOf(c attempt.Chain, res backoff.Result) PeerReport {
+	return peerReportInto(c, res, nil)
+}
+
+// peerReportInto is PeerReportOf with the attempts' reports in
+// reports[:0]'s array, when it is large enough.
+func peerReportInto(c attempt.Chain, res backoff.Result, reports []AttemptReport) PeerReport {
 	pr := PeerReport{
 		Peer:            c.Peer,
 		Passed:          res.Reference.Passed,
@@ -167,7 +174,7 @@ func PeerReportOf(c attempt.Chain, res backoff.Result) PeerReport {
 		Strict:          res.Strict,
 		ReferencePassed: res.ReferencePassed,
 		Retransmits:     c.Retransmits(),
-		Attempts:        make([]AttemptReport, len(c.Attempts)),
+		Attempts:        slices.Grow(reports[:0], len(c.Attempts))[:len(c.Attempts)],
 		Intervals:       res.Intervals,
 		BackoffMS:       res.BackoffMS,
 		Signatures:      backoff.Signatures(res),

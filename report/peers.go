@@ -178,14 +178,16 @@ func (ps *Peers) verify(cs ChainSource, from, to int, out []auditPeer, run backo
 			var plateau []float64
 			var ivs []backoff.Interval
 			var ms []int32
+			var ends []backoff.Ending
 			for i := from + n*w/workers; i < from+n*(w+1)/workers; i++ {
 				var addr netip.Addr
 				var retrans int
-				// Each chain in its own fates: a Result holds its Run,
-				// so the endings are the chain's own slice.
+				// A Result holds its Run: a kept one keeps its fates, and
+				// the next chain's are new.
 				run := run
 				if both != nil {
-					addr, times, retrans, run.Endings = both.TimesEndings(i, times)
+					addr, times, retrans, run.Endings = both.TimesEndings(i, times, ends)
+					ends = run.Endings
 				} else {
 					addr, times, retrans = cs.Times(i, times)
 					run.Endings = cs.Endings(i, nil)
@@ -201,7 +203,7 @@ func (ps *Peers) verify(cs ChainSource, from, to int, out []auditPeer, run backo
 				if keep && kept+len(res.Intervals) <= budget {
 					kept += len(res.Intervals)
 					ps.results[i] = res
-					ivs, ms = nil, nil // kept: the next chain's are new
+					ivs, ms, ends = nil, nil, nil // kept: the next chain's are new
 				}
 				ap := auditPeerOf(addr, i, len(times), retrans)
 				ap.set(res)
@@ -235,7 +237,7 @@ func (ps *Peers) verify(cs ChainSource, from, to int, out []auditPeer, run backo
 // timesEndings is a ChainSource that gives a chain's times and fates in
 // one read (attempt.Stream), rather than in two.
 type timesEndings interface {
-	TimesEndings(i int, buf []time.Time) (netip.Addr, []time.Time, int, []backoff.Ending)
+	TimesEndings(i int, buf []time.Time, ends []backoff.Ending) (netip.Addr, []time.Time, int, []backoff.Ending)
 }
 
 func auditPeerOf(addr netip.Addr, index, attempts, retrans int) auditPeer {
@@ -389,17 +391,42 @@ func (ps *Peers) Only(addrs ...netip.Addr) *Peers {
 // Report builds the report of the peer at position i; buf is scratch
 // space for its chain's attempts.
 func (ps *Peers) Report(i int, buf *[]attempt.Attempt) PeerReport {
+	sc := reportScratch{attempts: *buf}
+	pr := ps.report(i, &sc)
+	*buf = sc.attempts
+	return pr
+}
+
+// reportScratch is the memory that building peers' reports one after the
+// other reuses: a report built in it is valid until the next.
+type reportScratch struct {
+	attempts []attempt.Attempt
+	reports  []AttemptReport
+	times    []time.Time
+	endings  []backoff.Ending
+	ivs      []backoff.Interval
+	ms       []int32
+}
+
+// report is Report, built in sc.
+func (ps *Peers) report(i int, sc *reportScratch) PeerReport {
 	p := &ps.peers[i]
-	c := ps.chains.Chain(int(p.index), *buf)
-	*buf = c.Attempts[:0]
-	var pr PeerReport
-	if res, ok := ps.result(p.index); ok || len(c.Attempts) < 2 && res.Reference.Verdict != "" {
-		pr = PeerReportOf(c, res)
-	} else {
+	c := ps.chains.Chain(int(p.index), sc.attempts)
+	sc.attempts = c.Attempts[:0]
+	res, ok := ps.result(p.index)
+	if !ok && (len(c.Attempts) >= 2 || res.Reference.Verdict == "") {
+		sc.times, sc.endings = sc.times[:0], sc.endings[:0]
+		for _, a := range c.Attempts {
+			sc.times = append(sc.times, a.Time)
+			sc.endings = append(sc.endings, a.Ending)
+		}
 		run := ps.run
-		run.Endings = c.Endings()
-		pr = PeerReportOf(c, backoff.VerifyRun(ps.policy, c.Times(), run))
+		run.Endings = sc.endings
+		res = backoff.VerifyRunInto(ps.policy, sc.times, run, sc.ivs, sc.ms)
+		sc.ivs, sc.ms = res.Intervals, res.BackoffMS
 	}
+	pr := peerReportInto(c, res, sc.reports)
+	sc.reports = pr.Attempts
 	if reason, ok := ps.overflow[int(p.index)]; ok {
 		pr.Passed, pr.Verdict, pr.Strict, pr.Reason = false, p.Verdict(), p.Strict(), reason
 	}
@@ -440,14 +467,14 @@ const writeBatch = 256
 // format returns): a peer written in one line needs none.
 func WritePeers[S any](w io.Writer, ps *Peers, state func() S, format func(b []byte, s S, i int, report func() *PeerReport) ([]byte, error)) error {
 	type scratch struct {
-		s   S
-		buf []attempt.Attempt
-		pr  PeerReport
+		s  S
+		rs reportScratch
+		pr PeerReport
 	}
 	return WriteBatches(w, len(ps.peers), writeBatch, func() *scratch { return &scratch{s: state()} },
 		func(b []byte, sc *scratch, i int) ([]byte, error) {
 			return format(b, sc.s, i, func() *PeerReport {
-				sc.pr = ps.Report(i, &sc.buf)
+				sc.pr = ps.report(i, &sc.rs)
 				return &sc.pr
 			})
 		})

@@ -218,8 +218,11 @@ func (s *Stream) Times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 	return netip.AddrFrom16(v.head.addr).Unmap(), buf, retrans
 }
 
-// TimesEndings is Times and Endings of chain i, read once.
-func (s *Stream) TimesEndings(i int, buf []time.Time) (netip.Addr, []time.Time, int, []backoff.Ending) {
+// TimesEndings is Times and Endings of chain i, read once, appended to
+// buf[:0] and ends[:0] (ends is nil when the capture shows no fates), so
+// that a caller that keeps neither reads chain after chain in the same
+// memory.
+func (s *Stream) TimesEndings(i int, buf []time.Time, ends []backoff.Ending) (netip.Addr, []time.Time, int, []backoff.Ending) {
 	v := viewPool.Get().(*chainView)
 	defer viewPool.Put(v)
 	buf = buf[:0]
@@ -232,7 +235,7 @@ func (s *Stream) TimesEndings(i int, buf []time.Time) (netip.Addr, []time.Time, 
 	}
 	var es []backoff.Ending
 	if s.fatesKnown {
-		es = make([]backoff.Ending, len(v.order))
+		es = slices.Grow(ends[:0], len(v.order))[:len(v.order)]
 	}
 	for j, k := range v.order {
 		st := v.start[k]

@@ -288,7 +288,7 @@ func TestStreamChains(t *testing.T) {
 				if diff := cmp.Diff(wantEnd, st.Endings(c, nil)); diff != "" {
 					t.Errorf("chain %d: Endings differ from attempt.Chain's (-attempt.Chain +Endings):\n%s", c, diff)
 				}
-				_, times2, retrans2, ends2 := st.TimesEndings(c, nil)
+				_, times2, retrans2, ends2 := st.TimesEndings(c, nil, nil)
 				if diff := cmp.Diff(wantEnd, ends2); diff != "" || retrans2 != retrans || !slices.Equal(times, times2) {
 					t.Errorf("chain %d: TimesEndings differ from Times and Endings (-Endings +TimesEndings):\n%s", c, diff)
 				}

@@ -28,7 +28,7 @@ func (r *Reading) ReadChain(times []time.Time, endings []backoff.Ending) PeerInf
 	pi.Policy, pi.Outlier = r.place(pi.Fit.pts)
 	// The intervals are the pool's: the caller keeps the reading.
 	pi.Fit.pts, pi.Fit.held = nil, nil
-	if res, ok := r.verdict(pi.Policy, times, endings); ok {
+	if res, ok := r.verdict(pi.Policy, times, endings, &ps.iv); ok {
 		pi.AgainstPolicy = &PolicyVerdict{Passed: res.Reference.Passed, FirstFailure: res.Reference.FirstFailure}
 		for _, s := range backoff.Signatures(res) {
 			pi.AgainstPolicy.Signatures = append(pi.AgainstPolicy.Signatures, s.Name)

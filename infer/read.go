@@ -65,19 +65,20 @@ type timesEndings interface {
 	TimesEndings(i int, buf []time.Time, ends []backoff.Ending) (netip.Addr, []time.Time, int, []backoff.Ending)
 }
 
-// chainReader reads chain index of src.
-type chainReader func(index int, buf []time.Time) (netip.Addr, []time.Time, []backoff.Ending)
+// chainReader reads chain index of src, its times into buf[:0] and its
+// fates into ends[:0] where it can.
+type chainReader func(index int, buf []time.Time, ends []backoff.Ending) (netip.Addr, []time.Time, []backoff.Ending)
 
 func readerOf(src Source) chainReader {
 	if both, ok := src.(timesEndings); ok {
-		return func(index int, buf []time.Time) (netip.Addr, []time.Time, []backoff.Ending) {
-			addr, times, _, endings := both.TimesEndings(index, buf, nil)
+		return func(index int, buf []time.Time, ends []backoff.Ending) (netip.Addr, []time.Time, []backoff.Ending) {
+			addr, times, _, endings := both.TimesEndings(index, buf, ends)
 			return addr, times, endings
 		}
 	}
-	return func(index int, buf []time.Time) (netip.Addr, []time.Time, []backoff.Ending) {
+	return func(index int, buf []time.Time, ends []backoff.Ending) (netip.Addr, []time.Time, []backoff.Ending) {
 		addr, times, _ := src.Times(index, buf)
-		return addr, times, src.Endings(index, nil)
+		return addr, times, src.Endings(index, ends)
 	}
 }
 
@@ -117,14 +118,19 @@ type readChains struct {
 
 func (c *readChains) Len() int { return len(c.order) }
 
-var timesPool = sync.Pool{New: func() any { return new([]time.Time) }}
+// chainBuf is what a chain is read into, to be let go once read.
+type chainBuf struct {
+	times   []time.Time
+	endings []backoff.Ending
+}
+
+var chainPool = sync.Pool{New: func() any { return new(chainBuf) }}
 
 func (c *readChains) Attempts(i int, buf []Attempt) []Attempt {
-	tp := timesPool.Get().(*[]time.Time)
-	_, times, endings := c.read(int(c.order[i]), (*tp)[:0])
-	buf = AttemptsOf(c.policy, c.run, times, endings, buf)
-	*tp = times
-	timesPool.Put(tp)
+	cb := chainPool.Get().(*chainBuf)
+	_, cb.times, cb.endings = c.read(int(c.order[i]), cb.times, cb.endings)
+	buf = AttemptsOf(c.policy, c.run, cb.times, cb.endings, buf)
+	chainPool.Put(cb)
 	return buf
 }
 
@@ -162,14 +168,23 @@ func Read(order []int32, src Source, p backoff.Policy, run backoff.Run) *Reading
 }
 
 // verdict judges the chain of times and endings against policy j (from
-// 1), when it has one to be judged against.
-func (r *Reading) verdict(j int, times []time.Time, endings []backoff.Ending) (backoff.Result, bool) {
+// 1), when it has one to be judged against, its intervals in iv's memory
+// (backoff.VerifyRunInto), which it keeps for the next.
+func (r *Reading) verdict(j int, times []time.Time, endings []backoff.Ending, iv *intervals) (backoff.Result, bool) {
 	if j <= 0 || !r.judged[j-1] {
 		return backoff.Result{}, false
 	}
 	run := r.run
 	run.Endings = endings
-	return backoff.VerifyRun(r.judges[j-1], times, run), true
+	res := backoff.VerifyRunInto(r.judges[j-1], times, run, iv.ivs, iv.ms)
+	iv.ivs, iv.ms = res.Intervals, res.BackoffMS
+	return res, true
+}
+
+// intervals is the memory of verdicts read one after the other.
+type intervals struct {
+	ivs []backoff.Interval
+	ms  []int32
 }
 
 // section is the report section of fleet fl: each policy, with how many
@@ -184,7 +199,7 @@ func (r *Reading) section(fl Fleet, order []int32) Policies {
 	}
 	ps.TooShort = len(order) - placed - len(fl.Outliers)
 	for _, i := range fl.Outliers {
-		addr, _, _ := r.read(int(order[i]), nil)
+		addr, _, _ := r.read(int(order[i]), nil, nil)
 		ps.Outliers = append(ps.Outliers, addr)
 	}
 	// Every chain of a policy judged against it, on every core, each
@@ -198,14 +213,15 @@ func (r *Reading) section(fl Fleet, order []int32) Policies {
 	each(len(order), func(from, to int) {
 		c := counts{failed: make([]int, len(fl.Policies)), sigs: make([][]SignatureCount, len(fl.Policies))}
 		var times []time.Time
+		var endings []backoff.Ending
+		var iv intervals
 		for i := from; i < to; i++ {
 			j := fl.Of[i]
 			if j == NoPolicy || !r.judged[j] {
 				continue
 			}
-			var endings []backoff.Ending
-			_, times, endings = r.read(int(order[i]), times)
-			res, _ := r.verdict(j+1, times, endings)
+			_, times, endings = r.read(int(order[i]), times, endings)
+			res, _ := r.verdict(j+1, times, endings, &iv)
 			if !res.Reference.Passed {
 				c.failed[j]++
 			}
@@ -283,6 +299,7 @@ type peerScratch struct {
 	endings []backoff.Ending
 	as      []Attempt
 	sc      scratch
+	iv      intervals
 }
 
 var peerPool = sync.Pool{New: func() any { return new(peerScratch) }}
@@ -310,7 +327,7 @@ func (r *Reading) AppendPeer(b []byte, index, n int, at func(k int) (time.Time, 
 			pi.Outlier = true
 		}
 	}
-	if res, ok := r.verdict(pi.Policy, times, endings); ok {
+	if res, ok := r.verdict(pi.Policy, times, endings, &ps.iv); ok {
 		v := &PolicyVerdict{Passed: res.Reference.Passed, FirstFailure: res.Reference.FirstFailure}
 		for _, s := range backoff.Signatures(res) {
 			v.Signatures = append(v.Signatures, s.Name)

@@ -41,9 +41,10 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 	b = append(b, `,"retransmits":`...)
 	b = strconv.AppendInt(b, int64(p.Retransmits), 10)
 	b = append(b, `,"attempts":`...)
+	var times minuteText
 	b, _ = appendJSONList(b, p.Attempts, func(b []byte, a *AttemptReport) ([]byte, error) {
 		b = append(b, `{"time":"`...)
-		b = appendTime(b, a.Time)
+		b = times.append(b, a.Time)
 		b = append(b, `","src_port":`...)
 		b = strconv.AppendUint(b, uint64(a.SrcPort), 10)
 		b = append(b, `,"seq":`...)
@@ -268,9 +269,15 @@ func appendWholeNS(b []byte, ns int64) []byte {
 		b = append(b, '-')
 		ns = -ns
 	}
-	if whole := ns / 1e6; whole < 10 {
+	// Most are under a second: their digits at once.
+	switch whole := ns / 1e6; {
+	case whole < 10:
 		b = append(b, byte('0'+whole))
-	} else {
+	case whole < 100:
+		b = append(b, byte('0'+whole/10), byte('0'+whole%10))
+	case whole < 1000:
+		b = append(b, byte('0'+whole/100), byte('0'+whole/10%10), byte('0'+whole%10))
+	default:
 		b = strconv.AppendInt(b, whole, 10)
 	}
 	frac := ns % 1e6
@@ -312,6 +319,40 @@ func appendTime(b []byte, t time.Time) []byte {
 	b = appendDigits(b, second, 2)
 	b = append(b, '.')
 	b = appendDigits(b, t.Nanosecond(), 9)
+	return append(b, 'Z')
+}
+
+// minuteText appends times as appendTime does, keeping the text of the
+// last minute it wrote: a chain's attempts are seconds apart, and working
+// out a time's date and clock is most of writing it.
+type minuteText struct {
+	minute int64 // Unix minutes of prefix, when set
+	set    bool
+	prefix [17]byte // "2006-01-02T15:04:"
+}
+
+func (m *minuteText) append(b []byte, t time.Time) []byte {
+	sec := t.Unix()
+	minute := sec / 60
+	if sec%60 < 0 {
+		minute--
+	}
+	if !m.set || minute != m.minute {
+		if y := t.UTC().Year(); y < 0 || y > 9999 {
+			m.set = false
+			return appendTime(b, t)
+		}
+		appendTime(m.prefix[:0], t)
+		m.minute, m.set = minute, true
+	}
+	s := sec - minute*60
+	b = append(b, m.prefix[:]...)
+	b = append(b, byte('0'+s/10), byte('0'+s%10), '.')
+	ns := t.Nanosecond()
+	hi, mid, lo := ns/1e6, ns/1e3%1e3, ns%1e3
+	b = append(b, byte('0'+hi/100), byte('0'+hi/10%10), byte('0'+hi%10),
+		byte('0'+mid/100), byte('0'+mid/10%10), byte('0'+mid%10),
+		byte('0'+lo/100), byte('0'+lo/10%10), byte('0'+lo%10))
 	return append(b, 'Z')
 }
 

@@ -411,6 +411,22 @@ func TestAppendTime(t *testing.T) {
 			t.Errorf("appendTime(%v) = %q, want %q", tm, got, want)
 		}
 	}
+	// A chain's times, seconds apart, through one minuteText: the same
+	// text, in whatever order, across minutes and around the years it
+	// cannot keep.
+	chain := slices.Clone(times)
+	for i := range 1000 {
+		chain = append(chain, trackStart.Add(time.Duration(i)*1700*time.Millisecond+time.Duration(rng.Int64N(1e9))))
+		chain = append(chain, time.Unix(-1, 0).Add(time.Duration(i-500)*1300*time.Millisecond))
+	}
+	var m minuteText
+	for _, order := range [][]time.Time{chain, slices.SortedFunc(slices.Values(chain), time.Time.Compare)} {
+		for _, tm := range order {
+			if got, want := string(m.append(nil, tm)), tm.UTC().Format(text.TimeLayout); got != want {
+				t.Errorf("minuteText.append(%v) = %q, want %q", tm, got, want)
+			}
+		}
+	}
 }
 
 func TestAppendIntervalRow(t *testing.T) {
@@ -529,7 +545,7 @@ func compactJSON(t *testing.T, b []byte) []byte {
 // appendWholeNS writes what encoding/json writes for float64(ns)/1e6.
 func TestAppendWholeNS(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	ns := []int64{0, 1, -1, 999, 1000, 21000, 999999, 1000000, 1000001, 9999999, 10000000, 1000827000, 123456789012, 1e15 - 1, -(1e15 - 1), 86400e9 * 11}
+	ns := []int64{0, 1, -1, 999, 1000, 21000, 999999, 1000000, 1000001, 9999999, 10000000, 99999999, 100000000, 999000001, 1000827000, 123456789012, 1e15 - 1, -(1e15 - 1), 86400e9 * 11}
 	for range 100000 {
 		ns = append(ns, rng.Int64N(2e15)-1e15, rng.Int64N(1e10), rng.Int64N(1e7)*1000)
 	}

@@ -409,11 +409,11 @@ func (t *Tracker) Retain(keep func(Attempt) bool) {
 	u.fatesKnown, u.pushBatch, u.segBatch, u.recentMax = t.fatesKnown, t.pushBatch, t.segBatch, t.recentMax
 	for i := range t.attempts.n {
 		r := t.rec(i)
-		if !keep(r.attempt()) {
+		a := r.attempt()
+		if !keep(a) {
 			continue
 		}
-		u.Add(SYN{Time: time.Unix(r.sec, int64(r.nsec)), Src: netip.AddrPortFrom(addrOf(r.key.src, r.src4), r.key.sport),
-			Dst: netip.AddrPortFrom(addrOf(r.key.dst, r.dst4), r.key.dport), Seq: r.key.seq})
+		u.Add(SYN{Time: a.Time, Src: a.Src, Dst: a.Dst, Seq: a.Seq})
 		j := u.attempts.n - 1
 		ur := u.rec(j)
 		ur.last, ur.retrans, ur.fate = r.last, r.retrans, r.fate

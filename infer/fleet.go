@@ -372,16 +372,13 @@ func (fl *Fleet) rejected(b *brief) bool {
 }
 
 // place puts each chain with an interval in the policy that explains it
-// with the most likelihood, the policy's size as found its prior (the log
+// with the most likelihood (mostLikely), the policy's size as found its prior (the log
 // of its peers less the log widths of the windows), estimates each policy
 // again from its chains, drops those left with none, and names the
 // outliers.
 func (fl *Fleet) place(chains *fleet) {
 	briefs := chains.briefs
-	size := make([]float64, len(fl.Policies))
-	for i, p := range fl.Policies {
-		size[i] = math.Log(float64(p.Peers))
-	}
+	size := sizes(fl.Policies)
 	members := make([][]int, len(fl.Policies))
 	ambiguous := make([]int, len(fl.Policies))
 	best := make([]int, len(briefs))
@@ -394,17 +391,8 @@ func (fl *Fleet) place(chains *fleet) {
 				continue
 			}
 			pts, _ := chains.points(i, &sc)
-			bestScore, n := math.Inf(-1), 0
-			for j := range fl.Policies {
-				w, ok := fl.Policies[j].explains(pts, true)
-				if !ok {
-					continue
-				}
-				n++
-				if s := size[j] - w; s > bestScore {
-					best[i], bestScore = j, s
-				}
-			}
+			var n int
+			best[i], n = mostLikely(fl.Policies, size, pts)
 			also[i] = n > 1
 		}
 	})
@@ -447,4 +435,32 @@ func (fl *Fleet) place(chains *fleet) {
 			fl.Of[i] = rank[j]
 		}
 	}
+}
+
+// sizes is each policy's prior: the log of its peers.
+func sizes(ps []Policy) []float64 {
+	size := make([]float64, len(ps))
+	for i, p := range ps {
+		size[i] = math.Log(float64(p.Peers))
+	}
+	return size
+}
+
+// mostLikely is the policy of ps that explains the chain of pts with the
+// most likelihood, size[j] policy j's prior (sizes): the log of its peers
+// less the log widths of its windows; NoPolicy when none explains it. n
+// counts the policies that do.
+func mostLikely(ps []Policy, size []float64, pts []point) (best, n int) {
+	best, bestScore := NoPolicy, math.Inf(-1)
+	for j := range ps {
+		w, ok := ps[j].explains(pts, true)
+		if !ok {
+			continue
+		}
+		n++
+		if s := size[j] - w; s > bestScore {
+			best, bestScore = j, s
+		}
+	}
+	return best, n
 }

@@ -2,7 +2,6 @@ package infer
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -23,18 +22,7 @@ import (
 func (r *Reading) ReadChain(times []time.Time, endings []backoff.Ending) PeerInference {
 	ps := peerPool.Get().(*peerScratch)
 	defer peerPool.Put(ps)
-	ps.as = AttemptsOf(r.policy, r.run, times, endings, ps.as[:0])
-	pi := PeerInference{Fit: fitScratch(ps.as, &ps.sc)}
-	pi.Policy, pi.Outlier = r.place(pi.Fit.pts)
-	// The intervals are the pool's: the caller keeps the reading.
-	pi.Fit.pts, pi.Fit.held = nil, nil
-	if res, ok := r.verdict(pi.Policy, times, endings, &ps.iv); ok {
-		pi.AgainstPolicy = &PolicyVerdict{Passed: res.Reference.Passed, FirstFailure: res.Reference.FirstFailure}
-		for _, s := range backoff.Signatures(res) {
-			pi.AgainstPolicy.Signatures = append(pi.AgainstPolicy.Signatures, s.Name)
-		}
-	}
-	return pi
+	return r.readChain(ps, times, endings, func(f *Fit) (int, bool) { return r.place(f.pts) })
 }
 
 // place is the policy of r, from 1, that explains the chain of pts with
@@ -46,14 +34,8 @@ func (r *Reading) place(pts []point) (policy int, outlier bool) {
 	if len(pts) == 0 || r.Policies.Peers == 0 {
 		return 0, false
 	}
-	best := math.Inf(-1)
-	for j := range r.fleet {
-		w, ok := r.fleet[j].explains(pts, true)
-		if s := math.Log(float64(r.fleet[j].Peers)) - w; ok && s > best {
-			policy, best = j+1, s
-		}
-	}
-	return policy, policy == 0
+	j, _ := mostLikely(r.fleet, r.size, pts)
+	return j + 1, j == NoPolicy
 }
 
 // MarshalJSON writes the peer's "inferred" object (docs/spec.md §8.6).

@@ -103,6 +103,7 @@ type Reading struct {
 	// fleet is the policies found, which place a chain read later
 	// (ReadChain).
 	fleet []Policy
+	size  []float64 // sizes(fleet)
 }
 
 const outlier = -1
@@ -163,7 +164,7 @@ func Read(order []int32, src Source, p backoff.Policy, run backoff.Run) *Reading
 		r.judges[j], r.judged[j] = policyOf(&fl.Policies[j], p)
 	}
 	r.Policies = r.section(fl, order)
-	r.fleet = fl.Policies
+	r.fleet, r.size = fl.Policies, sizes(fl.Policies)
 	return r
 }
 
@@ -317,16 +318,25 @@ func (r *Reading) AppendPeer(b []byte, index, n int, at func(k int) (time.Time, 
 		times, endings = append(times, t), append(endings, e)
 	}
 	ps.times, ps.endings = times, endings
+	pi := r.readChain(ps, times, endings, func(*Fit) (int, bool) {
+		if index < len(r.of) {
+			of := r.of[index]
+			return max(0, int(of)), of == outlier
+		}
+		return 0, false
+	})
+	return pi.appendJSON(b)
+}
+
+// readChain reads a chain of times and fates into ps: its fit, the policy
+// policyOf places it in (from 1; 0 for none, outlier when no policy
+// explains it), and its verdict against that policy. The fit's intervals
+// are ps's: the reading returned does not hold them.
+func (r *Reading) readChain(ps *peerScratch, times []time.Time, endings []backoff.Ending, policyOf func(*Fit) (int, bool)) PeerInference {
 	ps.as = AttemptsOf(r.policy, r.run, times, endings, ps.as[:0])
 	pi := PeerInference{Fit: fitScratch(ps.as, &ps.sc)}
-	if index < len(r.of) {
-		switch of := r.of[index]; {
-		case of > 0:
-			pi.Policy = int(of)
-		case of == outlier:
-			pi.Outlier = true
-		}
-	}
+	pi.Policy, pi.Outlier = policyOf(&pi.Fit)
+	pi.Fit.pts, pi.Fit.held = nil, nil
 	if res, ok := r.verdict(pi.Policy, times, endings, &ps.iv); ok {
 		v := &PolicyVerdict{Passed: res.Reference.Passed, FirstFailure: res.Reference.FirstFailure}
 		for _, s := range backoff.Signatures(res) {
@@ -334,5 +344,5 @@ func (r *Reading) AppendPeer(b []byte, index, n int, at func(k int) (time.Time, 
 		}
 		pi.AgainstPolicy = v
 	}
-	return pi.appendJSON(b)
+	return pi
 }

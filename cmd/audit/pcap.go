@@ -149,10 +149,10 @@ func addPolicyFlags(f *pflag.FlagSet, p *backoff.Policy, sessions bool) {
 	f.DurationVar(&p.MaxDelay, "max_backoff", p.MaxDelay, "MAX_BACKOFF: cap on the expected backoff")
 	f.DurationVar(&p.MinConnectTimeout, "min_connect_timeout", p.MinConnectTimeout, "MIN_CONNECT_TIMEOUT: the least time a client waits on an attempt that hangs")
 	f.DurationVar(&p.Tolerance, "tolerance", p.Tolerance, "transmission-delay allowance on both sides of every window")
+	if !sessions {
+		return
+	}
 	for _, name := range policyFlags {
-		if !sessions {
-			break
-		}
 		fl := f.Lookup(name)
 		fl.Usage += fmt.Sprintf(" (default %s, or each session's own)", fl.DefValue)
 		withoutDefault(f, name)

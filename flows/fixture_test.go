@@ -42,13 +42,12 @@ func TestMaxAgeGolden(t *testing.T) {
 	if *update {
 		recordMaxAge(t, maxAgeCapture)
 	}
-	res, err := flows.ReadFiles([]string{maxAgeCapture}, flows.Options{}, h2.DiagnoseOptions{})
+	rep, err := flows.Audit([]string{maxAgeCapture}, flows.AuditOptions{Format: "text"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := flows.NewReport([]string{maxAgeCapture}, res)
-	if len(rep.Connections) < 3 {
-		t.Fatalf("%d connections, want one per 2 s of the 5 s run", len(rep.Connections))
+	if rep.Connections.Len() < 3 {
+		t.Fatalf("%d connections, want one per 2 s of the 5 s run", rep.Connections.Len())
 	}
 	var text, js bytes.Buffer
 	if err := rep.WriteText(&text); err != nil {
@@ -165,7 +164,7 @@ func TestAuditInterrupted(t *testing.T) {
 		maxAgeCapture + ": read interrupted at offset 0: what follows was not read",
 		maxAgeCapture + ": read interrupted: 1 later file not read: " + second,
 	}
-	if len(rep.Connections) != 0 || strings.Join(rep.Warnings, "\n") != strings.Join(want, "\n") {
-		t.Errorf("%d connections, warnings %q; want none and %q", len(rep.Connections), rep.Warnings, want)
+	if rep.Connections.Len() != 0 || strings.Join(rep.Warnings, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%d connections, warnings %q; want none and %q", rep.Connections.Len(), rep.Warnings, want)
 	}
 }

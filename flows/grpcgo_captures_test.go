@@ -76,7 +76,7 @@ func TestGRPCGoKeepaliveCapture(t *testing.T) {
 	if got := grpcGoFindings(res, h2.FindingTooManyPings); len(got) != 1 || !want.MatchString(got[0]) {
 		t.Errorf("keepalive findings %q, want one matching %s", got, want)
 	}
-	rcs := h2.Reconnects(res.Reports())
+	rcs := h2.Reconnects(h2.Digests(res.Reports()))
 	if len(rcs) != 1 || rcs[0].From != 0 || rcs[0].To != 1 || rcs[0].Code != "ENHANCE_YOUR_CALM" || rcs[0].Delay < 0 || rcs[0].Delay > time.Second {
 		t.Errorf("reconnects %+v: want connection 1 within 1 s of connection 0's GOAWAY ENHANCE_YOUR_CALM", rcs)
 	}
@@ -100,7 +100,7 @@ func TestGRPCGoRetryCapture(t *testing.T) {
 	if len(res.Conns) != 1 {
 		t.Fatalf("%d connections, want 1", len(res.Conns))
 	}
-	chains := h2.RetryChains(res.Reports())
+	chains := h2.RetryChains(h2.Digests(res.Reports()))
 	var got [][]string
 	for _, ch := range chains {
 		var st []string

@@ -137,15 +137,15 @@ func TestH2SameFileTwice(t *testing.T) {
 	capFile, link := testutil.CopyAndLink(t, filepath.Join("..", "testdata", "too-soon.pcap"))
 	opt := flows.AuditOptions{Format: "json"}
 	once, err := flows.Audit([]string{capFile}, opt)
-	if err != nil || len(once.Connections) == 0 {
-		t.Fatalf("the file once: %v, %d connections; want some", err, len(once.Connections))
+	if err != nil || once.Connections.Len() == 0 {
+		t.Fatalf("the file once: %v, %d connections; want some", err, once.Connections.Len())
 	}
 	for _, second := range []string{capFile, link} {
 		t.Run(filepath.Base(second), func(t *testing.T) {
 			twice, err := flows.Audit([]string{capFile, second}, opt)
 			want := capFile + ": named again as " + second + ", the same file: read once"
-			if err != nil || len(twice.Connections) != len(once.Connections) || !strings.Contains(strings.Join(twice.Warnings, "\n"), want) {
-				t.Errorf("%v, %d connections, warnings %q; want %d as from the file once, and %q", err, len(twice.Connections), twice.Warnings, len(once.Connections), want)
+			if err != nil || twice.Connections.Len() != once.Connections.Len() || !strings.Contains(strings.Join(twice.Warnings, "\n"), want) {
+				t.Errorf("%v, %d connections, warnings %q; want %d as from the file once, and %q", err, twice.Connections.Len(), twice.Warnings, once.Connections.Len(), want)
 			}
 		})
 	}

@@ -36,9 +36,11 @@ func (r *Result) Reports() []*h2.Report {
 }
 
 // Problems counts the findings that are problems (h2.Finding.Problem).
-func (r *Result) Problems() int {
+func (r *Result) Problems() int { return problems(r.Findings) }
+
+func problems(fs []h2.Finding) int {
 	n := 0
-	for _, f := range r.Findings {
+	for _, f := range fs {
 		if f.Problem {
 			n++
 		}
@@ -53,35 +55,12 @@ func (r *Result) Problems() int {
 // read stops the read with capture.ReadFile's error, which names the file
 // and the offset.
 func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, error) {
-	return readFiles(paths, opt, diag, false)
-}
-
-// readFiles is ReadFiles; with slim, the connections' reports keep no
-// SETTINGS or SETTINGS ACK events: what Audit reads of a connection once
-// it ended (the findings, the timeline) never looks at them, and with many
-// short connections they were most of what the reports held.
-func readFiles(paths []string, opt Options, diag h2.DiagnoseOptions, slim bool) (*Result, error) {
 	res := &Result{Conns: []Conn{}}
-	a := NewAssembler(opt, func(c Conn) {
-		if slim {
-			c.Report.Events = withoutSettings(c.Report.Events)
-		}
-		res.Conns = append(res.Conns, c)
-	})
-	paths, dups := capture.Distinct(paths)
-	show := capture.ProgressTo(opt.Progress)
-	for i, path := range paths {
-		if capture.StopBefore(opt.Done, res.Files, paths[i:]) {
-			break
-		}
-		st, err := capture.ReadFile(path, capture.Options{Payloads: a.Add, PayloadPorts: opt.Ports, Done: opt.Done, Progress: show(path)}, func(attempt.SYN) {})
-		if err != nil {
-			return nil, err
-		}
-		res.Files = append(res.Files, st)
+	files, err := readFiles(paths, opt, func(c Conn) { res.Conns = append(res.Conns, c) })
+	if err != nil {
+		return nil, err
 	}
-	a.Close()
-	capture.NoteDuplicates(res.Files, dups)
+	res.Files = files
 	slices.SortStableFunc(res.Conns, func(x, y Conn) int {
 		return cmp.Or(x.Report.Start.Compare(y.Report.Start), x.Report.Client.Compare(y.Report.Client))
 	})
@@ -90,6 +69,28 @@ func readFiles(paths []string, opt Options, diag h2.DiagnoseOptions, slim bool) 
 		res.Findings = []h2.Finding{}
 	}
 	return res, nil
+}
+
+// readFiles reads paths through one Assembler, handing each connection to
+// done as it ends.
+func readFiles(paths []string, opt Options, done func(Conn)) ([]attempt.FileInfo, error) {
+	var files []attempt.FileInfo
+	a := NewAssembler(opt, done)
+	paths, dups := capture.Distinct(paths)
+	show := capture.ProgressTo(opt.Progress)
+	for i, path := range paths {
+		if capture.StopBefore(opt.Done, files, paths[i:]) {
+			break
+		}
+		st, err := capture.ReadFile(path, capture.Options{Payloads: a.Add, PayloadPorts: opt.Ports, Done: opt.Done, Progress: show(path)}, func(attempt.SYN) {})
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, st)
+	}
+	a.Close()
+	capture.NoteDuplicates(files, dups)
+	return files, nil
 }
 
 // AuditOptions are the settings of `audit h2`, as its flags give them.
@@ -152,14 +153,19 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 			return nil, field.Errorf("KeyLog", nil, "%w", err)
 		}
 	}
-	res, err := readFiles(files, Options{Ports: ps, Done: opt.Done, KeyLog: keys, Progress: opt.Progress}, diag, true)
+	var k kept
+	read, err := readFiles(files, Options{Ports: ps, Done: opt.Done, KeyLog: keys, Progress: opt.Progress}, k.add)
 	if err != nil {
 		return nil, err
 	}
-	chains := h2.RetryChains(res.Reports())
-	rep := NewReport(files, res)
-	rep.KeyLog = keys
-	for _, ch := range chains {
+	rep := &Report{Files: files, Warnings: attempt.CaptureInfo{Files: read}.Warnings(), KeyLog: keys}
+	rep.Findings = k.order(diag)
+	if rep.Findings == nil {
+		rep.Findings = []h2.Finding{} // JSON: [], not null
+	}
+	rep.Connections = k.Timelines
+	rep.Problems = problems(rep.Findings)
+	for _, ch := range h2.RetryChains(k.ds) {
 		r := Retry{RetryChain: ch}
 		if opt.Retry != nil {
 			c := h2.CheckRetries(ch, *opt.Retry, diag.Tolerance)
@@ -168,7 +174,7 @@ func Audit(files []string, opt AuditOptions) (*Report, error) {
 		rep.Retries = append(rep.Retries, r)
 	}
 	rep.Ports = ps
-	if len(rep.Connections) == 0 && len(ps) == 0 {
+	if rep.Connections.Len() == 0 && len(ps) == 0 {
 		return rep, ErrNoConnection
 	}
 	return rep, nil
@@ -191,23 +197,4 @@ func checkRetry(p h2.RetryPolicy) error {
 		errs = append(errs, field.Errorf("Retry.BackoffMultiplier", p.BackoffMultiplier, "must be positive"))
 	}
 	return errors.Join(errs...)
-}
-
-// withoutSettings is es without its SETTINGS and SETTINGS ACK events, in a
-// slice of its own length.
-func withoutSettings(es []h2.Event) []h2.Event {
-	settings := func(e h2.Event) bool { return e.Kind == h2.KindSettings || e.Kind == h2.KindSettingsAck }
-	n := 0
-	for _, e := range es {
-		if !settings(e) {
-			n++
-		}
-	}
-	out := make([]h2.Event, 0, n)
-	for _, e := range es {
-		if !settings(e) {
-			out = append(out, e)
-		}
-	}
-	return out
 }

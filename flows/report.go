@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/backoff-audit/audit/attempt"
 	"github.com/backoff-audit/audit/h2"
 	"github.com/backoff-audit/audit/internal/quote"
 	"github.com/backoff-audit/audit/internal/text"
@@ -21,7 +19,7 @@ import (
 // of start, then the findings of h2.Diagnose.
 type Report struct {
 	Files       []string     `json:"files"`
-	Connections []Timeline   `json:"connections"`
+	Connections Timelines    `json:"connections"`
 	Findings    []h2.Finding `json:"findings"`
 	// Retries are the RPCs retried (their attempts linked by
 	// grpc-previous-rpc-attempts), each with its check against the retry
@@ -51,7 +49,7 @@ func (rep *Report) Verdict() string {
 // Nothing says why nothing was judged, "" when something was: the ports
 // asked for had no connection (as `audit pcap --port` with no attempt).
 func (rep *Report) Nothing() string {
-	if len(rep.Connections) == 0 && len(rep.Ports) > 0 {
+	if rep.Connections.Len() == 0 && len(rep.Ports) > 0 {
 		return fmt.Sprintf("no connection to port %s in the capture", joinPorts(rep.Ports))
 	}
 	return ""
@@ -162,108 +160,6 @@ type Next struct {
 	Delay time.Duration `json:"delay_ns,omitempty"`
 }
 
-// NewReport builds the report of what ReadFiles found in files. It takes
-// res's reports: each connection's Report is let go (set to nil) once its
-// timeline is built, so that the two are not held at once.
-func NewReport(files []string, res *Result) *Report {
-	rep := &Report{Files: files, Connections: make([]Timeline, 0, len(res.Conns)), Findings: res.Findings, Problems: res.Problems(),
-		Warnings: attempt.CaptureInfo{Files: res.Files}.Warnings()}
-	idx, starts := clientsOf(res.Conns)
-	for i, c := range res.Conns {
-		rep.Connections = append(rep.Connections, timeline(i, c, starts, idx))
-		res.Conns[i].Report = nil
-	}
-	return rep
-}
-
-// clientKey is a client address and the server it connects to.
-type clientKey struct {
-	client netip.Addr
-	server netip.AddrPort
-}
-
-// clientsOf indexes connections, in order of start, by client address and
-// server (each key's connections, in the same order), and lists their
-// starts.
-func clientsOf(all []Conn) (map[clientKey][]int, []time.Time) {
-	idx := map[clientKey][]int{}
-	starts := make([]time.Time, len(all))
-	for i, c := range all {
-		k := clientKey{c.Report.Client.Addr(), c.Report.Server}
-		idx[k] = append(idx[k], i)
-		starts[i] = c.Report.Start
-	}
-	return idx, starts
-}
-
-func timeline(i int, c Conn, starts []time.Time, idx map[clientKey][]int) Timeline {
-	r := c.Report
-	tl := Timeline{Conn: i, Client: r.Client, Server: r.Server, Start: r.Start, End: r.End, SYN: c.SYN, Ended: c.Ended,
-		Encrypted: r.Encrypted, TLS: c.TLS, Damaged: r.Damaged, Warnings: r.Warnings, Streams: []MethodCount{}, Dropped: r.Dropped}
-	for _, s := range r.Streams {
-		k := slices.IndexFunc(tl.Streams, func(m MethodCount) bool { return m.Method == s.Method })
-		if k < 0 {
-			tl.Streams = append(tl.Streams, MethodCount{Method: s.Method})
-			k = len(tl.Streams) - 1
-		}
-		tl.Streams[k].Count++
-	}
-	var goaway time.Time
-	for _, g := range h2.GoAways(r) {
-		tl.GoAways = append(tl.GoAways, GoAway{Time: g.Time, Dir: g.Dir, Age: g.Age, LastStreamID: g.GoAway.LastStreamID,
-			Code: g.GoAway.Code, Debug: g.GoAway.Debug, InFlight: g.GoAway.InFlight, MoreInFlight: g.GoAway.MoreInFlight})
-		if g.Dir == h2.ServerToClient && goaway.IsZero() {
-			goaway = g.Time
-		}
-	}
-	for _, d := range []h2.Direction{h2.ClientToServer, h2.ServerToClient} {
-		if p := h2.PingCadence(r, d); p.Count > 0 || p.Probes > 0 {
-			tl.Pings = append(tl.Pings, Pings{Dir: d, Count: p.Count, Probes: p.Probes, Acks: p.Acks, Min: p.Min, Median: p.Median})
-		}
-	}
-	for _, e := range r.Events {
-		if e.Kind == h2.KindRSTStream {
-			tl.Resets = append(tl.Resets, Reset{Time: e.Time, Dir: e.Dir, Stream: e.Stream, Code: e.Code})
-		}
-	}
-	for _, f := range h2.RefusedAfterGoAway(r) {
-		tl.Refused = append(tl.Refused, Refused{Stream: f.Stream, Method: f.Method, Outcome: f.Outcome})
-	}
-	tl.Next = next(i, goaway, c, starts, idx[clientKey{r.Client.Addr(), r.Server}])
-	return tl
-}
-
-// next finds the same client address's first connection to the same
-// server that started at or after the server's GOAWAY on all[i] (when
-// goaway is set), else after its end; same are the indices of that
-// client's connections to that server, in order of start (starts).
-func next(i int, goaway time.Time, c Conn, starts []time.Time, same []int) *Next {
-	n := &Next{After: "goaway", At: goaway, Conn: -1}
-	if goaway.IsZero() {
-		if c.Ended == EndedOpen {
-			return nil
-		}
-		n.After, n.At = "close", c.Report.End
-	}
-	k, _ := slices.BinarySearchFunc(same, n.At, func(j int, at time.Time) int {
-		if starts[j].Before(at) {
-			return -1
-		}
-		return 1
-	})
-	for ; k < len(same); k++ {
-		if same[k] != i {
-			n.Conn = same[k]
-			break
-		}
-	}
-	if n.Conn >= 0 {
-		n.Start = starts[n.Conn]
-		n.Delay = n.Start.Sub(n.At)
-	}
-	return n
-}
-
 // Write writes the report in format, "text" (WriteText) or "json"
 // (WriteJSON).
 func (rep *Report) Write(w io.Writer, format string) error {
@@ -328,20 +224,18 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 // writeConnectionsJSON writes the connections as an array member of the
 // report, one element at a time.
 func (rep *Report) writeConnectionsJSON(b *bufio.Writer) error {
-	switch {
-	case rep.Connections == nil:
-		b.WriteString("null")
-		return nil
-	case len(rep.Connections) == 0:
+	n := rep.Connections.Len()
+	if n == 0 {
 		b.WriteString("[]")
 		return nil
 	}
 	b.WriteString("[")
-	for i := range rep.Connections {
+	for i := range n {
 		if i > 0 {
 			b.WriteString(",")
 		}
-		v, err := json.MarshalIndent(&rep.Connections[i], "    ", "  ")
+		tl := rep.Connections.At(i)
+		v, err := json.MarshalIndent(&tl, "    ", "  ")
 		if err != nil {
 			return err
 		}
@@ -359,7 +253,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	// Written as it goes: the text of 100 000 connections is tens of MB.
 	b := bufio.NewWriterSize(w, 64<<10)
 	enc, dam, dec := 0, 0, 0
-	for _, tl := range rep.Connections {
+	for tl := range rep.Connections.All() {
 		if tl.Encrypted {
 			enc++
 		}
@@ -374,12 +268,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if rep.KeyLog != nil {
 		decrypted = fmt.Sprintf("%d decrypted with the key log, ", dec)
 	}
-	fmt.Fprintf(b, "%s in %s: %s%d encrypted, %d damaged\n", text.Plural(len(rep.Connections), "connection"),
+	fmt.Fprintf(b, "%s in %s: %s%d encrypted, %d damaged\n", text.Plural(rep.Connections.Len(), "connection"),
 		strings.Join(rep.Files, ", "), decrypted, enc, dam)
 	if rep.KeyLog != nil {
 		fmt.Fprintf(b, "key log %s\n", rep.KeyLog.Summary())
 	}
-	for _, tl := range rep.Connections {
+	for tl := range rep.Connections.All() {
 		tl.writeText(b)
 	}
 	b.WriteString("\nfindings:\n")

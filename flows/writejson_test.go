@@ -3,54 +3,58 @@ package flows_test
 import (
 	"bytes"
 	"encoding/json"
-	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/backoff-audit/audit/flows"
 	"github.com/backoff-audit/audit/h2"
-	"github.com/backoff-audit/audit/tlsdec"
 )
 
-// TestWriteJSONAsEncoder holds WriteJSON, which encodes the connections
-// one at a time, to encoding/json's document of the whole report: every
-// member set, every optional one left out, and no connection at all.
+// TestWriteJSONAsEncoder holds WriteJSON, which builds and encodes the
+// connections one at a time, to encoding/json's document of the whole
+// report: reports of real captures with every member set (GOAWAYs, PINGs,
+// next connections, retries checked against a policy, a key log), every
+// optional one left out, and no connection at all.
 func TestWriteJSONAsEncoder(t *testing.T) {
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tl := flows.Timeline{Conn: 0, Client: netip.MustParseAddrPort("10.0.0.2:40000"), Server: netip.MustParseAddrPort("10.0.0.1:50051"),
-		Start: at, End: at.Add(time.Second), SYN: true, Ended: flows.EndedFIN,
-		Streams: []flows.MethodCount{{Method: "/grpc.testing.ReconnectService/Start", Count: 1}},
-		Pings:   []flows.Pings{{Dir: h2.ClientToServer, Count: 2, Acks: 2, Min: time.Second, Median: time.Second}},
-		Next:    &flows.Next{After: "close", At: at.Add(time.Second), Conn: 1, Start: at.Add(2 * time.Second), Delay: time.Second}}
-	tl2 := tl
-	tl2.Conn, tl2.Next, tl2.Damaged = 1, nil, "bytes lost <here> & there"
+	t.Chdir("..")
+	policy := &h2.RetryPolicy{MaxAttempts: 3, InitialBackoff: 100e6, MaxBackoff: 1e9, BackoffMultiplier: 2}
 	tests := []struct {
-		name string
-		rep  flows.Report
+		name  string
+		files []string
+		opt   flows.AuditOptions
 	}{
-		{"every member", flows.Report{Files: []string{"a.pcap", "b.pcap"}, Connections: []flows.Timeline{tl, tl2},
-			Findings: []h2.Finding{{Kind: h2.FindingReconnect, Conn: 0, Time: at, Text: "reconnect"}}, Retries: []flows.Retry{{}},
-			Problems: 1, Warnings: []string{"cut short"}, KeyLog: &tlsdec.KeyLog{Name: "keys.log", Lines: 3, Entries: 2}, Ports: []uint16{50051}}},
-		{"optional members left out", flows.Report{Files: []string{"a.pcap"}, Connections: []flows.Timeline{tl}, Findings: []h2.Finding{}}},
-		{"no connection", flows.Report{Files: []string{"a.pcap"}, Connections: []flows.Timeline{}, Findings: []h2.Finding{}, Ports: []uint16{9}}},
-		{"nil slices", flows.Report{}},
+		{"max age", []string{maxAgeCapture}, flows.AuditOptions{}},
+		{"keepalive", []string{"testdata/h2/keepalive-too-many-pings.pcap"}, flows.AuditOptions{}},
+		{"retries", []string{"testdata/h2/retry-unavailable.pcap"}, flows.AuditOptions{Retry: policy}},
+		{"key log", []string{tlsCapture}, flows.AuditOptions{KeyLog: tlsKeylog}},
+		{"no connection", []string{maxAgeCapture}, flows.AuditOptions{Ports: []uint{9}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var want, got bytes.Buffer
-			enc := json.NewEncoder(&want)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(&tt.rep); err != nil {
+			tt.opt.Format = "json"
+			rep, err := flows.Audit(tt.files, tt.opt)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := tt.rep.WriteJSON(&got); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want.String(), got.String()); diff != "" {
-				t.Errorf("WriteJSON (-want +got):\n%s", diff)
-			}
+			sameAsEncoder(t, rep)
 		})
+	}
+	t.Run("zero", func(t *testing.T) { sameAsEncoder(t, &flows.Report{}) })
+}
+
+func sameAsEncoder(t *testing.T, rep *flows.Report) {
+	t.Helper()
+	var want, got bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteJSON(&got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.String(), got.String()); diff != "" {
+		t.Errorf("WriteJSON (-want +got):\n%s", diff)
 	}
 }

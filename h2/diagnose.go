@@ -14,8 +14,9 @@ import (
 type Finding struct {
 	// Kind is one of the Finding* constants.
 	Kind string `json:"kind"`
-	// Conn is the index of the connection in the list given to Diagnose;
-	// -1 for a finding about several.
+	// Conn is the index of the connection in the list given to Diagnose
+	// or Across (the conn given to Findings); -1 for a finding about
+	// several.
 	Conn int       `json:"conn"`
 	Time time.Time `json:"time,omitzero"`
 	Text string    `json:"text"`
@@ -52,48 +53,64 @@ type DiagnoseOptions struct {
 const DefaultTolerance = 5 * time.Millisecond
 
 // Diagnose reads decoded connections (of one capture, any order) and
-// returns what they show, connection by connection, then across them.
+// returns what they show, connection by connection (Findings), then across
+// them (Across).
 func Diagnose(conns []*Report, opts DiagnoseOptions) []Finding {
+	var out []Finding
+	for i, r := range conns {
+		out = append(out, Findings(r, i)...)
+	}
+	return append(out, Across(Digests(conns), opts)...)
+}
+
+// Findings returns what connection r shows alone, each Finding's Conn
+// set to conn.
+func Findings(r *Report, conn int) []Finding {
+	if r.Encrypted {
+		text := fmt.Sprintf("connection %s → %s is TLS: not decoded", r.Client, r.Server)
+		if r.NotDecrypted != "" {
+			text += ": " + r.NotDecrypted
+		}
+		return []Finding{{Kind: FindingEncrypted, Conn: conn, Time: r.Start, Text: text}}
+	}
+	var out []Finding
+	if r.Damaged != "" {
+		out = append(out, Finding{Kind: FindingDamaged, Conn: conn, Time: r.Start, Problem: true,
+			Text: fmt.Sprintf("connection %s → %s is damaged: %s", r.Client, r.Server, r.Damaged)})
+	}
+	for _, dir := range []Direction{ClientToServer, ServerToClient} {
+		if p := PingCadence(r, dir); p.Count > 1 {
+			out = append(out, Finding{Kind: FindingPingCadence, Conn: conn, Time: p.First, Text: p.Text()})
+		}
+	}
+	if k, ok := TooManyPings(r); ok {
+		out = append(out, Finding{Kind: FindingTooManyPings, Conn: conn, Time: k.GoAway, Text: k.Text(), Problem: true})
+	}
+	for _, g := range GoAways(r) {
+		out = append(out, Finding{Kind: FindingGoAwayAge, Conn: conn, Time: g.Time, Text: g.Text()})
+	}
+	for _, f := range RefusedAfterGoAway(r) {
+		out = append(out, Finding{Kind: FindingRefused, Conn: conn, Time: f.GoAwayTime, Text: f.Text(), Problem: f.Problem()})
+	}
+	return out
+}
+
+// Across returns what connections show together, read from their digests
+// (of one capture, any order; a Finding's Conn indexes ds): the server's
+// max connection age, the client's next connection after each server
+// GOAWAY, and each retried RPC, checked against opts.Retry when set.
+func Across(ds []Digest, opts DiagnoseOptions) []Finding {
 	if opts.Tolerance <= 0 {
 		opts.Tolerance = DefaultTolerance
 	}
 	var out []Finding
-	for i, r := range conns {
-		if r.Encrypted {
-			text := fmt.Sprintf("connection %s → %s is TLS: not decoded", r.Client, r.Server)
-			if r.NotDecrypted != "" {
-				text += ": " + r.NotDecrypted
-			}
-			out = append(out, Finding{Kind: FindingEncrypted, Conn: i, Time: r.Start, Text: text})
-			continue
-		}
-		if r.Damaged != "" {
-			out = append(out, Finding{Kind: FindingDamaged, Conn: i, Time: r.Start, Problem: true,
-				Text: fmt.Sprintf("connection %s → %s is damaged: %s", r.Client, r.Server, r.Damaged)})
-		}
-		for _, dir := range []Direction{ClientToServer, ServerToClient} {
-			if p := PingCadence(r, dir); p.Count > 1 {
-				out = append(out, Finding{Kind: FindingPingCadence, Conn: i, Time: p.First, Text: p.Text()})
-			}
-		}
-		if k, ok := TooManyPings(r); ok {
-			out = append(out, Finding{Kind: FindingTooManyPings, Conn: i, Time: k.GoAway, Text: k.Text(), Problem: true})
-		}
-		for _, g := range GoAways(r) {
-			out = append(out, Finding{Kind: FindingGoAwayAge, Conn: i, Time: g.Time, Text: g.Text()})
-		}
-		for _, f := range RefusedAfterGoAway(r) {
-			out = append(out, Finding{Kind: FindingRefused, Conn: i, Time: f.GoAwayTime, Text: f.Text(), Problem: f.Problem()})
-		}
-	}
-	if c, ok := MaxConnectionAge(conns); ok {
+	if c, ok := MaxConnectionAge(ds); ok {
 		out = append(out, Finding{Kind: FindingMaxAge, Conn: -1, Text: c.Text()})
 	}
-	for _, rc := range Reconnects(conns) {
+	for _, rc := range Reconnects(ds) {
 		out = append(out, Finding{Kind: FindingReconnect, Conn: rc.From, Time: rc.GoAwayTime, Text: rc.Text()})
 	}
-	chains := RetryChains(conns)
-	for _, ch := range chains {
+	for _, ch := range RetryChains(ds) {
 		f := Finding{Kind: FindingRetry, Conn: -1, Time: ch.Attempts[0].Start, Text: ch.Text()}
 		if opts.Retry != nil {
 			chk := CheckRetries(ch, *opts.Retry, opts.Tolerance)
@@ -379,31 +396,21 @@ type Reconnect struct {
 
 // Reconnects finds, for each connection with a server GOAWAY, the same
 // client address's first connection to the same server that started at or
-// after that GOAWAY.
-func Reconnects(conns []*Report) []Reconnect {
+// after that GOAWAY (NextConns).
+func Reconnects(ds []Digest) []Reconnect {
 	var out []Reconnect
-	for i, r := range conns {
-		var g *Event
-		for k := range r.Events {
-			if e := &r.Events[k]; e.Kind == KindGoAway && e.Dir == ServerToClient {
-				g = e
-				break
-			}
-		}
+	var next NextConns
+	for i, d := range ds {
+		g := d.GoAway
 		if g == nil {
 			continue
 		}
-		rc := Reconnect{From: i, To: -1, GoAwayTime: g.Time, Code: g.GoAway.Code}
-		for j, n := range conns {
-			if j == i || n.Client.Addr() != r.Client.Addr() || n.Server != r.Server || n.Start.Before(g.Time) {
-				continue
-			}
-			if rc.To < 0 || n.Start.Before(conns[rc.To].Start) {
-				rc.To = j
-			}
+		if next.ds == nil {
+			next = NewNextConns(ds)
 		}
+		rc := Reconnect{From: i, To: next.After(i, g.Time), GoAwayTime: g.Time, Code: g.GoAway.Code}
 		if rc.To >= 0 {
-			rc.Delay = conns[rc.To].Start.Sub(g.Time)
+			rc.Delay = ds[rc.To].Start.Sub(g.Time)
 		}
 		out = append(out, rc)
 	}

@@ -163,7 +163,7 @@ func TestRetryChains(t *testing.T) {
 	b := &h2.Report{Client: netip.AddrPortFrom(testClient.Addr(), 40001), Server: testServer, Streams: []h2.Stream{
 		attempt(1, "/s/A", 2, 60*ms, 70*ms, "UNAVAILABLE"),
 	}}
-	got := h2.RetryChains([]*h2.Report{a, b})
+	got := h2.RetryChains(h2.Digests([]*h2.Report{a, b}))
 	type brief struct {
 		Method  string
 		Streams []uint32

@@ -53,5 +53,8 @@
 // checked against a retry policy (RetryChains, CheckRetries; gRFC A6,
 // https://github.com/grpc/proposal/blob/master/A6-client-retries.md).
 // Diagnose runs them all and gives one Finding per observation, each with
-// its text.
+// its text: Findings reads one connection, Across what connections show
+// together from their Digests, the few words and RPCs of each that a
+// caller keeps once a connection ended, so that it need not hold every
+// Report to the end.
 package h2

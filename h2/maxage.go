@@ -19,17 +19,13 @@ type AgeCluster struct {
 }
 
 // MaxConnectionAge finds the cluster of ages of the server's first GOAWAY
-// (NO_ERROR) over conns; ok when at least two connections fall in it.
-func MaxConnectionAge(conns []*Report) (c AgeCluster, ok bool) {
+// (NO_ERROR) over connections; ok when at least two connections fall in
+// it.
+func MaxConnectionAge(ds []Digest) (c AgeCluster, ok bool) {
 	var ages []time.Duration
-	for _, r := range conns {
-		for _, g := range GoAways(r) {
-			if g.Dir == ServerToClient {
-				if g.GoAway.Code == "NO_ERROR" {
-					ages = append(ages, g.Age)
-				}
-				break
-			}
+	for _, d := range ds {
+		if d.GoAway != nil && d.GoAway.GoAway.Code == "NO_ERROR" {
+			ages = append(ages, d.GoAway.Age)
 		}
 	}
 	if len(ages) < 2 {

@@ -393,7 +393,7 @@ func TestMaxConnectionAge(t *testing.T) {
 			t.Errorf("stream %d answered above the last GOAWAY's last stream id %d", s.ID, last)
 		}
 	}
-	rcs := h2.Reconnects(reports)
+	rcs := h2.Reconnects(h2.Digests(reports))
 	if len(rcs) == 0 || rcs[0].From != 0 || rcs[0].To != 1 || rcs[0].Delay < 0 || rcs[0].Delay > time.Second {
 		t.Errorf("reconnects %+v: want connection 0's GOAWAY followed by connection 1 within 1 s", rcs)
 	}
@@ -445,7 +445,7 @@ func TestRetryPolicy(t *testing.T) {
 	if d := cmp.Diff([]int{0, 1, 2, 3}, prev); d != "" {
 		t.Errorf("grpc-previous-rpc-attempts (-want +got):\n%s", d)
 	}
-	chains := h2.RetryChains(reports)
+	chains := h2.RetryChains(h2.Digests(reports))
 	if len(chains) != 1 || len(chains[0].Attempts) != 4 || chains[0].Missing {
 		t.Fatalf("chains %+v, want one of 4 attempts", chains)
 	}

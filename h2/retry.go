@@ -57,32 +57,25 @@ type RetryChain struct {
 	Missing bool `json:"missing,omitempty"`
 }
 
-// RetryChains links the streams of conns into RPCs: in order of start, an
-// attempt numbered n+1 continues the chain, of the same method from the
-// same client address, whose attempt n failed most recently before it
-// started. Only chains with a retry (or whose start is missing) are
-// returned. Hedged RPCs, whose attempts overlap, are not linked.
-func RetryChains(conns []*Report) []RetryChain {
+// RetryChains links the RPCs of connections (their digests) into retried
+// RPCs: in order of start, an attempt numbered n+1 continues the chain, of
+// the same method from the same client address, whose attempt n failed
+// most recently before it started. Only chains with a retry (or whose
+// start is missing) are returned. Hedged RPCs, whose attempts overlap, are
+// not linked.
+func RetryChains(ds []Digest) []RetryChain {
 	var all []Attempt
 	type meta struct {
 		method string
 		client netip.Addr
 	}
 	var metas []meta
-	for i, r := range conns {
-		for _, s := range r.Streams {
-			if s.Method == "" {
-				continue
-			}
-			a := Attempt{Conn: i, Stream: s.ID, Number: s.PreviousAttempts + 1, Start: s.Start, End: s.Start, Status: s.GRPCStatus, Pushback: s.RetryPushback}
-			switch {
-			case !s.ResponseEnd.IsZero():
-				a.End = s.ResponseEnd
-			case !s.End.IsZero():
-				a.End = s.End
-			}
+	for i, d := range ds {
+		for _, r := range d.RPCs {
+			a := r.Attempt
+			a.Conn = i
 			all = append(all, a)
-			metas = append(metas, meta{s.Method, r.Client.Addr()})
+			metas = append(metas, meta{r.Method, d.Client.Addr()})
 		}
 	}
 	order := make([]int, len(all))

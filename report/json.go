@@ -342,7 +342,8 @@ func (m *minuteText) append(b []byte, t time.Time) []byte {
 			m.set = false
 			return appendTime(b, t)
 		}
-		appendTime(m.prefix[:0], t)
+		var full [40]byte // the whole time: the prefix array cannot take it
+		copy(m.prefix[:], appendTime(full[:0], t))
 		m.minute, m.set = minute, true
 	}
 	s := sec - minute*60

@@ -470,14 +470,23 @@ func WritePeers[S any](w io.Writer, ps *Peers, state func() S, format func(b []b
 		s  S
 		rs reportScratch
 		pr PeerReport
+		// i is the peer being formatted; report builds its report, made
+		// once per goroutine rather than once a peer.
+		i      int
+		report func() *PeerReport
 	}
-	return WriteBatches(w, len(ps.peers), writeBatch, func() *scratch { return &scratch{s: state()} },
-		func(b []byte, sc *scratch, i int) ([]byte, error) {
-			return format(b, sc.s, i, func() *PeerReport {
-				sc.pr = ps.report(i, &sc.rs)
-				return &sc.pr
-			})
-		})
+	state1 := func() *scratch {
+		sc := &scratch{s: state()}
+		sc.report = func() *PeerReport {
+			sc.pr = ps.report(sc.i, &sc.rs)
+			return &sc.pr
+		}
+		return sc
+	}
+	return WriteBatches(w, len(ps.peers), writeBatch, state1, func(b []byte, sc *scratch, i int) ([]byte, error) {
+		sc.i = i
+		return format(b, sc.s, i, sc.report)
+	})
 }
 
 // WithInfer reads from every chain of the section the policy its client

@@ -1,0 +1,5 @@
+//go:build unix && !linux
+
+package spill
+
+const mapPopulate = 0

@@ -414,7 +414,6 @@ func (s *Stream) Finish() error {
 	arena.Free(s.pending)
 	arena.Free(s.sorted)
 	s.pending, s.sorted, s.keys, s.tmp, s.done = nil, nil, nil, nil, nil
-	s.sp.Map()
 	return s.sp.Err()
 }
 

@@ -32,8 +32,6 @@ type Spill struct {
 	tail  []byte
 	fileN int64
 	err   error
-	// mapped is the file's first bytes, mapped by Map; nil before.
-	mapped []byte
 }
 
 // New returns an empty spill that holds up to memMax bytes in memory
@@ -51,10 +49,6 @@ func (s *Spill) Err() error { return s.err }
 
 // Append adds b and returns the offset it starts at.
 func (s *Spill) Append(b []byte) int64 {
-	if s.mapped != nil {
-		unmap(s.mapped)
-		s.mapped = nil
-	}
 	off := s.Len()
 	for len(b) > 0 && s.memN < s.memMax {
 		k := int(s.memN / blockSize)
@@ -102,17 +96,6 @@ func (s *Spill) flush() {
 	s.tail = s.tail[:0]
 }
 
-// Map maps the file read-only, when the system can, so that ReadAt copies
-// from memory where it made a read(2) a call: a report that reads back
-// tens of thousands of chains one at a time spent a quarter of its time
-// in those calls. Call it once nothing is to be appended, and not while
-// ReadAt runs; Append undoes it.
-func (s *Spill) Map() {
-	if s.f != nil && s.err == nil && s.mapped == nil {
-		s.mapped = mapFile(s.f, s.fileN)
-	}
-}
-
 // ReadAt reads len(p) bytes at off, which must have been appended.
 func (s *Spill) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > s.Len() {
@@ -129,14 +112,6 @@ func (s *Spill) ReadAt(p []byte, off int64) (int, error) {
 		return n, nil
 	}
 	off -= s.memN
-	if off < int64(len(s.mapped)) {
-		c := copy(p[n:], s.mapped[off:])
-		n += c
-		off += int64(c)
-		if n == len(p) {
-			return n, nil
-		}
-	}
 	if off < s.fileN {
 		if s.f == nil || s.err != nil {
 			return n, errors.Join(errors.New("spill: bytes lost"), s.err)
@@ -158,10 +133,6 @@ func (s *Spill) ReadAt(p []byte, off int64) (int, error) {
 // Close drops what the spill holds and removes its file.
 func (s *Spill) Close() error {
 	s.mem, s.tail, s.memN, s.fileN = nil, nil, 0, 0
-	if s.mapped != nil {
-		unmap(s.mapped)
-		s.mapped = nil
-	}
 	if s.f == nil {
 		return nil
 	}

@@ -1,9 +1,0 @@
-//go:build !unix
-
-package spill
-
-import "os"
-
-func mapFile(*os.File, int64) []byte { return nil }
-
-func unmap([]byte) {}

@@ -1,5 +1,0 @@
-//go:build unix && !linux
-
-package spill
-
-const mapPopulate = 0

@@ -44,17 +44,14 @@ func (s *Stream) flush() {
 	s.batch = s.batch[:0]
 }
 
-// blob returns chain i's bytes, in buf's array when it is read from the
-// spill.
-func (s *Stream) blob(i int, buf []byte) ([]byte, error) {
+// blob returns chain i's bytes, read from the spill into an array of
+// their own when they are there.
+func (s *Stream) blob(i int) ([]byte, error) {
 	r := s.chains[i]
 	if i >= s.flushed {
 		return s.batch[r.off : r.off+int64(r.n)], nil
 	}
-	if cap(buf) < int(r.n) {
-		buf = make([]byte, r.n)
-	}
-	buf = buf[:r.n]
+	buf := make([]byte, r.n)
 	_, err := s.sp.ReadAt(buf, r.off)
 	return buf, err
 }
@@ -63,7 +60,7 @@ func (s *Stream) blob(i int, buf []byte) ([]byte, error) {
 // reports whether it could; when the spill lost it, h's peer is lost.
 func (s *Stream) reviveInto(cb *chainBuf, h *entryHead) bool {
 	c := int(h.chain)
-	b, err := s.blob(c, nil)
+	b, err := s.blob(c)
 	if err != nil {
 		h.state = peerLost
 		return false
@@ -93,12 +90,16 @@ var viewPool = sync.Pool{New: func() any { return new(chainView) }}
 
 // view reads chain i back into v.
 func (s *Stream) view(i int, v *chainView) error {
-	b, err := s.blob(i, v.buf)
-	if err != nil {
-		return err
-	}
-	if i < s.flushed {
-		v.buf = b
+	r := s.chains[i]
+	var b []byte
+	if i >= s.flushed {
+		b = s.batch[r.off : r.off+int64(r.n)]
+	} else {
+		var err error
+		if v.buf, err = s.ahead.read(s.sp, v.buf[:0], r.off, int(r.n)); err != nil {
+			return err
+		}
+		b = v.buf
 	}
 	v.head = headOf(b)
 	v.cb.load(b, &v.head)

@@ -105,6 +105,7 @@ type Stream struct {
 	// The chains handed over: chains[i] is where chain i is, in the
 	// spill or, from flushed on, in batch.
 	sp      *spill.Spill
+	ahead   readAhead
 	chains  []blobRef
 	flushed int
 	batch   []byte
@@ -283,9 +284,16 @@ func (s *Stream) saw(t rec.Stamp) {
 	}
 }
 
-// hash is the hash of an address in As16 form.
+// hash is the key that orders the peers held, of an address in As16 form:
+// an IPv4 address's is the address, in its top half, so that chains are
+// handed over (and set down in the spill) in the order a report reads
+// them (readAhead); any other's a hash, whose top half the radix sort of
+// sortPending spreads.
 func (s *Stream) hash(a *[16]byte) uint64 {
 	w := rec.Words(a)
+	if w.Hi == 0 && w.Lo>>32 == 0xffff {
+		return w.Lo << 32
+	}
 	h := (w.Lo^s.key[0])*0x9e3779b97f4a7c15 ^ (w.Hi^s.key[1])*0xc2b2ae3d27d4eb4f
 	return h ^ h>>29
 }
@@ -458,13 +466,15 @@ func (s *Stream) sortPending() []packet {
 		out[i] = s.pending[uint32(o)]
 	}
 	// Runs of one top half: by the whole hash, then the address; the
-	// sort is stable, so a peer's stay in arrival order.
+	// sort is stable, so a peer's stay in arrival order. A run of one
+	// peer's (an IPv4 peer's packets are a run) is in order already.
 	for a := 0; a < n; {
-		b := a + 1
+		b, one := a+1, true
 		for b < n && out[b].h>>32 == out[a].h>>32 {
+			one = one && out[b].h == out[a].h && out[b].addr == out[a].addr
 			b++
 		}
-		if b-a > 1 {
+		if !one {
 			slices.SortStableFunc(out[a:b], func(x, y packet) int { return s.comparePeer(&x, &y) })
 		}
 		a = b

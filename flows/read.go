@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net/netip"
 	"slices"
 	"strconv"
 	"time"
@@ -62,13 +63,19 @@ func ReadFiles(paths []string, opt Options, diag h2.DiagnoseOptions) (*Result, e
 	}
 	res.Files = files
 	slices.SortStableFunc(res.Conns, func(x, y Conn) int {
-		return cmp.Or(x.Report.Start.Compare(y.Report.Start), x.Report.Client.Compare(y.Report.Client))
+		return compareConns(x.Report.Start, x.Report.Client, y.Report.Start, y.Report.Client)
 	})
 	res.Findings = h2.Diagnose(res.Reports(), diag)
 	if res.Findings == nil {
 		res.Findings = []h2.Finding{}
 	}
 	return res, nil
+}
+
+// compareConns orders connections by start, then client: the order of a
+// report's connections, those that ended first first among equals.
+func compareConns(xStart time.Time, xClient netip.AddrPort, yStart time.Time, yClient netip.AddrPort) int {
+	return cmp.Or(xStart.Compare(yStart), xClient.Compare(yClient))
 }
 
 // readFiles reads paths through one Assembler, handing each connection to

@@ -185,7 +185,7 @@ func (k *kept) order(diag h2.DiagnoseOptions) []h2.Finding {
 	}
 	slices.SortFunc(order, func(a, b int32) int {
 		x, y := &k.ds[a], &k.ds[b]
-		return cmp.Or(x.Start.Compare(y.Start), x.Client.Compare(y.Client), cmp.Compare(a, b))
+		return cmp.Or(compareConns(x.Start, x.Client, y.Start, y.Client), cmp.Compare(a, b))
 	})
 	rank := make([]int32, len(order))
 	for i, j := range order {

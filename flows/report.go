@@ -252,18 +252,7 @@ func (rep *Report) writeConnectionsJSON(b *bufio.Writer) error {
 func (rep *Report) WriteText(w io.Writer) error {
 	// Written as it goes: the text of 100 000 connections is tens of MB.
 	b := bufio.NewWriterSize(w, 64<<10)
-	enc, dam, dec := 0, 0, 0
-	for tl := range rep.Connections.All() {
-		if tl.Encrypted {
-			enc++
-		}
-		if tl.Damaged != "" {
-			dam++
-		}
-		if tl.TLS != nil && !tl.Encrypted {
-			dec++
-		}
-	}
+	enc, dam, dec := rep.Connections.tally()
 	decrypted := ""
 	if rep.KeyLog != nil {
 		decrypted = fmt.Sprintf("%d decrypted with the key log, ", dec)

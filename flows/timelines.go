@@ -63,6 +63,25 @@ func (t *Timelines) At(i int) Timeline {
 	return tl
 }
 
+// tally counts the connections encrypted, damaged, and decrypted with the
+// key log, from their records: what a report's first line says.
+func (t *Timelines) tally() (enc, dam, dec int) {
+	for i := range t.Len() {
+		x := t.recs.at(i).rare
+		switch {
+		case x == nil:
+		case x.encrypted:
+			enc++
+		case x.tls != nil:
+			dec++
+		}
+		if x != nil && x.damaged != "" {
+			dam++
+		}
+	}
+	return enc, dam, dec
+}
+
 // All yields every connection's Timeline, in order.
 func (t *Timelines) All() iter.Seq[Timeline] {
 	return func(yield func(Timeline) bool) {

@@ -114,6 +114,10 @@ func newVethNet(t *testing.T) *vethNet {
 		{"link", "add", v.capIf, "netns", v.capNS, "type", "veth", "peer", "name", v.peerIf, "netns", v.peerNS},
 		{"-n", v.capNS, "addr", "add", vethCapAddr.String() + "/30", "dev", v.capIf},
 		{"-n", v.peerNS, "addr", "add", vethPeerAddr.String() + "/30", "dev", v.peerIf},
+		// No IPv6 on the pair: its neighbour and router messages at link
+		// up are noise in a capture whose packets the test counts.
+		{"netns", "exec", v.capNS, "bash", "-c", "test ! -d /proc/sys/net/ipv6 || echo 1 > /proc/sys/net/ipv6/conf/" + v.capIf + "/disable_ipv6"},
+		{"netns", "exec", v.peerNS, "bash", "-c", "test ! -d /proc/sys/net/ipv6 || echo 1 > /proc/sys/net/ipv6/conf/" + v.peerIf + "/disable_ipv6"},
 		{"-n", v.capNS, "link", "set", v.capIf, "up"},
 		{"-n", v.peerNS, "link", "set", v.peerIf, "up"},
 	}
@@ -383,9 +387,11 @@ func TestLiveFaults(t *testing.T) {
 				t.Errorf("report: %d SYNs, peers %+v; want %d attempts from %v", rep.Capture.SYNs, rep.Peers, tt.syns, vethPeerAddr)
 			}
 			// Nothing listens on the port: each SYN draws an RST, which the
-			// capture keeps to read the attempt's fate.
-			if rep.Live.Received != 2*uint64(tt.syns) || rep.Live.Lost() != 0 {
-				t.Errorf("libpcap counters %+v; want %d received (each SYN and its RST), none lost", rep.Live.LiveStats, 2*tt.syns)
+			// capture keeps to read the attempt's fate. libpcap's count may
+			// hold a packet more: one that came between the socket's opening
+			// and the filter's, which libpcap then drops itself.
+			if rep.Capture.Packets != 2*uint64(tt.syns) || rep.Live.Received < rep.Capture.Packets || rep.Live.Lost() != 0 {
+				t.Errorf("%d packets read, libpcap counters %+v; want %d (each SYN and its RST), none lost", rep.Capture.Packets, rep.Live.LiveStats, 2*tt.syns)
 			}
 			for _, a := range rep.Peers[0].Attempts {
 				if a.Ending.Fate != backoff.FateRefused {

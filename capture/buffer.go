@@ -262,20 +262,13 @@ func newAsyncSource(r io.Reader, size int, some bool, done <-chan struct{}) *asy
 	return s
 }
 
-// next hands out a chunk already read before it looks at done: what was
-// read before an interruption is parsed.
+// next hands out the reading goroutine's next chunk. It does not look at
+// done itself: the goroutine does, and hands over what a read had taken
+// when done came, then a chunk that says the read was interrupted (a read
+// that waits is a stoppable one, which done ends). What was read before an
+// interruption is parsed, whenever the interruption comes.
 func (s *asyncSource) next() *chunk {
-	select {
-	case c := <-s.ready:
-		return c
-	default:
-	}
-	select {
-	case c := <-s.ready:
-		return c
-	case <-s.done:
-		return &chunk{err: errInterrupted}
-	}
+	return <-s.ready
 }
 
 // closed reports whether done is closed (a nil done never is).

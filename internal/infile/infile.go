@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // MaxSmall bounds a certificate, key or CA file: real ones are a few KiB.
@@ -35,6 +36,11 @@ func ReadSmall(path string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// handOverGrace is how long an interrupted Read waits for the bytes of a
+// read of r that has just returned: far longer than handing them over
+// takes, far shorter than a person notices.
+const handOverGrace = 20 * time.Millisecond
 
 // ErrInterrupted is the error of a read or an open that done stopped.
 var ErrInterrupted = errors.New("read interrupted")
@@ -106,6 +112,16 @@ func (s *stoppable) Read(p []byte) (int, error) {
 	case r := <-s.res:
 		return copy(p, s.buf[:r.n]), r.err
 	case <-s.done:
+		// Bytes the Read has already taken from r are not dropped: they
+		// left the pipe and exist nowhere else. A Read that returned an
+		// instant ago hands them over within the grace.
+		t := time.NewTimer(handOverGrace)
+		defer t.Stop()
+		select {
+		case r := <-s.res:
+			return copy(p, s.buf[:r.n]), r.err
+		case <-t.C:
+		}
 		// The Read goes on in its goroutine, into s.buf, which is never
 		// used again: no Read follows.
 		s.buf = nil

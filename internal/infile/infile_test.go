@@ -100,3 +100,31 @@ func TestStoppable(t *testing.T) {
 		t.Errorf("a later Read: %v; want ErrInterrupted", err)
 	}
 }
+
+// closingReader closes done inside its Read, then returns its bytes: the
+// interrupt comes while the bytes are on their way.
+type closingReader struct {
+	done chan struct{}
+	data string
+}
+
+func (c *closingReader) Read(p []byte) (int, error) {
+	close(c.done)
+	return copy(p, c.data), nil
+}
+
+// Bytes a Read of the pipe has taken when the interrupt comes are handed
+// over, not dropped; the Read after them is interrupted.
+func TestStoppableKeepsBytesTaken(t *testing.T) {
+	for i := range 200 {
+		done := make(chan struct{})
+		r := NewReader(&closingReader{done: done, data: "taken"}, done)
+		b := make([]byte, 16)
+		if n, err := r.Read(b); err != nil || string(b[:n]) != "taken" {
+			t.Fatalf("run %d: Read = %q, %v; want the bytes taken from the pipe", i, b[:n], err)
+		}
+		if _, err := r.Read(b); !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("run %d: the Read after: %v; want ErrInterrupted", i, err)
+		}
+	}
+}

@@ -2,79 +2,59 @@ package stream
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/backoff-audit/audit/internal/spill"
 )
 
 // A report of every chain reads them in its order, by address, where the
-// spill holds them in the order they were handed over: merge after merge,
-// each merge's in the order of their peer's key, an IPv4 peer's its
-// address (Stream.hash). The report goes through the merges' chains in
-// step, each merge's in its order, and readAhead reads each such run
-// through a window of its own: the JSON of 100 000 peers read the spill
-// 48 000 times where it read it 90 000 times, a chain at a time.
+// spill holds them in runs, one a flush, each in that order
+// (Stream.flush). The report goes through the runs in step, and readAhead
+// follows each run through a window of its own, which reads on from
+// where the run is asked: the JSON of 100 000 peers reads the spill a few
+// thousand times, where a read a chain took 100 000.
 const (
-	// windows is how many runs of chains are followed at once.
-	windows = 32
-	// windowLen is what a window reads of the spill once its run is read
-	// in order: the chain asked for and what follows it.
+	// maxWindows bounds the windows: runs past it share them.
+	maxWindows = 1024
+	// windowLen is what a window reads of the spill at a time.
 	windowLen = 16 << 10
 )
 
-// readAhead holds windows on the spill, for the reads of every goroutine.
+// readAhead holds a window on each run of the spill, for the reads of
+// every goroutine; each window has a lock of its own, so that the report's
+// goroutines wait for each other only when they read the same run at once.
 type readAhead struct {
-	mu    sync.Mutex
-	w     [windows]window
-	clock uint64
+	w [maxWindows]window
 	// reads counts the spill's reads.
-	reads int
+	reads atomic.Int64
 }
 
-// window is bytes of the spill, from off on; next is where the last
-// chain read from it ended, and used when it was last read.
+// window is bytes of the spill, from off on.
 type window struct {
-	b         []byte
-	off, next int64
-	used      uint64
+	mu  sync.Mutex
+	b   []byte
+	off int64
 }
 
-// read appends to buf the spill's n bytes at off: from a window that
-// holds them; else read into the window whose last chain they follow
-// closely, with windowLen bytes; else read into the least recently used
-// window, alone.
-func (ra *readAhead) read(sp *spill.Spill, buf []byte, off int64, n int) ([]byte, error) {
-	ra.mu.Lock()
-	defer ra.mu.Unlock()
-	ra.clock++
+// read appends to buf the spill's n bytes at off, in run: from the run's
+// window when it holds them, else read into it with what follows them,
+// windowLen bytes in all (or n, when more).
+func (ra *readAhead) read(sp *spill.Spill, buf []byte, off int64, n, run int) ([]byte, error) {
+	x := &ra.w[run%maxWindows]
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	end := off + int64(n)
-	lru, near := 0, -1
-	for k := range ra.w {
-		x := &ra.w[k]
-		if off >= x.off && end <= x.off+int64(len(x.b)) {
-			x.next, x.used = end, ra.clock
-			return append(buf, x.b[off-x.off:end-x.off]...), nil
+	if off < x.off || end > x.off+int64(len(x.b)) {
+		size := max(int64(n), min(windowLen, sp.Len()-off))
+		ra.reads.Add(1)
+		if int64(cap(x.b)) < size {
+			x.b = make([]byte, size)
 		}
-		if x.b != nil && off >= x.next && off-x.next < windowLen && near < 0 {
-			near = k
-		}
-		if x.used < ra.w[lru].used {
-			lru = k
+		x.b, x.off = x.b[:size], off
+		if _, err := sp.ReadAt(x.b, off); err != nil {
+			x.b = x.b[:0]
+			return buf, err
 		}
 	}
-	k, size := lru, int64(n)
-	if near >= 0 {
-		k, size = near, max(size, min(windowLen, sp.Len()-off))
-	}
-	x := &ra.w[k]
-	ra.reads++
-	if int64(cap(x.b)) < size {
-		x.b = make([]byte, size)
-	}
-	x.b, x.off = x.b[:size], off
-	if _, err := sp.ReadAt(x.b, off); err != nil {
-		x.b = x.b[:0]
-		return buf, err
-	}
-	x.next, x.used = end, ra.clock
-	return append(buf, x.b[:n]...), nil
+	return append(buf, x.b[off-x.off:end-x.off]...), nil
 }

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"cmp"
+	"encoding/binary"
 	"net/netip"
 	"slices"
 	"sync"
@@ -20,13 +21,15 @@ func (s *Stream) handOverBytes(e []byte, h *entryHead) {
 	s.batch = append(s.batch, e...)
 	h.chain = int32(len(s.chains))
 	s.chains = append(s.chains, ref)
-	if len(s.chains)-s.flushed >= streamBatch {
+	if len(s.chains)-s.flushed >= streamBatch || len(s.batch) >= batchBytes {
 		s.flush()
 	}
 }
 
 // flush hands the chains of the batch to OnOver, then moves them to the
-// spill.
+// spill in the order a report reads them (runOrder): the spill is a few
+// runs in that order, each a batch, which a report of every chain
+// reads in step (readAhead).
 func (s *Stream) flush() {
 	from, to := s.flushed, len(s.chains)
 	if from == to {
@@ -35,13 +38,53 @@ func (s *Stream) flush() {
 	if s.OnOver != nil {
 		s.OnOver(from, to, s.Last())
 	}
-	base := s.sp.Len()
-	s.sp.Append(s.batch)
+	s.runKeys = s.runKeys[:0]
 	for i := from; i < to; i++ {
-		s.chains[i].off += base
+		s.runKeys = append(s.runKeys, runKeyOf(s.batch[s.chains[i].off:], i))
 	}
+	slices.SortFunc(s.runKeys, compareRunKeys)
+	for _, k := range s.runKeys {
+		r := &s.chains[k.i]
+		r.off = s.sp.Append(s.batch[r.off : r.off+int64(r.n)])
+	}
+	s.runs = append(s.runs, int32(from))
 	s.flushed = to
 	s.batch = s.batch[:0]
+}
+
+// runOf is the run of the spill that holds chain i, handed over before
+// the last flush.
+func (s *Stream) runOf(i int) int {
+	r, found := slices.BinarySearch(s.runs, int32(i))
+	if !found {
+		r--
+	}
+	return r
+}
+
+// runKey is a chain's place in a run: its peer's address as a report
+// orders peers, IPv4 before IPv6, and its number.
+type runKey struct {
+	v6     bool
+	i      int32
+	hi, lo uint64
+}
+
+// runKeyOf is the key of chain i, whose bytes e begins with.
+func runKeyOf(e []byte, i int) runKey {
+	a := headOf(e[:headSize]).addr
+	return runKey{v6: !netip.AddrFrom16(a).Is4In6(), i: int32(i),
+		hi: binary.BigEndian.Uint64(a[:8]), lo: binary.BigEndian.Uint64(a[8:])}
+}
+
+func compareRunKeys(x, y runKey) int {
+	if x.v6 != y.v6 {
+		if x.v6 {
+			return 1
+		}
+		return -1
+	}
+	return cmp.Or(cmp.Compare(x.hi, y.hi), cmp.Compare(x.lo, y.lo))
 }
 
 // blob returns chain i's bytes, read from the spill into an array of
@@ -81,9 +124,11 @@ type chainView struct {
 	head entryHead
 	cb   chainBuf
 	// order is the positions in the chain's time order; start the
-	// attempts' starts, by position.
+	// attempts' starts, by position, and xi their extras' indexes in
+	// cb.xs (-1: none).
 	order []int32
 	start []rec.Stamp
+	xi    []int32
 }
 
 var viewPool = sync.Pool{New: func() any { return new(chainView) }}
@@ -96,7 +141,7 @@ func (s *Stream) view(i int, v *chainView) error {
 		b = s.batch[r.off : r.off+int64(r.n)]
 	} else {
 		var err error
-		if v.buf, err = s.ahead.read(s.sp, v.buf[:0], r.off, int(r.n)); err != nil {
+		if v.buf, err = s.ahead.read(s.sp, v.buf[:0], r.off, int(r.n), s.runOf(i)); err != nil {
 			return err
 		}
 		b = v.buf
@@ -106,15 +151,18 @@ func (s *Stream) view(i int, v *chainView) error {
 	n := len(v.cb.recs)
 	v.start = slices.Grow(v.start[:0], n)[:n]
 	v.order = slices.Grow(v.order[:0], n)[:n]
+	v.xi = slices.Grow(v.xi[:0], n)[:n]
 	sorted := true
 	x := 0
 	for k := range v.cb.recs {
 		r := &v.cb.recs[k]
 		v.start[k] = plus(s.base, r.at)
+		v.xi[k] = -1
 		if x < len(v.cb.xs) && v.cb.xs[x].pos == uint32(k) {
 			if v.cb.xs[x].x.far {
 				v.start[k] = v.cb.xs[x].x.start
 			}
+			v.xi[k] = int32(x)
 			x++
 		}
 		v.order[k] = int32(k)
@@ -135,14 +183,10 @@ func (s *Stream) view(i int, v *chainView) error {
 
 // extra is the extra of the attempt at position k of v, if it has one.
 func (v *chainView) extra(k int) (streamExtra, bool) {
-	if v.cb.recs[k].meta&metaXtra == 0 {
-		return streamExtra{}, false
+	if j := v.xi[k]; j >= 0 {
+		return v.cb.xs[j].x, true
 	}
-	j, ok := slices.BinarySearchFunc(v.cb.xs, uint32(k), func(e blobExtra, k uint32) int { return cmp.Compare(e.pos, k) })
-	if !ok {
-		return streamExtra{}, false
-	}
-	return v.cb.xs[j].x, true
+	return streamExtra{}, false
 }
 
 // ending is the Ending of the attempt at position k of v.

@@ -109,6 +109,10 @@ type Stream struct {
 	chains  []blobRef
 	flushed int
 	batch   []byte
+	// runKeys is where flush puts the batch in order; runs[r] is the
+	// first chain of run r of the spill, a flush's.
+	runKeys []runKey
+	runs    []int32
 }
 
 // SpillMemory bounds what a Stream's spill holds in memory before
@@ -116,8 +120,11 @@ type Stream struct {
 const SpillMemory = 4 << 20
 
 const (
-	// streamBatch is how many chains a Stream hands over at a time.
-	streamBatch = 1024
+	// A Stream hands its chains over in batches of at most streamBatch
+	// chains and about batchBytes: a spill of 100 000 peers' full
+	// chains is 13 batches, of 1 000 000 peers' SYNs 61.
+	streamBatch = 1 << 10
+	batchBytes  = 2 << 20
 	// longChain is the length from which a chain's attempts are found
 	// through an index rather than by reading them all.
 	longChain = 64
@@ -224,7 +231,7 @@ func (s *Stream) Close() error {
 	arena.Free(s.pending)
 	arena.Free(s.sorted)
 	s.peers.free()
-	s.pending, s.sorted, s.chains, s.batch = nil, nil, nil, nil
+	s.pending, s.sorted, s.chains, s.batch, s.runKeys, s.runs = nil, nil, nil, nil, nil, nil
 	return s.sp.Close()
 }
 

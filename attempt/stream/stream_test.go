@@ -1,6 +1,7 @@
 package stream
 
 import (
+	stdcmp "cmp"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -386,4 +387,75 @@ func TestStreamSpillLost(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("Finish() = %v, want an error naming %s", err, dir)
 	}
+}
+
+// TestStreamSpillRuns: each flush writes its chains to the spill in the
+// order a report reads peers (IPv4 before IPv6, by address), and reading
+// every chain in that order reads the spill a window at a time, not a
+// chain at a time.
+func TestStreamSpillRuns(t *testing.T) {
+	events := madeUp(rand.New(rand.NewPCG(3, 7)), captureMix{peers: 3000, servers: 3, seg: true, retrans: 0.05})
+	st := New(streamPort, backoff.DefaultPolicy(), t.TempDir())
+	defer st.Close()
+	st.sp = spill.New(t.TempDir(), 0) // every chain in the file
+	for _, e := range events {
+		if e.syn != nil {
+			st.Add(*e.syn)
+		} else {
+			st.AddSegmentView(viewOf(e.seg))
+		}
+	}
+	st.SetFatesKnown(true)
+	if err := st.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	peer := make([]netip.Addr, st.Len())
+	for c := range peer {
+		peer[c] = st.Chain(c, nil).Peer
+	}
+	reportOrder := func(x, y int) int {
+		a, b := peer[x], peer[y]
+		if a.Is4() != b.Is4() {
+			if a.Is4() {
+				return -1
+			}
+			return 1
+		}
+		return a.Compare(b)
+	}
+	if len(st.runs) < 2 {
+		t.Fatalf("%d runs for %d chains: the test wants several", len(st.runs), st.Len())
+	}
+	for r, from := range st.runs {
+		to := st.Len()
+		if r+1 < len(st.runs) {
+			to = int(st.runs[r+1])
+		}
+		byOffset := make([]int, 0, to-int(from))
+		for c := int(from); c < to; c++ {
+			byOffset = append(byOffset, c)
+		}
+		slices.SortFunc(byOffset, func(x, y int) int { return stdcmp.Compare(st.chains[x].off, st.chains[y].off) })
+		for k := 1; k < len(byOffset); k++ {
+			if reportOrder(byOffset[k-1], byOffset[k]) > 0 {
+				t.Fatalf("run %d: %v's chain is written before %v's", r, peer[byOffset[k-1]], peer[byOffset[k]])
+			}
+		}
+	}
+	order := make([]int, st.Len())
+	for c := range order {
+		order[c] = c
+	}
+	slices.SortStableFunc(order, reportOrder)
+	st.ahead = readAhead{} // cold windows
+	for _, c := range order {
+		if len(st.Chain(c, nil).Attempts) == 0 {
+			t.Fatalf("chain %d read back empty", c)
+		}
+	}
+	most := int(st.sp.Len()/windowLen) + 2*len(st.runs)
+	if st.ahead.reads.Load() > int64(most) {
+		t.Errorf("%d reads of a %d-byte spill in %d runs for %d chains, want at most %d", st.ahead.reads.Load(), st.sp.Len(), len(st.runs), st.Len(), most)
+	}
+	t.Logf("%d chains in %d runs, %d bytes: %d reads in report order", st.Len(), len(st.runs), st.sp.Len(), st.ahead.reads.Load())
 }

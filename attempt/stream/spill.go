@@ -27,9 +27,9 @@ func (s *Stream) handOverBytes(e []byte, h *entryHead) {
 }
 
 // flush hands the chains of the batch to OnOver, then moves them to the
-// spill in the order a report reads them (runOrder): the spill is a few
-// runs in that order, each a batch, which a report of every chain
-// reads in step (readAhead).
+// spill in the order a report reads them (runKey): the spill is runs in
+// that order, a batch each, which a report of every chain reads in step
+// (readAhead).
 func (s *Stream) flush() {
 	from, to := s.flushed, len(s.chains)
 	if from == to {

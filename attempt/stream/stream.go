@@ -292,10 +292,10 @@ func (s *Stream) saw(t rec.Stamp) {
 }
 
 // hash is the key that orders the peers held, of an address in As16 form:
-// an IPv4 address's is the address, in its top half, so that chains are
-// handed over (and set down in the spill) in the order a report reads
-// them (readAhead); any other's a hash, whose top half the radix sort of
-// sortPending spreads.
+// an IPv4 address's is the address, in its top half, so that a merge
+// hands its chains over in the order a report reads them, which flush
+// then finds nearly sorted; any other's a hash, whose top half the radix
+// sort of sortPending spreads.
 func (s *Stream) hash(a *[16]byte) uint64 {
 	w := rec.Words(a)
 	if w.Hi == 0 && w.Lo>>32 == 0xffff {

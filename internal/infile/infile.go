@@ -39,8 +39,8 @@ func ReadSmall(path string) ([]byte, error) {
 
 // handOverGrace is how long an interrupted Read waits for the bytes of a
 // read of r that has just returned: far longer than handing them over
-// takes, far shorter than a person notices.
-const handOverGrace = 20 * time.Millisecond
+// takes, far shorter than a person notices. A variable for tests.
+var handOverGrace = 20 * time.Millisecond
 
 // ErrInterrupted is the error of a read or an open that done stopped.
 var ErrInterrupted = errors.New("read interrupted")

@@ -12,7 +12,7 @@ import (
 // (Stream.flush). The report goes through the runs in step, and readAhead
 // follows each run through a window of its own, which reads on from
 // where the run is asked: the JSON of 100 000 peers reads the spill a few
-// thousand times, where a read a chain took 100 000.
+// thousand times, where a read a chain took 90 000.
 const (
 	// maxWindows bounds the windows: runs past it share them.
 	maxWindows = 1024

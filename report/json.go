@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"encoding/json"
 	"math"
+	"math/bits"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -34,23 +36,23 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 	b = appendJSONString(b, string(p.Strict.Verdict))
 	if p.Strict.FirstFailure != 0 {
 		b = append(b, `,"first_failure":`...)
-		b = strconv.AppendInt(b, int64(p.Strict.FirstFailure), 10)
+		b = appendInt(b, int64(p.Strict.FirstFailure))
 	}
 	b = append(b, `},"reference_passed":`...)
 	b = strconv.AppendBool(b, p.ReferencePassed)
 	b = append(b, `,"retransmits":`...)
-	b = strconv.AppendInt(b, int64(p.Retransmits), 10)
+	b = appendInt(b, int64(p.Retransmits))
 	b = append(b, `,"attempts":`...)
 	var times minuteText
 	b, _ = appendJSONList(b, p.Attempts, func(b []byte, a *AttemptReport) ([]byte, error) {
 		b = append(b, `{"time":"`...)
 		b = times.append(b, a.Time)
 		b = append(b, `","src_port":`...)
-		b = strconv.AppendUint(b, uint64(a.SrcPort), 10)
+		b = appendUint(b, uint64(a.SrcPort))
 		b = append(b, `,"seq":`...)
-		b = strconv.AppendUint(b, uint64(a.Seq), 10)
+		b = appendUint(b, uint64(a.Seq))
 		b = append(b, `,"retransmits":`...)
-		b = strconv.AppendInt(b, int64(a.Retransmits), 10)
+		b = appendInt(b, int64(a.Retransmits))
 		return appendEndingJSON(b, &a.Ending), nil
 	})
 	b = append(b, `,"intervals":`...)
@@ -62,7 +64,7 @@ func appendPeerJSON(b []byte, p *PeerReport, windows *windowText) ([]byte, error
 	}
 	b = append(b, `,"backoff_ms":`...)
 	b, _ = appendJSONList(b, p.BackoffMS, func(b []byte, v *int32) ([]byte, error) {
-		return strconv.AppendInt(b, int64(*v), 10), nil
+		return appendInt(b, int64(*v)), nil
 	})
 	// The members a chain seldom has, in the struct's order: encoding/json
 	// is fast enough for them.
@@ -183,7 +185,7 @@ func appendJSONList[T any](b []byte, list []T, item func([]byte, *T) ([]byte, er
 
 func appendIntervalJSON(b []byte, iv *backoff.Interval, windows *windowText) ([]byte, error) {
 	b = append(b, `{"k":`...)
-	b = strconv.AppendInt(b, int64(iv.K), 10)
+	b = appendInt(b, int64(iv.K))
 	b = append(b, `,"measured_ms":`...)
 	var err1, err2 error
 	if ns := int64(iv.Measured); ns != 0 && ns > -1e15 && ns < 1e15 && iv.MeasuredMS == backoff.Millis(iv.Measured) {
@@ -192,7 +194,7 @@ func appendIntervalJSON(b []byte, iv *backoff.Interval, windows *windowText) ([]
 		b, err1 = appendJSONFloat(b, iv.MeasuredMS)
 	}
 	b = append(b, `,"backoff_ms":`...)
-	b = strconv.AppendInt(b, int64(iv.BackoffMS), 10)
+	b = appendInt(b, int64(iv.BackoffMS))
 	if w := windows.text(iv); w != nil {
 		b = append(b, w...)
 	} else {
@@ -278,7 +280,7 @@ func appendWholeNS(b []byte, ns int64) []byte {
 	case whole < 1000:
 		b = append(b, byte('0'+whole/100), byte('0'+whole/10%10), byte('0'+whole%10))
 	default:
-		b = strconv.AppendInt(b, whole, 10)
+		b = appendInt(b, whole)
 	}
 	frac := ns % 1e6
 	if frac == 0 {
@@ -370,6 +372,58 @@ func appendDigits(b []byte, v, n int) []byte {
 	return b
 }
 
+// appendUint appends v in decimal, as strconv.AppendUint does, but writes
+// its digits where they go, two at a time: strconv writes them to a
+// buffer of its own and copies that, which was a tenth of the time the
+// JSON of 100 000 peers took to format (a sequence number and a port an
+// attempt).
+func appendUint(b []byte, v uint64) []byte {
+	// Its digits: log10 from its bits, 1233/4096 being log10(2).
+	t := bits.Len64(v|1) * 1233 >> 12
+	n := t + 1
+	if t > 0 && v < pow10[t] {
+		n--
+	}
+	b = slices.Grow(b, n)
+	i := len(b) + n
+	b = b[:i]
+	for v >= 100 {
+		q := v / 100
+		r := (v - q*100) * 2
+		i -= 2
+		b[i], b[i+1] = digitPairs[r], digitPairs[r+1]
+		v = q
+	}
+	if v >= 10 {
+		b[i-2], b[i-1] = digitPairs[v*2], digitPairs[v*2+1]
+	} else {
+		b[i-1] = byte('0' + v)
+	}
+	return b
+}
+
+// appendInt appends v in decimal, as strconv.AppendInt does (appendUint).
+func appendInt(b []byte, v int64) []byte {
+	if v < 0 {
+		return appendUint(append(b, '-'), -uint64(v))
+	}
+	return appendUint(b, uint64(v))
+}
+
+// pow10[t] is 10ᵗ.
+var pow10 = [20]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+const digitPairs = "00010203040506070809" +
+	"10111213141516171819" +
+	"20212223242526272829" +
+	"30313233343536373839" +
+	"40414243444546474849" +
+	"50515253545556575859" +
+	"60616263646566676869" +
+	"70717273747576777879" +
+	"80818283848586878889" +
+	"90919293949596979899"
+
 // appendJSONFloat appends f as encoding/json writes a float64.
 func appendJSONFloat(b []byte, f float64) ([]byte, error) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
@@ -379,7 +433,7 @@ func appendJSONFloat(b []byte, f float64) ([]byte, error) {
 	if f == math.Trunc(f) && math.Abs(f) < 1e15 && (f != 0 || !math.Signbit(f)) {
 		// A whole number (windows and expected backoffs often are) has
 		// no shorter form than its digits: skip the float formatting.
-		return strconv.AppendInt(b, int64(f), 10), nil
+		return appendInt(b, int64(f)), nil
 	}
 	abs, format := math.Abs(f), byte('f')
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {

@@ -234,6 +234,13 @@ func (ps *Peers) verify(cs ChainSource, from, to int, out []auditPeer, run backo
 	}
 }
 
+// chainReaders is a ChainSource that reads chain after chain faster
+// through a reader of each goroutine's own (attempt/stream's, which keeps
+// what it read of its spill for the chains that follow).
+type chainReaders interface {
+	ChainReader() func(i int, buf []attempt.Attempt) attempt.Chain
+}
+
 // timesEndings is a ChainSource that gives a chain's times and fates in
 // one read (attempt.Stream), rather than in two.
 type timesEndings interface {
@@ -400,6 +407,9 @@ func (ps *Peers) Report(i int, buf *[]attempt.Attempt) PeerReport {
 // reportScratch is the memory that building peers' reports one after the
 // other reuses: a report built in it is valid until the next.
 type reportScratch struct {
+	// chain reads a chain for this scratch's goroutine alone, when the
+	// section's source has readers (chainReaders); nil, the source does.
+	chain    func(i int, buf []attempt.Attempt) attempt.Chain
 	attempts []attempt.Attempt
 	reports  []AttemptReport
 	times    []time.Time
@@ -411,7 +421,11 @@ type reportScratch struct {
 // report is Report, built in sc.
 func (ps *Peers) report(i int, sc *reportScratch) PeerReport {
 	p := &ps.peers[i]
-	c := ps.chains.Chain(int(p.index), sc.attempts)
+	chain := sc.chain
+	if chain == nil {
+		chain = ps.chains.Chain
+	}
+	c := chain(int(p.index), sc.attempts)
 	sc.attempts = c.Attempts[:0]
 	res, ok := ps.result(p.index)
 	if !ok && (len(c.Attempts) >= 2 || res.Reference.Verdict == "") {
@@ -477,6 +491,9 @@ func WritePeers[S any](w io.Writer, ps *Peers, state func() S, format func(b []b
 	}
 	state1 := func() *scratch {
 		sc := &scratch{s: state()}
+		if r, ok := ps.chains.(chainReaders); ok {
+			sc.rs.chain = r.ChainReader()
+		}
 		sc.report = func() *PeerReport {
 			sc.pr = ps.report(sc.i, &sc.rs)
 			return &sc.pr

@@ -560,6 +560,30 @@ func TestAppendWholeNS(t *testing.T) {
 	}
 }
 
+// appendUint and appendInt write what strconv writes, after what b held.
+func TestAppendInt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	vs := []int64{0, 1, -1, 9, 10, 99, 100, 101, 65535, 4294967295, math.MaxInt64, math.MinInt64, math.MinInt64 + 1}
+	for p := int64(1); p < 1e18; p *= 10 {
+		vs = append(vs, p-1, p, p+1, -p)
+	}
+	for range 100000 {
+		vs = append(vs, rng.Int64(), -rng.Int64(), rng.Int64N(1e6), int64(rng.Uint32()))
+	}
+	for _, v := range vs {
+		if got, want := string(appendInt([]byte("x"), v)), "x"+strconv.FormatInt(v, 10); got != want {
+			t.Fatalf("appendInt(%d) = %s, want %s", v, got, want)
+		}
+		u := uint64(v)
+		if got, want := string(appendUint([]byte("x"), u)), "x"+strconv.FormatUint(u, 10); got != want {
+			t.Fatalf("appendUint(%d) = %s, want %s", u, got, want)
+		}
+	}
+	if got := string(appendUint(nil, math.MaxUint64)); got != "18446744073709551615" {
+		t.Fatalf("appendUint(MaxUint64) = %s", got)
+	}
+}
+
 // Peers whose intervals come from Verify, written with and without the
 // windows held, are what encoding/json writes.
 func TestAppendPeerJSONVerified(t *testing.T) {

@@ -1,7 +1,7 @@
 package stream
 
 import (
-	"sync"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/backoff-audit/audit/internal/spill"
@@ -14,35 +14,50 @@ import (
 // where the run is asked: the JSON of 100 000 peers reads the spill a few
 // thousand times, where a read a chain took 90 000.
 const (
-	// maxWindows bounds the windows: runs past it share them.
-	maxWindows = 1024
+	// maxWindows bounds the windows of all the goroutines that read at
+	// once, about one a core (viewWindows): runs past a goroutine's
+	// share share its windows.
+	maxWindows = 2048
 	// windowLen is what a window reads of the spill at a time.
 	windowLen = 16 << 10
 )
 
-// readAhead holds a window on each run of the spill, for the reads of
-// every goroutine; each window has a lock of its own, so that the report's
-// goroutines wait for each other only when they read the same run at once.
+// viewWindows is how many windows a goroutine's readAhead has: 1 024 (16
+// MiB, for as many runs) on two cores, fewer on more, at least 64.
+func viewWindows() int { return max(64, maxWindows/runtime.GOMAXPROCS(0)) }
+
+// readAhead holds a window on each run of the spill, for one goroutine
+// at a time (a chainView's): the report's goroutines each follow the runs
+// in their own windows, with no lock to wait for and no window moved
+// under another's feet, which shared windows cost a tenth of the JSON of
+// 100 000 peers.
 type readAhead struct {
-	w [maxWindows]window
-	// reads counts the spill's reads.
-	reads atomic.Int64
+	w []window // by run, up to n
+	n int
+	// reads counts the spill's reads, the Stream's: every view's.
+	reads *atomic.Int64
+}
+
+func newReadAhead(reads *atomic.Int64) readAhead {
+	return readAhead{n: viewWindows(), reads: reads}
 }
 
 // window is bytes of the spill, from off on.
 type window struct {
-	mu  sync.Mutex
 	b   []byte
 	off int64
 }
 
-// read appends to buf the spill's n bytes at off, in run: from the run's
-// window when it holds them, else read into it with what follows them,
-// windowLen bytes in all (or n, when more).
-func (ra *readAhead) read(sp *spill.Spill, buf []byte, off int64, n, run int) ([]byte, error) {
-	x := &ra.w[run%maxWindows]
-	x.mu.Lock()
-	defer x.mu.Unlock()
+// read returns the spill's n bytes at off, in run: from the run's window
+// when it holds them, else read into it with what follows them,
+// windowLen bytes in all (or n, when more). They are the window's, valid
+// until its next read.
+func (ra *readAhead) read(sp *spill.Spill, off int64, n, run int) ([]byte, error) {
+	k := run % ra.n
+	if k >= len(ra.w) {
+		ra.w = append(ra.w, make([]window, k+1-len(ra.w))...)
+	}
+	x := &ra.w[k]
 	end := off + int64(n)
 	if off < x.off || end > x.off+int64(len(x.b)) {
 		size := max(int64(n), min(windowLen, sp.Len()-off))
@@ -53,8 +68,8 @@ func (ra *readAhead) read(sp *spill.Spill, buf []byte, off int64, n, run int) ([
 		x.b, x.off = x.b[:size], off
 		if _, err := sp.ReadAt(x.b, off); err != nil {
 			x.b = x.b[:0]
-			return buf, err
+			return nil, err
 		}
 	}
-	return append(buf, x.b[off-x.off:end-x.off]...), nil
+	return x.b[off-x.off : end-x.off], nil
 }

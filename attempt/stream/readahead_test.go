@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 
 	"github.com/backoff-audit/audit/internal/spill"
@@ -31,7 +32,7 @@ func TestReadAhead(t *testing.T) {
 		}
 	}
 	// 3 000 runs of 1 000 bytes, two pieces each, in step: runs k and
-	// k+maxWindows share a window.
+	// k+1024 share a window.
 	var many []read
 	for k := range int64(2) {
 		for r := range int64(3000) {
@@ -48,20 +49,20 @@ func TestReadAhead(t *testing.T) {
 		reads []read
 		most  int // spill reads
 	}{{"runs", runs, 20 * (200*piece/windowLen + 2)}, {"many", many, 2 * 3000}, {"random", random, len(random)}} {
-		var ra readAhead
-		var buf []byte
+		var reads atomic.Int64
+		ra := readAhead{n: 1024, reads: &reads}
 		for _, r := range tt.reads {
-			var err error
-			if buf, err = ra.read(sp, buf[:0], r.off, int(r.n), int(r.run)); err != nil {
+			buf, err := ra.read(sp, r.off, int(r.n), int(r.run))
+			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(buf, data[r.off:r.off+r.n]) {
 				t.Fatalf("%s: the %d bytes at %d differ", tt.name, r.n, r.off)
 			}
 		}
-		if ra.reads.Load() > int64(tt.most) {
-			t.Errorf("%s: %d reads of the spill for %d pieces, want at most %d", tt.name, ra.reads.Load(), len(tt.reads), tt.most)
+		if reads.Load() > int64(tt.most) {
+			t.Errorf("%s: %d reads of the spill for %d pieces, want at most %d", tt.name, reads.Load(), len(tt.reads), tt.most)
 		}
-		t.Logf("%s: %d reads of the spill for %d pieces", tt.name, ra.reads.Load(), len(tt.reads))
+		t.Logf("%s: %d reads of the spill for %d pieces", tt.name, reads.Load(), len(tt.reads))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/backoff-audit/audit/attempt"
@@ -119,12 +118,13 @@ func (s *Stream) reviveInto(cb *chainBuf, h *entryHead) bool {
 	return true
 }
 
-// chainView is a chain read back from its bytes, its buffers reused
-// from chain to chain.
+// chainView is a chain read back from its bytes, for one goroutine at a
+// time, its buffers and its windows on the spill reused from chain to
+// chain.
 type chainView struct {
-	buf  []byte
-	head entryHead
-	cb   chainBuf
+	ahead readAhead
+	head  entryHead
+	cb    chainBuf
 	// order is the positions in the chain's time order; start the
 	// attempts' starts, by position, and xi their extras' indexes in
 	// cb.xs (-1: none).
@@ -133,7 +133,35 @@ type chainView struct {
 	xi    []int32
 }
 
-var viewPool = sync.Pool{New: func() any { return new(chainView) }}
+// takeView returns a view of the Stream's for the caller alone, until it
+// puts it back: one of those put back, or a new one. There are no more
+// than the goroutines that ever read at once.
+func (s *Stream) takeView() *chainView {
+	s.viewsMu.Lock()
+	defer s.viewsMu.Unlock()
+	if n := len(s.views); n > 0 {
+		v := s.views[n-1]
+		s.views = s.views[:n-1]
+		return v
+	}
+	return &chainView{ahead: newReadAhead(&s.reads)}
+}
+
+func (s *Stream) putView(v *chainView) {
+	s.viewsMu.Lock()
+	defer s.viewsMu.Unlock()
+	s.views = append(s.views, v)
+}
+
+// ChainReader returns a function that reads chain i as Chain does, for
+// one goroutine at a time, with a view of its own: a goroutine that reads
+// chain after chain in a report's order (a report's writers) then finds
+// the next chains of each run in its windows, which no other goroutine
+// moves.
+func (s *Stream) ChainReader() func(i int, buf []attempt.Attempt) attempt.Chain {
+	v := &chainView{ahead: newReadAhead(&s.reads)}
+	return func(i int, buf []attempt.Attempt) attempt.Chain { return s.chain(i, buf, v) }
+}
 
 // view reads chain i back into v.
 func (s *Stream) view(i int, v *chainView) error {
@@ -143,10 +171,9 @@ func (s *Stream) view(i int, v *chainView) error {
 		b = s.batch[r.off : r.off+int64(r.n)]
 	} else {
 		var err error
-		if v.buf, err = s.ahead.read(s.sp, v.buf[:0], r.off, int(r.n), s.runOf(i)); err != nil {
+		if b, err = v.ahead.read(s.sp, r.off, int(r.n), s.runOf(i)); err != nil {
 			return err
 		}
-		b = v.buf
 	}
 	v.head = headOf(b)
 	v.cb.load(b, &v.head)
@@ -233,8 +260,12 @@ func (s *Stream) attempt(v *chainView, k int) attempt.Attempt {
 // them, built in buf's array when it has room. A chain the spill lost
 // comes back empty: Finish said so.
 func (s *Stream) Chain(i int, buf []attempt.Attempt) attempt.Chain {
-	v := viewPool.Get().(*chainView)
-	defer viewPool.Put(v)
+	v := s.takeView()
+	defer s.putView(v)
+	return s.chain(i, buf, v)
+}
+
+func (s *Stream) chain(i int, buf []attempt.Attempt, v *chainView) attempt.Chain {
 	if s.view(i, v) != nil {
 		return attempt.Chain{}
 	}
@@ -248,8 +279,8 @@ func (s *Stream) Chain(i int, buf []attempt.Attempt) attempt.Chain {
 // Times returns chain i's peer, attempt times in time order (in buf's
 // array) and retransmits, without building its attempts.
 func (s *Stream) Times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
-	v := viewPool.Get().(*chainView)
-	defer viewPool.Put(v)
+	v := s.takeView()
+	defer s.putView(v)
 	buf = buf[:0]
 	if s.view(i, v) != nil {
 		return netip.Addr{}, buf, 0
@@ -270,8 +301,8 @@ func (s *Stream) Times(i int, buf []time.Time) (netip.Addr, []time.Time, int) {
 // that a caller that keeps neither reads chain after chain in the same
 // memory.
 func (s *Stream) TimesEndings(i int, buf []time.Time, ends []backoff.Ending) (netip.Addr, []time.Time, int, []backoff.Ending) {
-	v := viewPool.Get().(*chainView)
-	defer viewPool.Put(v)
+	v := s.takeView()
+	defer s.putView(v)
 	buf = buf[:0]
 	if s.view(i, v) != nil {
 		return netip.Addr{}, buf, 0, nil
@@ -300,8 +331,8 @@ func (s *Stream) Endings(i int, _ []backoff.Ending) []backoff.Ending {
 	if !s.fatesKnown {
 		return nil
 	}
-	v := viewPool.Get().(*chainView)
-	defer viewPool.Put(v)
+	v := s.takeView()
+	defer s.putView(v)
 	if s.view(i, v) != nil {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/backoff-audit/audit/attempt"
@@ -105,7 +107,6 @@ type Stream struct {
 	// The chains handed over: chains[i] is where chain i is, in the
 	// spill or, from flushed on, in batch.
 	sp      *spill.Spill
-	ahead   readAhead
 	chains  []blobRef
 	flushed int
 	batch   []byte
@@ -113,6 +114,11 @@ type Stream struct {
 	// first chain of run r of the spill, a flush's.
 	runKeys []runKey
 	runs    []int32
+	// views are the views on the spill put back (takeView), reads
+	// counts the spill's reads.
+	viewsMu sync.Mutex
+	views   []*chainView
+	reads   atomic.Int64
 }
 
 // SpillMemory bounds what a Stream's spill holds in memory before

@@ -134,24 +134,17 @@ type chainView struct {
 }
 
 // takeView returns a view of the Stream's for the caller alone, until it
-// puts it back: one of those put back, or a new one. There are no more
-// than the goroutines that ever read at once.
+// puts it back (putView): a view a goroutine of the same core put back,
+// which is the one most likely to hold the next chains in its windows, or
+// a new one.
 func (s *Stream) takeView() *chainView {
-	s.viewsMu.Lock()
-	defer s.viewsMu.Unlock()
-	if n := len(s.views); n > 0 {
-		v := s.views[n-1]
-		s.views = s.views[:n-1]
+	if v, ok := s.views.Get().(*chainView); ok {
 		return v
 	}
 	return &chainView{ahead: newReadAhead(&s.reads)}
 }
 
-func (s *Stream) putView(v *chainView) {
-	s.viewsMu.Lock()
-	defer s.viewsMu.Unlock()
-	s.views = append(s.views, v)
-}
+func (s *Stream) putView(v *chainView) { s.views.Put(v) }
 
 // ChainReader returns a function that reads chain i as Chain does, for
 // one goroutine at a time, with a view of its own: a goroutine that reads

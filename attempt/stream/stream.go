@@ -116,9 +116,8 @@ type Stream struct {
 	runs    []int32
 	// views are the views on the spill put back (takeView), reads
 	// counts the spill's reads.
-	viewsMu sync.Mutex
-	views   []*chainView
-	reads   atomic.Int64
+	views sync.Pool
+	reads atomic.Int64
 }
 
 // SpillMemory bounds what a Stream's spill holds in memory before

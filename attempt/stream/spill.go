@@ -18,9 +18,9 @@ import (
 func (s *Stream) handOverBytes(e []byte, h *entryHead) {
 	ref := blobRef{off: int64(len(s.batch)), n: uint32(len(e))}
 	s.batch = append(s.batch, e...)
-	h.chain = int32(len(s.chains))
-	s.chains = append(s.chains, ref)
-	if len(s.chains)-s.flushed >= streamBatch || len(s.batch) >= batchBytes {
+	h.chain = int32(s.nchains)
+	s.addRef(ref)
+	if s.nchains-s.flushed >= streamBatch || len(s.batch) >= batchBytes {
 		s.flush()
 	}
 }
@@ -30,7 +30,7 @@ func (s *Stream) handOverBytes(e []byte, h *entryHead) {
 // that order, a batch each, which a report of every chain reads in step
 // (readAhead).
 func (s *Stream) flush() {
-	from, to := s.flushed, len(s.chains)
+	from, to := s.flushed, s.nchains
 	if from == to {
 		return
 	}
@@ -39,11 +39,11 @@ func (s *Stream) flush() {
 	}
 	s.runKeys = s.runKeys[:0]
 	for i := from; i < to; i++ {
-		s.runKeys = append(s.runKeys, runKeyOf(s.batch[s.chains[i].off:], i))
+		s.runKeys = append(s.runKeys, runKeyOf(s.batch[s.ref(i).off:], i))
 	}
 	slices.SortFunc(s.runKeys, compareRunKeys)
 	for _, k := range s.runKeys {
-		r := &s.chains[k.i]
+		r := s.ref(int(k.i))
 		r.off = s.sp.Append(s.batch[r.off : r.off+int64(r.n)])
 	}
 	s.runs = append(s.runs, int32(from))
@@ -91,7 +91,7 @@ func compareRunKeys(x, y runKey) int {
 // blob returns chain i's bytes, read from the spill into an array of
 // their own when they are there.
 func (s *Stream) blob(i int) ([]byte, error) {
-	r := s.chains[i]
+	r := *s.ref(i)
 	if i >= s.flushed {
 		return s.batch[r.off : r.off+int64(r.n)], nil
 	}
@@ -158,7 +158,7 @@ func (s *Stream) ChainReader() func(i int, buf []attempt.Attempt) attempt.Chain 
 
 // view reads chain i back into v.
 func (s *Stream) view(i int, v *chainView) error {
-	r := s.chains[i]
+	r := *s.ref(i)
 	var b []byte
 	if i >= s.flushed {
 		b = s.batch[r.off : r.off+int64(r.n)]

@@ -104,10 +104,13 @@ type Stream struct {
 	syns       int
 	cb         chainBuf
 
-	// The chains handed over: chains[i] is where chain i is, in the
-	// spill or, from flushed on, in batch.
+	// The chains handed over: ref(i) is where chain i is, in the spill
+	// or, from flushed on, in batch. chains holds the nchains refs in
+	// blocks of refBlock, so that a million of them are never copied to
+	// grow, nor made twice over in fresh memory.
 	sp      *spill.Spill
-	chains  []blobRef
+	chains  [][]blobRef
+	nchains int
 	flushed int
 	batch   []byte
 	// runKeys is where flush puts the batch in order; runs[r] is the
@@ -151,6 +154,21 @@ const (
 type blobRef struct {
 	off int64
 	n   uint32
+}
+
+// refBlock is how many refs a block of Stream.chains holds: 64 KiB.
+const refBlock = 4096
+
+// ref is where chain i is.
+func (s *Stream) ref(i int) *blobRef { return &s.chains[i/refBlock][i%refBlock] }
+
+// addRef adds the ref of chain nchains.
+func (s *Stream) addRef(r blobRef) {
+	if s.nchains%refBlock == 0 {
+		s.chains = append(s.chains, make([]blobRef, refBlock))
+	}
+	*s.ref(s.nchains) = r
+	s.nchains++
 }
 
 // packet is a SYN or segment that waits to be merged.
@@ -237,6 +255,7 @@ func (s *Stream) Close() error {
 	arena.Free(s.sorted)
 	s.peers.free()
 	s.pending, s.sorted, s.chains, s.batch, s.runKeys, s.runs = nil, nil, nil, nil, nil, nil
+	s.nchains = 0
 	return s.sp.Close()
 }
 
@@ -267,7 +286,7 @@ func (s *Stream) SetFatesKnown(known bool) {
 		return
 	}
 	s.fatesKnown = known
-	if known && len(s.chains) > 0 {
+	if known && s.nchains > 0 {
 		s.reviveAll = true
 	}
 }
@@ -438,7 +457,7 @@ func (s *Stream) Finish() error {
 }
 
 // Len is the number of chains handed over (their numbers run from 0).
-func (s *Stream) Len() int { return len(s.chains) }
+func (s *Stream) Len() int { return s.nchains }
 
 // dueOf is when a chain of n attempts, the latest at last, is over if no
 // attempt comes: ChainEnd, in ns from base.

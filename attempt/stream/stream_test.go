@@ -435,7 +435,7 @@ func TestStreamSpillRuns(t *testing.T) {
 		for c := int(from); c < to; c++ {
 			byOffset = append(byOffset, c)
 		}
-		slices.SortFunc(byOffset, func(x, y int) int { return stdcmp.Compare(st.chains[x].off, st.chains[y].off) })
+		slices.SortFunc(byOffset, func(x, y int) int { return stdcmp.Compare(st.ref(x).off, st.ref(y).off) })
 		for k := 1; k < len(byOffset); k++ {
 			if reportOrder(byOffset[k-1], byOffset[k]) > 0 {
 				t.Fatalf("run %d: %v's chain is written before %v's", r, peer[byOffset[k-1]], peer[byOffset[k]])

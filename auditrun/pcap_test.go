@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -386,5 +387,47 @@ func TestPcapManyPeers(t *testing.T) {
 	}
 	if len(doc.Peers) != peers || len(doc.Peers[peers-1].Intervals) != 2 || doc.Summary.Failed != failing {
 		t.Errorf("JSON: %d peers, summary %+v; want %d peers with their intervals, %d failed", len(doc.Peers), doc.Summary, peers, failing)
+	}
+}
+
+// TestPcapStreamedAsWhole: 5 000 peers, each starting 100 ms after the
+// one before, their addresses in another order than their starts: read
+// as it comes (--port), their chains are handed over in runs as the
+// capture passes their ends and read back from the spill in report
+// order, and the report, text and JSON, is the one read whole.
+func TestPcapStreamedAsWhole(t *testing.T) {
+	start := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+	dst := netip.MustParseAddrPort("127.0.0.1:50052")
+	const peers = 5000
+	var syns []attempt.SYN
+	for p := range peers {
+		gaps := []time.Duration{0, 1000 * time.Millisecond, time.Duration(1400+p%400) * time.Millisecond, 2560 * time.Millisecond}
+		if p%7 == 0 {
+			gaps[2] = 500 * time.Millisecond // early: fails
+		}
+		a := uint32(p) * 40503 % 65536 // a scrambled address: not in start order
+		ts := start.Add(time.Duration(p) * 100 * time.Millisecond)
+		for k, g := range gaps {
+			ts = ts.Add(g)
+			syns = append(syns, attempt.SYN{Time: ts, Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, byte(a >> 8), byte(a)}), uint16(30000+k)), Dst: dst, Seq: uint32(10*p + k)})
+		}
+	}
+	slices.SortStableFunc(syns, func(x, y attempt.SYN) int { return x.Time.Compare(y.Time) })
+	path := filepath.Join(t.TempDir(), "staggered.pcap")
+	writeSYNs(t, path, syns)
+	for _, json := range []bool{false, true} {
+		whole := auditFiles(t, FilesConfig{JSON: json}, path)
+		streamed := auditFiles(t, FilesConfig{JSON: json, Port: 50052, PortSet: true}, path)
+		if whole.err != nil || streamed.err != nil {
+			t.Fatalf("whole: %v, as it comes: %v", whole.err, streamed.err)
+		}
+		if diff := cmp.Diff(whole.stdout, streamed.stdout); diff != "" {
+			t.Errorf("JSON %v: the report differs (-read whole +read as it comes):\n%s", json, diff)
+		}
+		if json {
+			if n := len(readReport(t, streamed).Peers); n != peers {
+				t.Errorf("%d peers in the JSON, want %d", n, peers)
+			}
+		}
 	}
 }

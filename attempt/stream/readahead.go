@@ -14,9 +14,9 @@ import (
 // where the run is asked: the JSON of 100 000 peers reads the spill a few
 // thousand times, where a read a chain took 90 000.
 const (
-	// maxWindows bounds the windows of all the goroutines that read at
-	// once, about one a core (viewWindows): runs past a goroutine's
-	// share share its windows.
+	// maxWindows bounds the windows of the goroutines that read at once,
+	// about one a core, up to 32 cores (viewWindows): the runs past a
+	// goroutine's share share its windows.
 	maxWindows = 2048
 	// windowLen is what a window reads of the spill at a time.
 	windowLen = 16 << 10

@@ -13,6 +13,28 @@ import (
 	"github.com/backoff-audit/audit/backoff"
 )
 
+// blobRef is where a chain handed over is: its bytes' offset and length,
+// in the spill or, not yet flushed, in the batch.
+type blobRef struct {
+	off int64
+	n   uint32
+}
+
+// refBlock is how many refs a block of Stream.chains holds: 64 KiB.
+const refBlock = 4096
+
+// ref is where chain i is.
+func (s *Stream) ref(i int) *blobRef { return &s.chains[i/refBlock][i%refBlock] }
+
+// addRef adds the ref of chain nchains.
+func (s *Stream) addRef(r blobRef) {
+	if s.nchains%refBlock == 0 {
+		s.chains = append(s.chains, make([]blobRef, refBlock))
+	}
+	*s.ref(s.nchains) = r
+	s.nchains++
+}
+
 // handOverBytes writes the chain of entry e, of head h, to the batch as
 // chain Len(), which h then names.
 func (s *Stream) handOverBytes(e []byte, h *entryHead) {

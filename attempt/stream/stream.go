@@ -151,26 +151,6 @@ const (
 	mergeEvery = int64(time.Minute)
 )
 
-type blobRef struct {
-	off int64
-	n   uint32
-}
-
-// refBlock is how many refs a block of Stream.chains holds: 64 KiB.
-const refBlock = 4096
-
-// ref is where chain i is.
-func (s *Stream) ref(i int) *blobRef { return &s.chains[i/refBlock][i%refBlock] }
-
-// addRef adds the ref of chain nchains.
-func (s *Stream) addRef(r blobRef) {
-	if s.nchains%refBlock == 0 {
-		s.chains = append(s.chains, make([]blobRef, refBlock))
-	}
-	*s.ref(s.nchains) = r
-	s.nchains++
-}
-
 // packet is a SYN or segment that waits to be merged.
 type packet struct {
 	h    uint64   // of addr
